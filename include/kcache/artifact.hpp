@@ -1,0 +1,36 @@
+// kcache/artifact.hpp: compiled bytes plus their passport.
+//
+// An artifact is a plain value: it can be copied, stored, sent to another
+// process and checked there. The payload is raw bytes (a cubin payload is
+// exactly the cubin) held in a std::string.
+//
+// Thread-safety: a value; const methods may be called from many threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kcache/error.hpp"
+#include "kcache/passport.hpp"
+
+namespace kcache {
+
+struct Artifact {
+  std::string payload;
+  Passport passport;
+
+  // Builds an artifact with a passport filled in from its arguments: payload
+  // size and SHA-256, the key and its record, created time (now). Other
+  // passport members (log, symbols, labels, duration) are left for the caller.
+  static Artifact make(const KeyBuilder& key, std::string kind, std::string payload,
+                       Producer producer = {}, Target target = {});
+
+  // Checks the passport against the payload: format version, valid kind,
+  // size, SHA-256. Returns `corrupt` naming the first mismatch.
+  Result<void> verify() const;
+
+  friend bool operator==(const Artifact&, const Artifact&) = default;
+};
+
+}  // namespace kcache

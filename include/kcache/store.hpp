@@ -1,0 +1,78 @@
+// kcache/store.hpp: where artifacts live.
+//
+// A Store maps keys to artifacts. Implementations: MemoryStore (LRU in this
+// process), FileStore (on disk, shared between processes), and TieredStore
+// (a chain of stores, fastest first). Remote stores come later.
+//
+// Contracts shared by every implementation:
+// - get() returns the artifact on a hit, std::nullopt on a miss, and an Error
+//   only when the store itself cannot be read (permission denied, I/O error).
+//   A damaged entry is a miss, never an error and never returned: it is
+//   counted in `corrupt` and removed.
+// - put() returns `stored`, or `already_present` when an entry for the key
+//   exists (a success: the content of a key never changes). It fails only when
+//   the artifact does not verify or the store cannot be written.
+// - Every method is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kcache/artifact.hpp"
+#include "kcache/error.hpp"
+#include "kcache/key.hpp"
+
+namespace kcache {
+
+enum class PutOutcome { stored, already_present };
+
+// What list() reports of one entry.
+struct EntryInfo {
+  Key key;
+  std::string kind;
+  std::uint64_t payload_size = 0;
+  std::int64_t created_unix_ms = 0;
+  std::int64_t last_used_unix_ms = 0;  // 0 where the store does not track use
+};
+
+// Counters of a store. For FileStore they are shared by every process using
+// the same cache directory; for MemoryStore they belong to the instance.
+struct StoreStats {
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t puts = 0;            // entries written
+  std::uint64_t puts_skipped = 0;    // writes skipped because the store is degraded
+  std::uint64_t evictions = 0;
+  std::uint64_t corrupt = 0;         // damaged entries found (and removed)
+  std::uint64_t errors = 0;          // failed operations (I/O, permissions, space)
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_written = 0;
+  std::uint64_t entries = 0;         // entries held now
+  std::uint64_t size_bytes = 0;      // bytes held now (payload + passport)
+  std::uint64_t max_size_bytes = 0;  // the cap; 0 = none
+  std::uint64_t compile_us_saved = 0;  // sum of compile_duration_us over hits
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // A short name for logs and stats: "memory", "file", "tiered".
+  virtual std::string_view name() const noexcept = 0;
+
+  virtual Result<std::optional<Artifact>> get(const Key& key) = 0;
+  virtual Result<PutOutcome> put(const Artifact& artifact) = 0;
+
+  // Returns true when an entry was removed, false when there was none.
+  virtual Result<bool> remove(const Key& key) = 0;
+
+  // Lists the entries held now, in no particular order.
+  virtual Result<std::vector<EntryInfo>> list() = 0;
+
+  virtual Result<StoreStats> stats() = 0;
+};
+
+}  // namespace kcache

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's test command: installs dependencies, builds the ci preset
+# (warnings as errors) and runs the whole suite with CTest.
+# Usage: scripts/test.sh [extra ctest arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake --preset ci >/dev/null
+cmake --build --preset ci -j "$jobs"
+ctest --preset ci -j "$jobs" "$@"

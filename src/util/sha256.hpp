@@ -1,0 +1,46 @@
+// util/sha256.hpp: SHA-256 (OpenSSL EVP) and XXH3 helpers.
+//
+// Thread-safety: Sha256 is a value; the free functions are thread-safe.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kcache::util {
+
+using Digest256 = std::array<std::uint8_t, 32>;
+
+// Incremental SHA-256. Never fails for valid use; an OpenSSL failure aborts,
+// since a wrong digest must never be produced silently.
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(Sha256&&) noexcept;
+  Sha256& operator=(Sha256&&) noexcept;
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
+  void update(const void* data, std::size_t size);
+  void update(std::string_view bytes) { update(bytes.data(), bytes.size()); }
+  // Returns the digest; the object must not be updated afterwards.
+  Digest256 finish();
+
+ private:
+  struct CtxDeleter {
+    void operator()(void* ctx) const noexcept;
+  };
+  std::unique_ptr<void, CtxDeleter> m_ctx;
+};
+
+Digest256 sha256(std::string_view bytes);
+std::string sha256_hex(std::string_view bytes);
+
+// XXH3-64 of `bytes`: a fast integrity check, never an identity.
+std::uint64_t xxh3_64(std::string_view bytes) noexcept;
+
+}  // namespace kcache::util

@@ -1,0 +1,32 @@
+#include "kcache/artifact.hpp"
+
+#include <gtest/gtest.h>
+
+using kcache::Artifact;
+using kcache::KeyBuilder;
+
+TEST(Artifact, MakeFillsSizeDigestAndKey) {
+  auto kb = KeyBuilder("blob").add_content("src", "x");
+  auto a = Artifact::make(kb, "blob", "hello");
+  EXPECT_EQ(a.passport.payload_size, 5U);
+  EXPECT_EQ(a.passport.payload_sha256,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+  EXPECT_EQ(a.passport.key, kb.key());
+  EXPECT_GT(a.passport.created_unix_ms, 0);
+  EXPECT_TRUE(a.verify().has_value());
+}
+
+// TESTING F07/F08: a flipped bit or a wrong size is caught by verify().
+TEST(Artifact, VerifyCatchesEveryFlippedBitAndSizeChange) {
+  auto a = Artifact::make(KeyBuilder("blob"), "blob", std::string(64, 'a'));
+  for (std::size_t bit = 0; bit < a.payload.size() * 8; ++bit) {
+    Artifact b = a;
+    b.payload[bit / 8] = static_cast<char>(b.payload[bit / 8] ^ (1 << (bit % 8)));
+    ASSERT_FALSE(b.verify().has_value()) << "bit " << bit;
+  }
+  for (std::size_t len : {std::size_t{0}, a.payload.size() - 1, a.payload.size() + 1}) {
+    Artifact b = a;
+    b.payload.resize(len, 'a');
+    EXPECT_FALSE(b.verify().has_value()) << len;
+  }
+}

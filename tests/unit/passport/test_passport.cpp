@@ -1,0 +1,75 @@
+#include "kcache/passport.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "kcache/artifact.hpp"
+
+using kcache::Artifact;
+using kcache::ErrorCode;
+using kcache::KeyBuilder;
+using kcache::Passport;
+
+namespace {
+Passport sample() {
+  auto a = Artifact::make(KeyBuilder("blob").add("kind", "cubin").add_content("src", "k"), "cubin",
+                          "payload bytes", {"nvrtc", "13.0"}, {"sm_90a", "host-1"});
+  a.passport.log = "warning: something\n";
+  a.passport.symbols = {{"add<int>", "_Z3addIiEvPT_"}};
+  a.passport.labels = {{"model", "x"}};
+  a.passport.compile_duration_us = 12345;
+  return a.passport;
+}
+}  // namespace
+
+TEST(Passport, RoundTripsThroughJson) {
+  const Passport p = sample();
+  auto back = Passport::from_json(p.to_json());
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(*back, p);
+  auto pretty = Passport::from_json(p.to_pretty_json());
+  ASSERT_TRUE(pretty.has_value());
+  EXPECT_EQ(*pretty, p);
+}
+
+// TESTING F08: bad passports are rejected with a reason, never trusted.
+TEST(Passport, RejectsMalformedDocuments) {
+  const std::string good = sample().to_json();
+  auto mutate = [&](auto&& fn) {
+    auto j = nlohmann::json::parse(good);
+    fn(j);
+    return j.dump();
+  };
+  const std::string bad[] = {
+      "",
+      "{",
+      "[]",
+      "null",
+      good.substr(0, good.size() / 2),
+      mutate([](auto& j) { j["format"] = 2; }),
+      mutate([](auto& j) { j["format"] = "1"; }),
+      mutate([](auto& j) { j.erase("key"); }),
+      mutate([](auto& j) { j["key"] = "../etc"; }),
+      mutate([](auto& j) { j["kind"] = "Cubin!"; }),
+      mutate([](auto& j) { j.erase("payload"); }),
+      mutate([](auto& j) { j["payload"]["size"] = -1; }),
+      mutate([](auto& j) { j["payload"]["sha256"] = "abc"; }),
+      mutate([](auto& j) { j["symbols"]["x"] = 1; }),
+      mutate([](auto& j) { j["surprise"] = true; }),
+      mutate([](auto& j) { j["key_record"]["fields"][0]["digest"] = "yes"; }),
+  };
+  for (const auto& text : bad) {
+    auto p = Passport::from_json(text);
+    ASSERT_FALSE(p.has_value()) << text;
+    EXPECT_EQ(p.error().code, ErrorCode::corrupt);
+    EXPECT_FALSE(p.error().message.empty());
+  }
+}
+
+TEST(Passport, RejectsHugeDocumentsWithoutParsing) {
+  std::string huge(kcache::k_passport_max_bytes + 1, ' ');
+  auto p = Passport::from_json(huge);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_NE(p.error().message.find("larger"), std::string::npos);
+}
