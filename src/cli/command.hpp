@@ -1,0 +1,42 @@
+// cli/command.hpp: how subcommands plug into the kcache command.
+//
+// Each cmd_<name>.cpp defines a registration function and registers it with
+// KCACHE_COMMAND(name, fn). main.cpp sorts the commands by name, calls each
+// registration function, and runs the one the user chose. A command's
+// callback returns the process exit code (see exit_codes.hpp).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "kcache/config.hpp"
+
+namespace kcache::cli {
+
+// What every command can use: the global options and the settings.
+class Context {
+ public:
+  // Settings overridden on the command line (`--cache-dir`, `--max-size`, ...),
+  // as config-file key -> value.
+  std::map<std::string, std::string> overrides;
+  bool json = false;     // --json where a command supports it
+  bool verbose = false;  // -v
+
+  // Loads the settings once (command line > environment > file > default).
+  Result<Config> config() const { return Config::load(overrides); }
+};
+
+// Adds the subcommand to `app`; `run` is set to the code to execute when it is chosen.
+using Registration = std::function<void(CLI::App& app, Context& ctx, std::function<int()>& run)>;
+
+// Registers a command; called from static initialisers in cmd_*.cpp.
+bool register_command(const std::string& name, Registration registration);
+const std::map<std::string, Registration>& commands();
+
+}  // namespace kcache::cli
+
+#define KCACHE_COMMAND(name, fn) \
+  static const bool kcache_command_registered_##name = ::kcache::cli::register_command(#name, fn)
