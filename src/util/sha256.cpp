@@ -16,12 +16,26 @@ namespace {
   std::abort();
 }
 EVP_MD_CTX* ctx_of(void* p) { return static_cast<EVP_MD_CTX*>(p); }
+
+// OpenSSL 3 looks the algorithm up in its provider tables on every init that
+// names EVP_sha256(); fetching it once makes a new digest cheap (keys are made
+// of many small digests). The fetched method lives as long as the process.
+const EVP_MD* sha256_method() {
+  static EVP_MD* const md = [] {
+    EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    if (fetched == nullptr) {
+      die("EVP_MD_fetch(SHA256)");
+    }
+    return fetched;
+  }();
+  return md;
+}
 }  // namespace
 
 void Sha256::CtxDeleter::operator()(void* ctx) const noexcept { EVP_MD_CTX_free(ctx_of(ctx)); }
 
 Sha256::Sha256() : m_ctx(EVP_MD_CTX_new()) {
-  if (!m_ctx || EVP_DigestInit_ex(ctx_of(m_ctx.get()), EVP_sha256(), nullptr) != 1) {
+  if (!m_ctx || EVP_DigestInit_ex(ctx_of(m_ctx.get()), sha256_method(), nullptr) != 1) {
     die("EVP_DigestInit_ex");
   }
 }
