@@ -43,15 +43,15 @@ util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err) {
     return {};
   }
   bool created = false;
+  int mkdir_err = 0;
   if (io::mkdirat(parent_fd, name, mode) == 0) {
     created = true;
   } else if (errno != EEXIST) {
-    err = errno;
-    // Fall through: it may exist while we may not create (EROFS, EACCES).
+    mkdir_err = errno;  // it may still exist while we may not create (EROFS, EACCES)
   }
   util::Fd fd(io::openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
   if (!fd) {
-    err = errno;
+    err = errno == ENOENT && mkdir_err != 0 ? mkdir_err : errno;
     return {};
   }
   if (created && io::fchmod(fd.get(), mode) != 0) {
@@ -269,6 +269,8 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
                                 O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, fmode));
     if (!lock_fd) {
       lock_fd.reset(io::openat(impl->stats_fd.get(), store::k_evict_lock_file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+    } else {
+      io::fchmod(lock_fd.get(), fmode);  // umask-proof; harmless when it fails on someone else's file
     }
     impl->evict_lock_fd = std::move(lock_fd);
   }
