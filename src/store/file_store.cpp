@@ -54,8 +54,9 @@ util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err) {
     err = errno;
     return {};
   }
-  if (created) {
-    io::fchmod(fd.get(), mode);
+  if (created && io::fchmod(fd.get(), mode) != 0) {
+    err = errno;  // never leave a directory with umask-dependent modes in use
+    return {};
   }
   err = 0;
   return fd;
