@@ -51,6 +51,11 @@ struct CompileOutput {
 // Compiles one request; called only on a miss, while holding the lease.
 using CompileFunction = std::function<Result<CompileOutput>(const CompileRequest&)>;
 
+// Compiles `request` in this process with compile_uncached() (compiler.hpp);
+// `cacheable` is false when compile_uncached says the output must not be
+// stored. The default CompileFunction, and what `kcache worker` runs.
+Result<CompileOutput> compile_in_process(const CompileRequest& request);
+
 struct CacheOptions {
   // Where per-key lock files live: `<cache_dir>/v1/locks`. Empty: the lease
   // excludes threads of this process only.

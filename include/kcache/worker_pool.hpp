@@ -107,6 +107,7 @@ class WorkerPool {
  private:
   struct Impl;
   explicit WorkerPool(std::unique_ptr<Impl> impl);
+  void note_deduplicated() noexcept;
   std::unique_ptr<Impl> m_impl;
 };
 

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <mutex>
 
+#include "kcache/compiler.hpp"
+
 namespace kcache {
 
 std::string_view to_string(CacheOutcome outcome) noexcept {
@@ -124,6 +126,39 @@ struct Cache::Impl {
     return std::move(a);
   }
 };
+
+Result<CompileOutput> compile_in_process(const CompileRequest& request) {
+  CompileInfo info;
+  auto a = compile_uncached(request, &info);
+  if (!a) {
+    return tl::unexpected(a.error());
+  }
+  return CompileOutput{std::move(*a), info.cacheable};
+}
+
+Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutcome* outcome) {
+  const CompileFunction& fn = m_impl->options.compile;
+  auto compile_it = [&]() -> Result<CompileOutput> { return fn ? fn(request) : compile_in_process(request); };
+  auto key = derive_key(request);
+  if (!key) {
+    if (key.error().code != ErrorCode::unsupported) {
+      return tl::unexpected(key.error());
+    }
+    // Not cacheable (an include kcache cannot resolve ...): compile, never store.
+    m_impl->c.not_cacheable++;
+    m_impl->c.compiles++;
+    auto out = compile_it();
+    if (!out) {
+      m_impl->c.compile_failures++;
+      return tl::unexpected(out.error());
+    }
+    if (outcome != nullptr) {
+      *outcome = CacheOutcome::compiled_only;
+    }
+    return std::move(out->artifact);
+  }
+  return m_impl->run(key->key(), compile_it, outcome);
+}
 
 Cache::Cache(Store& store, CacheOptions options)
     : m_impl(std::make_unique<Impl>(store, std::move(options))) {}

@@ -10,11 +10,6 @@ namespace kcache::cli {
 
 namespace {
 
-Result<CompileOutput> compile_in_worker(const CompileRequest& request) {
-  return make_error(ErrorCode::unsupported, "no compile backend is built into this kcache (request '" +
-                                                request.name + "')");
-}
-
 void register_worker(CLI::App& app, Context& /*ctx*/, std::function<int()>& run) {
   auto* cmd = app.add_subcommand("worker", "Serve compile requests on stdin/stdout (internal)");
   cmd->group("");  // hidden from --help
@@ -26,7 +21,7 @@ void register_worker(CLI::App& app, Context& /*ctx*/, std::function<int()>& run)
       if (out < 0 || ::dup2(2, 1) < 0) {
         return 1;
       }
-      return worker::serve(0, out, compile_in_worker);
+      return worker::serve(0, out, compile_in_process);
     };
   });
 }

@@ -450,6 +450,8 @@ CompileFunction WorkerPool::compile_function() {
   return [this](const CompileRequest& request) { return compile(request); };
 }
 
+void WorkerPool::note_deduplicated() noexcept { m_impl->c.deduplicated++; }
+
 unsigned WorkerPool::size() const noexcept { return static_cast<unsigned>(m_impl->slots.size()); }
 
 std::vector<pid_t> WorkerPool::worker_pids() const {
