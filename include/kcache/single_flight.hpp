@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "kcache/error.hpp"
@@ -89,7 +90,13 @@ class SingleFlight {
   // io/permission_denied when the lock file cannot be opened or locked (the
   // caller may then go on without the process lock: a broken lock directory
   // must never break a compile). The thread lock is not held on failure.
-  Result<Lease> acquire(const Key& key, std::chrono::milliseconds timeout);
+  //
+  // `stop_waiting`, when given, is called between polls while another process
+  // holds the key (every 1-8 ms); when it returns true the wait ends with a
+  // Lease that is NOT held (held() == false, waited() == true). The cache uses
+  // it to notice the holder's published entry without queueing for the lock.
+  Result<Lease> acquire(const Key& key, std::chrono::milliseconds timeout,
+                        const std::function<bool()>& stop_waiting = {});
 
   LockScope scope() const noexcept;
   // The lock file of `key` (empty path with LockScope::threads).

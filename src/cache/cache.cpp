@@ -74,7 +74,17 @@ struct Cache::Impl {
     if (auto a = look(key)) {
       return hit(std::move(*a), CacheOutcome::hit, outcome);
     }
-    auto lease = flight.acquire(key, options.lock_timeout);
+    // While another process holds the key, peek at the store between polls:
+    // its published entry ends the wait without queueing for the lock.
+    std::optional<Artifact> published;
+    auto lease = flight.acquire(key, options.lock_timeout, [&] {
+      published = look(key);
+      return published.has_value();
+    });
+    if (lease && !lease->held() && published) {
+      c.waits++;
+      return hit(std::move(*published), CacheOutcome::hit_after_wait, outcome);
+    }
     if (!lease) {
       // Never let a lock problem break the compile: go on without the lease.
       (lease.error().code == ErrorCode::timeout ? c.lock_timeouts : c.lock_errors)++;

@@ -125,7 +125,8 @@ Result<bool> try_lock(int fd) {
 
 }  // namespace
 
-Result<Lease> SingleFlight::acquire(const Key& key, std::chrono::milliseconds timeout) {
+Result<Lease> SingleFlight::acquire(const Key& key, std::chrono::milliseconds timeout,
+                                    const std::function<bool()>& stop_waiting) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + timeout;
   bool waited = false;
@@ -179,6 +180,10 @@ Result<Lease> SingleFlight::acquire(const Key& key, std::chrono::milliseconds ti
       }
       std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
       backoff = std::min(backoff * 2, k_max_backoff);
+      if (stop_waiting && stop_waiting()) {
+        m_impl->release_thread(key);
+        return Lease(nullptr, key, true);
+      }
       // A holder that finished unlinked this file: stop waiting on a dead inode.
       struct stat now {};
       struct stat mine {};

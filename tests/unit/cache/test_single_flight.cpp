@@ -228,3 +228,22 @@ TEST(SingleFlight, ManyProcessesTakeTurnsNeverTwoAtOnce) {
     EXPECT_EQ(WEXITSTATUS(status), 0) << "3: a lease failed, 4: two holders at once";
   }
 }
+
+TEST(SingleFlight, StopWaitingEndsAProcessWaitWithoutTakingTheKey) {
+  kcache::test::TempDir dir;
+  const Key key = key_of("stop");
+  const pid_t holder = spawn_holder(dir.path(), key);
+  ASSERT_GT(holder, 0);
+  SingleFlight flight(dir.path());
+  int polls = 0;
+  auto lease = flight.acquire(key, 60s, [&] { return ++polls == 3; });
+  ASSERT_TRUE(lease.has_value()) << lease.error().describe();
+  EXPECT_FALSE(lease->held());
+  EXPECT_TRUE(lease->waited());
+  EXPECT_EQ(polls, 3);
+  // The thread lock was not kept: another acquire in this process still only waits for the holder.
+  auto again = flight.acquire(key, 20ms);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, ErrorCode::timeout);
+  reap(holder);
+}

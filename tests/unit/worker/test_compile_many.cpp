@@ -6,6 +6,7 @@
 #include "kcache/memory_store.hpp"
 #include "kcache/worker_pool.hpp"
 #include "support/temp_dir.hpp"
+#include "worker/compile_progress.hpp"
 #include "unit/worker/worker_test_support.hpp"
 
 using kcache::CompileRequest;
@@ -144,4 +145,25 @@ TEST(CompileMany, ThroughACacheTheSecondBatchNeverReachesAWorker) {
   }
   EXPECT_EQ(cache.stats().hits, 4U);
   EXPECT_GT(cache.stats().compile_us_saved, 0U);
+}
+
+TEST(CompileProgress, PlainLinesNameEachRequestAndItsOutcome) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  auto print = kcache::worker::make_progress_printer(f, kcache::worker::ProgressStyle::lines);
+  CompileRequest a;
+  a.name = "a.cu";
+  CompileRequest b;
+  b.name = "b.cu";
+  print(1, 2, a, kcache::Artifact{});
+  print(2, 2, b, kcache::make_error(ErrorCode::compile_failed, "expected ';'"));
+  std::rewind(f);
+  char buf[512] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  EXPECT_EQ(std::string(buf, n), "[1/2] ok a.cu\n[2/2] FAILED b.cu: compile_failed: expected ';'\n");
+  std::FILE* not_a_tty = std::tmpfile();
+  ASSERT_NE(not_a_tty, nullptr);
+  EXPECT_EQ(kcache::worker::progress_style_for(not_a_tty), kcache::worker::ProgressStyle::lines);
+  std::fclose(not_a_tty);
 }
