@@ -16,7 +16,6 @@ namespace kcache::cli {
 int exit_code_for(const Error& error) noexcept {
   switch (error.code) {
     case ErrorCode::invalid_argument: return k_exit_usage;
-    case ErrorCode::not_found: return k_exit_miss;
     case ErrorCode::corrupt: return k_exit_corrupt;
     case ErrorCode::compile_failed: return k_exit_compile;
     case ErrorCode::toolkit_missing: return k_exit_toolkit;

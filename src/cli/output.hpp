@@ -16,8 +16,9 @@
 namespace kcache::cli {
 
 // The exit code for a failed operation: k_exit_usage for invalid_argument,
-// k_exit_miss for not_found, k_exit_corrupt for corrupt, k_exit_compile,
-// k_exit_toolkit, else k_exit_error.
+// k_exit_corrupt for corrupt, k_exit_compile, k_exit_toolkit, else
+// k_exit_error. (A miss is not an error: `get` and `show` return k_exit_miss
+// themselves.)
 int exit_code_for(const Error& error) noexcept;
 
 // A default "what to do" line for `error` (empty when there is nothing to add).
