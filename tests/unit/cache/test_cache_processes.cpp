@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "kcache/cache.hpp"
+#include "kcache/compiler.hpp"
 #include "kcache/file_store.hpp"
 #include "kcache/toolkit.hpp"
 #include "support/temp_dir.hpp"
@@ -141,6 +142,21 @@ TEST(CacheProcesses, SixteenProcessesOnOneColdKeyCompileOnce) {
               static_cast<unsigned long long>(compiles), outcomes["hit_after_wait"],
               std::chrono::duration<double, std::milli>(wall).count());
   EXPECT_TRUE(std::filesystem::is_empty(dir.path() / "v1" / "locks"));  // no lock file left
+  // The compile duration is in the published passport, and every hit added it
+  // to the store's shared "compile time saved" counter (`kcache stats`).
+  kcache::FileStoreOptions fo;
+  fo.root = dir.path();
+  auto store = kcache::FileStore::open(fo);
+  ASSERT_TRUE(store.has_value());
+  auto key = kcache::derive_key(request);
+  ASSERT_TRUE(key.has_value());
+  auto entry = (*store)->get(key->key());
+  ASSERT_TRUE(entry.has_value() && entry->has_value());
+  const auto duration = (*entry)->passport.compile_duration_us;
+  EXPECT_GT(duration, 0U);
+  auto stats = (*store)->stats();
+  ASSERT_TRUE(stats.has_value());
+  EXPECT_GE(stats->compile_us_saved, duration * static_cast<std::uint64_t>(k_procs - 1));
 }
 
 // C06: the holder is SIGKILLed mid-compile; a waiting process takes over,
