@@ -158,16 +158,16 @@ std::string describe_status(int status) {
 
 struct WorkerPool::Impl {
   struct Slot {
-    pid_t pid = -1;
-    util::Fd sock;  // the parent's end of the socket pair
-    bool busy = false;
+    std::atomic<pid_t> pid{-1};  // read by worker_pids() while a caller owns the slot
+    util::Fd sock;               // the parent's end of the socket pair
+    bool busy = false;           // guarded by `mutex`
   };
 
   WorkerPoolOptions options;
   std::vector<std::string> env;
   mutable std::mutex mutex;
   std::condition_variable slot_freed;
-  std::vector<Slot> slots;
+  std::vector<std::unique_ptr<Slot>> slots;
   std::atomic<std::uint64_t> next_id{1};
   struct Counters {
     std::atomic<std::uint64_t> requests{0}, spawned{0}, crashed{0}, timed_out{0}, deduplicated{0};
@@ -179,12 +179,12 @@ struct WorkerPool::Impl {
       // Prefer a slot with a running worker, then any free one.
       std::size_t pick = slots.size();
       for (std::size_t i = 0; i < slots.size(); ++i) {
-        if (!slots[i].busy && (pick == slots.size() || slots[i].pid > 0)) {
+        if (!slots[i]->busy && (pick == slots.size() || slots[i]->pid > 0)) {
           pick = i;
         }
       }
       if (pick != slots.size()) {
-        slots[pick].busy = true;
+        slots[pick]->busy = true;
         return pick;
       }
       slot_freed.wait(lock);
@@ -194,7 +194,7 @@ struct WorkerPool::Impl {
   void release(std::size_t i) {
     {
       std::lock_guard<std::mutex> lock(mutex);
-      slots[i].busy = false;
+      slots[i]->busy = false;
     }
     slot_freed.notify_one();
   }
@@ -209,7 +209,7 @@ struct WorkerPool::Impl {
     const auto deadline = Clock::now() + grace;
     for (;;) {
       const pid_t r = ::waitpid(s.pid, &status, WNOHANG);
-      if (r == s.pid || (r < 0 && errno != EINTR)) {
+      if (r == s.pid.load() || (r < 0 && errno != EINTR)) {
         break;
       }
       if (Clock::now() >= deadline) {
@@ -297,7 +297,7 @@ struct WorkerPool::Impl {
 
   Result<CompileOutput> compile(const CompileRequest& request) {
     const std::size_t i = acquire();
-    Slot& s = slots[i];
+    Slot& s = *slots[i];
     struct Release {
       Impl* impl;
       std::size_t i;
@@ -420,7 +420,9 @@ Result<std::unique_ptr<WorkerPool>> WorkerPool::create(WorkerPoolOptions options
     }
   }
   impl->env.insert(impl->env.end(), options.environment.begin(), options.environment.end());
-  impl->slots.resize(options.workers);
+  for (unsigned i = 0; i < options.workers; ++i) {
+    impl->slots.push_back(std::make_unique<Impl::Slot>());
+  }
   impl->options = std::move(options);
   return std::unique_ptr<WorkerPool>(new WorkerPool(std::move(impl)));
 }
@@ -432,14 +434,14 @@ WorkerPool::~WorkerPool() {
   // Ask every worker to exit, then give them a moment together before killing.
   const auto deadline = Clock::now() + std::chrono::milliseconds(100);
   for (auto& s : m_impl->slots) {
-    if (s.pid > 0 && s.sock) {
+    if (s->pid > 0 && s->sock) {
       const std::string bye = worker::encode_frame(worker::FrameType::shutdown, "");
-      (void)send_all(s.sock.get(), bye, deadline);
-      s.sock.reset();
+      (void)send_all(s->sock.get(), bye, deadline);
+      s->sock.reset();
     }
   }
   for (auto& s : m_impl->slots) {
-    Impl::kill_and_reap(s, std::chrono::duration_cast<std::chrono::milliseconds>(
+    Impl::kill_and_reap(*s, std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::max(Clock::duration::zero(), deadline + std::chrono::seconds(2) - Clock::now())));
   }
 }
@@ -458,8 +460,8 @@ std::vector<pid_t> WorkerPool::worker_pids() const {
   std::lock_guard<std::mutex> lock(m_impl->mutex);
   std::vector<pid_t> out;
   for (const auto& s : m_impl->slots) {
-    if (s.pid > 0) {
-      out.push_back(s.pid);
+    if (const pid_t pid = s->pid; pid > 0) {
+      out.push_back(pid);
     }
   }
   return out;
