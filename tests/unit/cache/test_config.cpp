@@ -271,3 +271,68 @@ TEST(FormatSize, PrintsForPeople) {
   EXPECT_EQ(kcache::format_size(1536), "1.5 KiB");
   EXPECT_EQ(kcache::format_size(std::uint64_t{10} << 30), "10.0 GiB");
 }
+
+#include "kcache/blob.hpp"
+#include "kcache/tiered_store.hpp"
+
+TEST(ConfiguredStore, MemoryInFrontOfFileUnlessTurnedOff) {
+  kcache::test::TempDir dir;
+  auto c = Config::load(inputs({{"HOME", dir.path().string()}, {"KCACHE_DIR", (dir.path() / "c").string()}}));
+  ASSERT_TRUE(c.has_value()) << c.error().describe();
+  auto store = kcache::open_configured_store(*c);
+  ASSERT_TRUE(store.has_value()) << store.error().describe();
+  auto* tiered = dynamic_cast<kcache::TieredStore*>(store->get());
+  ASSERT_NE(tiered, nullptr);
+  ASSERT_EQ(tiered->tier_count(), 2U);
+  EXPECT_EQ(tiered->tier(0).name(), "memory");
+  EXPECT_EQ(tiered->tier(1).name(), "file");
+  const auto a = kcache::make_blob("blob", "payload").value();
+  ASSERT_TRUE((*store)->put(a));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "c" / "v1" / "entries" / a.passport.key.shard() /
+                                      a.passport.key.hex()));
+
+  c->memory_size_bytes = 0;
+  auto no_memory = kcache::open_configured_store(*c);
+  ASSERT_TRUE(no_memory.has_value());
+  EXPECT_EQ(dynamic_cast<kcache::TieredStore*>(no_memory->get())->tier_count(), 1U);
+  auto got = (*no_memory)->get(a.passport.key);
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_EQ(**got, a);
+}
+
+TEST(ConfiguredStore, DisabledNeverHitsAndKeepsNothing) {
+  kcache::test::TempDir dir;
+  auto c = Config::load(inputs({{"HOME", dir.path().string()},
+                                {"KCACHE_DIR", (dir.path() / "c").string()},
+                                {"KCACHE_DISABLE", "1"}}));
+  ASSERT_TRUE(c.has_value()) << c.error().describe();
+  auto store = kcache::open_configured_store(*c);
+  ASSERT_TRUE(store.has_value());
+  const auto a = kcache::make_blob("blob", "payload").value();
+  EXPECT_TRUE((*store)->put(a).has_value());
+  auto got = (*store)->get(a.passport.key);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->has_value());
+  EXPECT_TRUE((*store)->list()->empty());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "c"));
+  EXPECT_EQ((*store)->stats()->misses, 1U);
+}
+
+TEST(Blob, KeyCoversKindAndContentOnly) {
+  const auto a = kcache::make_blob("ptx", "same bytes").value();
+  const auto b = kcache::make_blob("ptx", "same bytes", {{"label", "x"}}).value();
+  const auto c = kcache::make_blob("cubin", "same bytes").value();
+  const auto d = kcache::make_blob("ptx", "other bytes").value();
+  EXPECT_EQ(a.passport.key, b.passport.key);
+  EXPECT_NE(a.passport.key, c.passport.key);
+  EXPECT_NE(a.passport.key, d.passport.key);
+  EXPECT_EQ(a.passport.key, kcache::blob_key("ptx", "same bytes").key());
+  EXPECT_EQ(a.passport.key_record.domain, "blob");
+  EXPECT_EQ(b.passport.labels.at("label"), "x");
+  EXPECT_EQ(a.passport.producer.name, "kcache");
+  EXPECT_TRUE(a.verify().has_value());
+  auto bad = kcache::make_blob("Not A Kind", "x");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code, ErrorCode::invalid_argument);
+  EXPECT_FALSE(kcache::make_blob("ptx", "x", {{"", "v"}}).has_value());
+}
