@@ -89,6 +89,10 @@ struct FileStore::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
+  // Serialises eviction between the threads of this process (flock on the
+  // shared evict_lock_fd does not).
+  std::mutex evict_mutex;
+
   std::atomic<bool> degraded{false};
   std::atomic<std::int64_t> retry_writes_at_ms{0};
   std::atomic<bool> warned{false};

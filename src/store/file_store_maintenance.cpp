@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 #include <cerrno>
 
 #include "kcache/file_store.hpp"
@@ -178,9 +179,20 @@ void FileStore::Impl::maybe_evict() {
   if (cap == 0 || !evict_lock_fd) {
     return;
   }
+  // Writers must not outrun eviction: a writer that leaves the store above
+  // its cap waits for the evict lock (held by whoever is evicting) and then
+  // evicts itself if still needed. Eviction goes down to the low watermark, so
+  // writers wait only when the cache is really full, and many writers under
+  // one cap are held back to the speed of eviction (docs/on-disk-format.md).
   while (counters->total_bytes() > cap) {
-    if (io::lock(evict_lock_fd.get(), LOCK_EX | LOCK_NB) != 0) {
-      return;  // another process is evicting; it re-checks after unlocking
+    // flock excludes processes; threads of this process share evict_lock_fd,
+    // so they also take evict_mutex.
+    std::lock_guard<std::mutex> thread_guard(evict_mutex);
+    if (counters->total_bytes() <= cap) {
+      return;  // another thread evicted while this one waited
+    }
+    if (io::lock(evict_lock_fd.get(), LOCK_EX) != 0) {
+      return;  // cannot lock: leave eviction to the next writer
     }
     while (counters->total_bytes() > cap) {
       const auto [n, bytes] = evict_to(low_watermark(options, cap));
