@@ -27,7 +27,8 @@ say "where the cache lives, and where each setting came from"
 run "$kcache" config
 
 say "put: store a PTX file; the key is SHA-256 over its kind and content (never its name)"
-key=$(run "$kcache" put examples/data/vector_add.ptx --kind ptx --label example=run-examples)
+printf '$ %s\n' "$kcache put examples/data/vector_add.ptx --kind ptx --label example=run-examples"
+key=$("$kcache" put examples/data/vector_add.ptx --kind ptx --label example=run-examples)
 echo "$key"
 cp examples/data/vector_add.ptx "$work/renamed.ptx"
 key2=$("$kcache" put "$work/renamed.ptx" --kind ptx)

@@ -74,7 +74,7 @@ struct Config {
   // exists but cannot be read.
   static Result<Config> load(const std::map<std::string, std::string>& overrides = {});
   // The same, with every input spelled out (see ConfigInputs).
-  static Result<Config> load(const ConfigInputs& inputs);
+  static Result<Config> load_from(const ConfigInputs& inputs);
 
   // One row per setting, in table order, for `kcache config`.
   struct Row {

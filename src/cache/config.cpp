@@ -410,10 +410,10 @@ std::vector<std::string> setting_keys() {
 Result<Config> Config::load(const std::map<std::string, std::string>& overrides) {
   ConfigInputs inputs;
   inputs.command_line = overrides;
-  return load(inputs);
+  return load_from(inputs);
 }
 
-Result<Config> Config::load(const ConfigInputs& inputs) {
+Result<Config> Config::load_from(const ConfigInputs& inputs) {
   const GetEnv env = inputs.getenv ? inputs.getenv : GetEnv(process_getenv);
   Config c;
   for (const Setting& s : k_settings) {

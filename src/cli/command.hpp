@@ -32,7 +32,7 @@ class Context {
     ConfigInputs inputs;
     inputs.command_line = overrides;
     inputs.config_file = config_file;
-    return Config::load(inputs);
+    return Config::load_from(inputs);
   }
 };
 

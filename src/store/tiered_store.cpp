@@ -98,8 +98,9 @@ Result<PutOutcome> TieredStore::put(const Artifact& artifact) {
   for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
     auto put = m_impl->tiers[i]->store->put(artifact);
     if (!put) {
-      // An artifact that does not verify is the caller's error, not the tier's.
-      if (put.error().code == ErrorCode::corrupt) {
+      // An artifact that does not verify is the caller's error, not the tier's
+      // (MemoryStore says corrupt, FileStore invalid_argument).
+      if (put.error().code == ErrorCode::corrupt || put.error().code == ErrorCode::invalid_argument) {
         return tl::unexpected(std::move(put.error()));
       }
       m_impl->failed(i, "put", put.error());

@@ -52,7 +52,7 @@ std::string value_of(const Config& c, const std::string& key) {
 
 TEST(Config, DefaultsWithOnlyHomeSet) {
   kcache::test::TempDir home;
-  auto c = Config::load(inputs({{"HOME", home.path().string()}}));
+  auto c = Config::load_from(inputs({{"HOME", home.path().string()}}));
   ASSERT_TRUE(c.has_value()) << c.error().describe();
   EXPECT_EQ(c->cache_dir, home.path() / ".cache" / "kcache");
   EXPECT_EQ(c->max_size_bytes, std::uint64_t{5} << 30);
@@ -89,7 +89,7 @@ TEST(Config, DefaultCacheDirFollowsXdgAndIsNeverTmp) {
   EXPECT_EQ(none.error().code, ErrorCode::invalid_argument);
   EXPECT_NE(none.error().message.find("KCACHE_DIR"), std::string::npos);
   // And the loader refuses rather than inventing a directory.
-  auto c = Config::load(inputs({}));
+  auto c = Config::load_from(inputs({}));
   ASSERT_FALSE(c.has_value());
   EXPECT_NE(c.error().message.find("never defaults to /tmp"), std::string::npos);
 }
@@ -98,7 +98,7 @@ TEST(Config, PrecedenceIsCommandLineThenEnvironmentThenFileThenDefault) {
   kcache::test::TempDir home;
   const auto file = home.path() / ".config" / "kcache" / "kcache.toml";
   write(file, "max_size = \"1G\"\nmemory_size = \"8M\"\nfsync = \"none\"\njobs = 3\n");
-  auto c = Config::load(inputs({{"HOME", home.path().string()}, {"KCACHE_MAX_SIZE", "2G"}, {"KCACHE_FSYNC", "file+directory"}},
+  auto c = Config::load_from(inputs({{"HOME", home.path().string()}, {"KCACHE_MAX_SIZE", "2G"}, {"KCACHE_FSYNC", "file+directory"}},
                                {{"max_size", "3G"}}));
   ASSERT_TRUE(c.has_value()) << c.error().describe();
   EXPECT_EQ(c->config_file, file);
@@ -118,10 +118,10 @@ TEST(Config, ConfigFileFromXdgConfigHomeAndKcacheConfig) {
   kcache::test::TempDir dir;
   write(dir.path() / "xdg" / "kcache" / "kcache.toml", "verify = \"full\"\n");
   write(dir.path() / "other.toml", "sharing = \"group\"\n");
-  auto xdg = Config::load(inputs({{"HOME", "/nonexistent"}, {"XDG_CONFIG_HOME", (dir.path() / "xdg").string()}}));
+  auto xdg = Config::load_from(inputs({{"HOME", "/nonexistent"}, {"XDG_CONFIG_HOME", (dir.path() / "xdg").string()}}));
   ASSERT_TRUE(xdg.has_value()) << xdg.error().describe();
   EXPECT_EQ(xdg->verify, ReadVerify::always_full);
-  auto env = Config::load(inputs({{"HOME", "/nonexistent"},
+  auto env = Config::load_from(inputs({{"HOME", "/nonexistent"},
                                   {"XDG_CONFIG_HOME", (dir.path() / "xdg").string()},
                                   {"KCACHE_CONFIG", (dir.path() / "other.toml").string()}}));
   ASSERT_TRUE(env.has_value()) << env.error().describe();
@@ -131,11 +131,11 @@ TEST(Config, ConfigFileFromXdgConfigHomeAndKcacheConfig) {
 }
 
 TEST(Config, ExplicitConfigFileThatDoesNotExistIsAnError) {
-  auto c = Config::load(inputs({{"HOME", "/nonexistent"}, {"KCACHE_CONFIG", "/nonexistent/k.toml"}}));
+  auto c = Config::load_from(inputs({{"HOME", "/nonexistent"}, {"KCACHE_CONFIG", "/nonexistent/k.toml"}}));
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code, ErrorCode::not_found);
   EXPECT_NE(c.error().message.find("KCACHE_CONFIG"), std::string::npos);
-  auto flag = Config::load(inputs({{"HOME", "/nonexistent"}}, {}, "/nonexistent/k.toml"));
+  auto flag = Config::load_from(inputs({{"HOME", "/nonexistent"}}, {}, "/nonexistent/k.toml"));
   ASSERT_FALSE(flag.has_value());
   EXPECT_NE(flag.error().message.find("--config"), std::string::npos);
 }
@@ -144,7 +144,7 @@ TEST(Config, UnknownKeyInFileNamesFileLineAndSuggestsTheRightKey) {
   kcache::test::TempDir dir;
   const auto file = dir.path() / "k.toml";
   write(file, "# comment\nmax_size = \"1G\"\nmax_sise = \"2G\"\n");
-  auto c = Config::load(inputs({{"HOME", "/h"}}, {}, file));
+  auto c = Config::load_from(inputs({{"HOME", "/h"}}, {}, file));
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code, ErrorCode::invalid_argument);
   const std::string& m = c.error().message;
@@ -157,7 +157,7 @@ TEST(Config, BadValueInFileNamesFileLineSettingAndAcceptedValues) {
   kcache::test::TempDir dir;
   const auto file = dir.path() / "k.toml";
   write(file, "\n\nfsync = \"sometimes\"\n");
-  auto c = Config::load(inputs({{"HOME", "/h"}}, {}, file));
+  auto c = Config::load_from(inputs({{"HOME", "/h"}}, {}, file));
   ASSERT_FALSE(c.has_value());
   const std::string& m = c.error().message;
   EXPECT_NE(m.find(file.string() + ":3"), std::string::npos) << m;
@@ -169,11 +169,11 @@ TEST(Config, BadValueInFileNamesFileLineSettingAndAcceptedValues) {
 TEST(Config, WrongTomlTypeAndSyntaxErrorsAreReported) {
   kcache::test::TempDir dir;
   write(dir.path() / "a.toml", "disable = [1, 2]\n");
-  auto a = Config::load(inputs({{"HOME", "/h"}}, {}, dir.path() / "a.toml"));
+  auto a = Config::load_from(inputs({{"HOME", "/h"}}, {}, dir.path() / "a.toml"));
   ASSERT_FALSE(a.has_value());
   EXPECT_NE(a.error().message.find("must be a string, an integer or a boolean"), std::string::npos);
   write(dir.path() / "b.toml", "max_size = = 3\n");
-  auto b = Config::load(inputs({{"HOME", "/h"}}, {}, dir.path() / "b.toml"));
+  auto b = Config::load_from(inputs({{"HOME", "/h"}}, {}, dir.path() / "b.toml"));
   ASSERT_FALSE(b.has_value());
   EXPECT_NE(b.error().message.find("b.toml:1"), std::string::npos) << b.error().message;
   EXPECT_NE(b.error().message.find("not valid TOML"), std::string::npos) << b.error().message;
@@ -182,14 +182,14 @@ TEST(Config, WrongTomlTypeAndSyntaxErrorsAreReported) {
 TEST(Config, TomlIntegersAndBooleansAreAccepted) {
   kcache::test::TempDir dir;
   write(dir.path() / "k.toml", "max_size = 1048576\ndisable = true\n");
-  auto c = Config::load(inputs({{"HOME", "/h"}}, {}, dir.path() / "k.toml"));
+  auto c = Config::load_from(inputs({{"HOME", "/h"}}, {}, dir.path() / "k.toml"));
   ASSERT_TRUE(c.has_value()) << c.error().describe();
   EXPECT_EQ(c->max_size_bytes, 1048576U);
   EXPECT_TRUE(c->disable);
 }
 
 TEST(Config, BadEnvironmentValueNamesTheVariableAndWhatToDo) {
-  auto c = Config::load(inputs({{"HOME", "/h"}, {"KCACHE_MAX_SIZE", "12Q"}}));
+  auto c = Config::load_from(inputs({{"HOME", "/h"}, {"KCACHE_MAX_SIZE", "12Q"}}));
   ASSERT_FALSE(c.has_value());
   const std::string& m = c.error().message;
   EXPECT_NE(m.find("KCACHE_MAX_SIZE"), std::string::npos) << m;
@@ -199,14 +199,14 @@ TEST(Config, BadEnvironmentValueNamesTheVariableAndWhatToDo) {
 }
 
 TEST(Config, EmptyEnvironmentVariableCountsAsUnset) {
-  auto c = Config::load(inputs({{"HOME", "/h"}, {"KCACHE_DISABLE", ""}, {"KCACHE_MAX_SIZE", ""}}));
+  auto c = Config::load_from(inputs({{"HOME", "/h"}, {"KCACHE_DISABLE", ""}, {"KCACHE_MAX_SIZE", ""}}));
   ASSERT_TRUE(c.has_value()) << c.error().describe();
   EXPECT_FALSE(c->disable);
   EXPECT_EQ(c->origin.at("disable"), SettingSource::default_value);
 }
 
 TEST(Config, UnknownCommandLineSettingIsAnError) {
-  auto c = Config::load(inputs({{"HOME", "/h"}}, {{"cache-dir", "/x"}}));
+  auto c = Config::load_from(inputs({{"HOME", "/h"}}, {{"cache-dir", "/x"}}));
   ASSERT_FALSE(c.has_value());
   EXPECT_NE(c.error().message.find("did you mean 'cache_dir'"), std::string::npos) << c.error().message;
 }
@@ -214,14 +214,14 @@ TEST(Config, UnknownCommandLineSettingIsAnError) {
 TEST(Config, RelativeCacheDirInFileIsRelativeToTheFile) {
   kcache::test::TempDir dir;
   write(dir.path() / "conf" / "k.toml", "cache_dir = \"../store\"\n");
-  auto c = Config::load(inputs({{"HOME", "/h"}}, {}, dir.path() / "conf" / "k.toml"));
+  auto c = Config::load_from(inputs({{"HOME", "/h"}}, {}, dir.path() / "conf" / "k.toml"));
   ASSERT_TRUE(c.has_value()) << c.error().describe();
   EXPECT_EQ(c->cache_dir, dir.path() / "store");
   EXPECT_EQ(c->file_store_options().root, dir.path() / "store");
 }
 
 TEST(Config, EveryRowValueParsesBackToTheSameSettings) {
-  auto c = Config::load(inputs({{"HOME", "/h"},
+  auto c = Config::load_from(inputs({{"HOME", "/h"},
                                 {"KCACHE_MAX_SIZE", "1536M"},
                                 {"KCACHE_MEMORY_SIZE", "12345"},
                                 {"KCACHE_SHARING", "group"},
@@ -233,7 +233,7 @@ TEST(Config, EveryRowValueParsesBackToTheSameSettings) {
   for (const auto& row : c->rows()) {
     again[row.key] = row.value;
   }
-  auto d = Config::load(inputs({{"HOME", "/other"}}, again));
+  auto d = Config::load_from(inputs({{"HOME", "/other"}}, again));
   ASSERT_TRUE(d.has_value()) << d.error().describe();
   EXPECT_EQ(d->rows().size(), c->rows().size());
   for (std::size_t i = 0; i < c->rows().size(); ++i) {
@@ -270,4 +270,69 @@ TEST(FormatSize, PrintsForPeople) {
   EXPECT_EQ(kcache::format_size(1023), "1023 B");
   EXPECT_EQ(kcache::format_size(1536), "1.5 KiB");
   EXPECT_EQ(kcache::format_size(std::uint64_t{10} << 30), "10.0 GiB");
+}
+
+#include "kcache/blob.hpp"
+#include "kcache/tiered_store.hpp"
+
+TEST(ConfiguredStore, MemoryInFrontOfFileUnlessTurnedOff) {
+  kcache::test::TempDir dir;
+  auto c = Config::load_from(inputs({{"HOME", dir.path().string()}, {"KCACHE_DIR", (dir.path() / "c").string()}}));
+  ASSERT_TRUE(c.has_value()) << c.error().describe();
+  auto store = kcache::open_configured_store(*c);
+  ASSERT_TRUE(store.has_value()) << store.error().describe();
+  auto* tiered = dynamic_cast<kcache::TieredStore*>(store->get());
+  ASSERT_NE(tiered, nullptr);
+  ASSERT_EQ(tiered->tier_count(), 2U);
+  EXPECT_EQ(tiered->tier(0).name(), "memory");
+  EXPECT_EQ(tiered->tier(1).name(), "file");
+  const auto a = kcache::make_blob("blob", "payload").value();
+  ASSERT_TRUE((*store)->put(a));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "c" / "v1" / "entries" / a.passport.key.shard() /
+                                      a.passport.key.hex()));
+
+  c->memory_size_bytes = 0;
+  auto no_memory = kcache::open_configured_store(*c);
+  ASSERT_TRUE(no_memory.has_value());
+  EXPECT_EQ(dynamic_cast<kcache::TieredStore*>(no_memory->get())->tier_count(), 1U);
+  auto got = (*no_memory)->get(a.passport.key);
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_EQ(**got, a);
+}
+
+TEST(ConfiguredStore, DisabledNeverHitsAndKeepsNothing) {
+  kcache::test::TempDir dir;
+  auto c = Config::load_from(inputs({{"HOME", dir.path().string()},
+                                {"KCACHE_DIR", (dir.path() / "c").string()},
+                                {"KCACHE_DISABLE", "1"}}));
+  ASSERT_TRUE(c.has_value()) << c.error().describe();
+  auto store = kcache::open_configured_store(*c);
+  ASSERT_TRUE(store.has_value());
+  const auto a = kcache::make_blob("blob", "payload").value();
+  EXPECT_TRUE((*store)->put(a).has_value());
+  auto got = (*store)->get(a.passport.key);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->has_value());
+  EXPECT_TRUE((*store)->list()->empty());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "c"));
+  EXPECT_EQ((*store)->stats()->misses, 1U);
+}
+
+TEST(Blob, KeyCoversKindAndContentOnly) {
+  const auto a = kcache::make_blob("ptx", "same bytes").value();
+  const auto b = kcache::make_blob("ptx", "same bytes", {{"label", "x"}}).value();
+  const auto c = kcache::make_blob("cubin", "same bytes").value();
+  const auto d = kcache::make_blob("ptx", "other bytes").value();
+  EXPECT_EQ(a.passport.key, b.passport.key);
+  EXPECT_NE(a.passport.key, c.passport.key);
+  EXPECT_NE(a.passport.key, d.passport.key);
+  EXPECT_EQ(a.passport.key, kcache::blob_key("ptx", "same bytes").key());
+  EXPECT_EQ(a.passport.key_record.domain, "blob");
+  EXPECT_EQ(b.passport.labels.at("label"), "x");
+  EXPECT_EQ(a.passport.producer.name, "kcache");
+  EXPECT_TRUE(a.verify().has_value());
+  auto bad = kcache::make_blob("Not A Kind", "x");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code, ErrorCode::invalid_argument);
+  EXPECT_FALSE(kcache::make_blob("ptx", "x", {{"", "v"}}).has_value());
 }

@@ -242,3 +242,40 @@ TEST(TieredStore, StatsCountChainHitsAndCompileTimeSaved) {
   EXPECT_EQ(s.entries, 1U);
   EXPECT_EQ(s.puts, 2U);  // one per tier
 }
+
+#include "kcache/file_store.hpp"
+#include "support/temp_dir.hpp"
+
+// The real chain: memory in front of a FileStore. A second chain over the same
+// directory (as another process would open) hits on disk and fills its memory.
+TEST(TieredStore, MemoryInFrontOfFileServesFromDiskThenFromMemory) {
+  kcache::test::TempDir dir;
+  auto open_chain = [&] {
+    kcache::FileStoreOptions o;
+    o.root = dir.path() / "cache";
+    auto file = kcache::FileStore::open(o);
+    EXPECT_TRUE(file.has_value());
+    std::vector<std::unique_ptr<Store>> tiers;
+    tiers.push_back(std::make_unique<MemoryStore>(1 << 20));
+    tiers.push_back(std::move(*file));
+    return std::make_unique<TieredStore>(std::move(tiers));
+  };
+  const Artifact a = blob("a", 20000);
+  {
+    auto first = open_chain();
+    ASSERT_EQ(first->put(a).value(), PutOutcome::stored);
+  }
+  auto second = open_chain();
+  EXPECT_EQ(second->put(a).value(), PutOutcome::already_present);
+  ASSERT_TRUE(second->remove(a.passport.key).value());
+  ASSERT_TRUE(open_chain()->put(a));
+  auto got = second->get(a.passport.key);
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_EQ(**got, a);
+  EXPECT_EQ(TieredStore::last_hit_tier(), 1);
+  got = second->get(a.passport.key);
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_EQ(**got, a);
+  EXPECT_EQ(TieredStore::last_hit_tier(), 0);
+  EXPECT_EQ(second->tier_failures(1), 0U);
+}
