@@ -1,18 +1,32 @@
 // kcache/config.hpp: the effective settings and where each came from.
 //
 // One table (src/cache/config.cpp, docs/configuration.md) maps each setting to
-// its config-file key, environment variable and default. Precedence: command
-// line > environment > config file ($XDG_CONFIG_HOME/kcache/kcache.toml, or
-// $KCACHE_CONFIG) > default.
+// its config-file key, environment variable, default, description and the
+// values it accepts. Precedence: command line > environment > config file >
+// default. The config file is TOML with one top-level `key = value` per
+// setting; it is read from --config, else $KCACHE_CONFIG, else
+// $XDG_CONFIG_HOME/kcache/kcache.toml, else ~/.config/kcache/kcache.toml. A
+// missing default file is fine; a missing file named by --config or
+// $KCACHE_CONFIG is an error.
 //
-// Thread-safety: a Config is a value.
+// Loading is strict: an unknown key in the file or on the command line, a
+// value of the wrong type, or a value that does not parse is an
+// invalid_argument error that names the file and line (or the environment
+// variable, or the command line), the setting, and the values it accepts.
+//
+// Thread-safety: a Config is a value. load() reads the process environment
+// (unless ConfigInputs::getenv is given) and the file system; it is safe to
+// call from several threads as long as nothing modifies the environment.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kcache/error.hpp"
@@ -22,7 +36,20 @@
 namespace kcache {
 
 enum class SettingSource { default_value, config_file, environment, command_line };
+// Returns "default", "config file", "environment" or "command line".
 std::string_view to_string(SettingSource source) noexcept;
+
+// Where Config::load reads settings from. Every member is optional.
+struct ConfigInputs {
+  // Command-line settings, config-file key -> value as text ("max_size" -> "10G").
+  std::map<std::string, std::string> command_line;
+  // A config file named on the command line (--config); empty: $KCACHE_CONFIG,
+  // then the XDG default path.
+  std::filesystem::path config_file;
+  // Looks up an environment variable; std::nullopt when unset. Empty: the
+  // process environment (std::getenv). Tests pass a map here.
+  std::function<std::optional<std::string>(const std::string&)> getenv;
+};
 
 struct Config {
   std::filesystem::path cache_dir;                 // cache_dir / KCACHE_DIR
@@ -36,24 +63,28 @@ struct Config {
   unsigned jobs = 0;                               // jobs / KCACHE_JOBS (0 = number of cores)
   std::string log_level = "warning";               // log_level / KCACHE_LOG_LEVEL
 
-  // For each setting name (the config-file key), where its value came from and
-  // the file path when it came from a file.
+  // For each setting name (the config-file key), where its value came from.
   std::map<std::string, SettingSource> origin;
   std::filesystem::path config_file;  // the file that was read, empty if none
 
   // Loads defaults, then the config file, then the environment, then
   // `overrides` (config-file key -> value, from the command line). Returns
   // invalid_argument naming the setting, the source and the accepted values
-  // when a value does not parse.
+  // when a value does not parse or a key is unknown; io when a config file
+  // exists but cannot be read.
   static Result<Config> load(const std::map<std::string, std::string>& overrides = {});
+  // The same, with every input spelled out (see ConfigInputs).
+  static Result<Config> load(const ConfigInputs& inputs);
 
-  // Every setting as (key, value as text, source) for `kcache config`.
+  // One row per setting, in table order, for `kcache config`.
   struct Row {
-    std::string key;
-    std::string env;
-    std::string value;
-    SettingSource source;
-    std::string description;
+    std::string key;          // config-file key, also the --set name
+    std::string env;          // environment variable
+    std::string value;        // effective value as text (parses back to the same value)
+    SettingSource source;     // where `value` came from
+    std::string description;  // one line
+    std::string accepted;     // the values it accepts, in words
+    std::string default_value;
   };
   std::vector<Row> rows() const;
 
@@ -61,16 +92,28 @@ struct Config {
   FileStoreOptions file_store_options() const;
 };
 
-// The default cache directory: $XDG_CACHE_HOME/kcache, else ~/.cache/kcache
-// (never /tmp). Returns invalid_argument when neither HOME nor XDG_CACHE_HOME is set.
-Result<std::filesystem::path> default_cache_dir();
+// The names of every setting (config-file keys), in table order.
+std::vector<std::string> setting_keys();
 
-// Parses "10G", "512M", "64k", "1048576" (binary units, case-insensitive, optional "iB"/"B").
+// The default cache directory: $XDG_CACHE_HOME/kcache when XDG_CACHE_HOME is
+// an absolute path, else $HOME/.cache/kcache, else the home directory of the
+// user in the password database (never /tmp). Returns invalid_argument when no
+// home directory can be found. `getenv` as in ConfigInputs.
+Result<std::filesystem::path> default_cache_dir(
+    const std::function<std::optional<std::string>(const std::string&)>& getenv = {});
+
+// Parses "10G", "512M", "64k", "1048576", "1.5G" (binary units K M G T,
+// case-insensitive, optional "iB" or "B" suffix, optional space before the
+// unit). Returns invalid_argument for anything else, including overflow.
 Result<std::uint64_t> parse_size(std::string_view text);
+// Formats bytes for people: "0 B", "512 B", "1.5 KiB", "10.0 GiB".
 std::string format_size(std::uint64_t bytes);
 
-// Opens the stores the settings describe: memory in front of file, as a
-// TieredStore. With `disable`, returns a store that never hits and never keeps.
+// Opens the stores the settings describe: a MemoryStore of
+// `memory_size_bytes` (none when 0) in front of the FileStore at `cache_dir`,
+// as a TieredStore. With `disable`, returns a store that never hits and never
+// keeps anything. Fails as FileStore::open fails (a root owned by another
+// user, a root that cannot be created). The caller owns the store.
 Result<std::unique_ptr<Store>> open_configured_store(const Config& config);
 
 }  // namespace kcache

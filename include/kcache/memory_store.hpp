@@ -2,8 +2,17 @@
 //
 // Holds artifacts in memory; the least recently used are evicted when the sum
 // of payload sizes would exceed `max_bytes`. An artifact larger than the cap
-// is not stored (put returns `stored` but the entry is evicted at once and
-// counted as an eviction). Thread-safe (one mutex).
+// is not stored and evicts nothing else (put returns `stored` but the entry is
+// evicted at once and counted as an eviction); with `max_bytes` 0 the store
+// holds nothing.
+//
+// get() returns a copy of the artifact (the caller owns it); entries are not
+// re-hashed on get, since they never leave this process. put() verifies the
+// artifact against its passport first and fails with `corrupt` if it does not
+// match. Counters (StoreStats) belong to the instance.
+//
+// Thread-safety: every method is thread-safe (one mutex; hashing on put runs
+// outside it).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +24,7 @@ namespace kcache {
 
 class MemoryStore final : public Store {
  public:
+  // Creates an empty store that holds at most `max_bytes` payload bytes.
   explicit MemoryStore(std::uint64_t max_bytes);
   ~MemoryStore() override;
   MemoryStore(const MemoryStore&) = delete;

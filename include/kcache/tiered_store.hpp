@@ -1,13 +1,20 @@
 // kcache/tiered_store.hpp: a chain of stores, fastest first.
 //
 // get() asks each tier in order; a hit in a lower tier fills the tiers above
-// it. put() writes to every tier. A tier that fails is counted, warned about
-// once, and skipped: the chain returns an error only when every tier failed.
+// it (memory in front of file: a file hit lands in memory). put() writes to
+// every tier. A tier that fails (returns an Error) is counted, warned about
+// once per tier for the life of the chain, and skipped for that operation; it
+// is asked again on the next one, so a tier that recovers is used again. The
+// chain returns an error only when every tier failed.
 //
 // Thread-safety: thread-safe when every tier is.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kcache/store.hpp"
@@ -16,25 +23,43 @@ namespace kcache {
 
 class TieredStore final : public Store {
  public:
-  explicit TieredStore(std::vector<std::unique_ptr<Store>> tiers);
+  // Takes ownership of `tiers` (fastest first; none may be null). `warn`
+  // receives one line the first time each tier fails; by default the line is
+  // printed to stderr with a "kcache: warning: " prefix.
+  explicit TieredStore(std::vector<std::unique_ptr<Store>> tiers,
+                       std::function<void(const std::string&)> warn = {});
   ~TieredStore() override;
   TieredStore(const TieredStore&) = delete;
   TieredStore& operator=(const TieredStore&) = delete;
 
   std::string_view name() const noexcept override { return "tiered"; }
+  // Hit: the artifact from the first tier that has it, after filling the tiers
+  // above (a failed fill is counted, never returned). Miss: std::nullopt when
+  // no tier has it. Error: only when every tier failed.
   Result<std::optional<Artifact>> get(const Key& key) override;
+  // Writes to every tier. Returns `stored` when any tier stored it,
+  // `already_present` when every tier that answered already held it, and an
+  // error (the last tier's) only when every tier failed.
   Result<PutOutcome> put(const Artifact& artifact) override;
+  // Removes from every tier; true when any tier held the entry.
   Result<bool> remove(const Key& key) override;
-  // Lists the union of every tier's entries (each key once).
+  // Lists the union of every tier's entries (each key once, as the fastest
+  // tier that holds it reports it, with the latest last-used time of any tier).
   Result<std::vector<EntryInfo>> list() override;
-  // Sums the counters of every tier; `hits`/`misses` are those of the chain.
+  // Sums the counters of every tier that answers; `hits`, `misses` and
+  // `compile_us_saved` are those of the chain, `errors` adds the chain's tier
+  // failures, and entries/size/cap are those of the last (largest) tier.
   Result<StoreStats> stats() override;
 
-  // The tier that served the last get() on this thread: its index, or -1 on a miss.
+  // The tier that served the last get() of any TieredStore on this thread:
+  // its index, or -1 on a miss (or before any get).
   static int last_hit_tier() noexcept;
 
   std::size_t tier_count() const noexcept;
+  // REQUIRES: index < tier_count().
   Store& tier(std::size_t index) noexcept;
+  // How many operations tier `index` failed so far (REQUIRES: index < tier_count()).
+  std::uint64_t tier_failures(std::size_t index) const noexcept;
 
  private:
   struct Impl;

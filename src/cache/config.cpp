@@ -1,0 +1,600 @@
+// Config: the one settings table and the loader that applies it, layer by
+// layer (default < config file < environment < command line).
+//
+// To add a setting: add a member to Config (include/kcache/config.hpp), one
+// row to k_settings below, and one row to docs/configuration.md.
+#include "kcache/config.hpp"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+namespace kcache {
+
+namespace {
+
+using GetEnv = std::function<std::optional<std::string>(const std::string&)>;
+
+constexpr std::uintmax_t k_config_file_max_bytes = 1 << 20;
+
+// Where a value being parsed came from, for error messages and relative paths.
+struct Origin {
+  SettingSource source = SettingSource::default_value;
+  std::string where;                 // "/home/u/.config/kcache/kcache.toml:3", "KCACHE_DIR", ...
+  std::filesystem::path base_dir;    // relative paths are resolved against this
+  std::string fix;                   // what the user should do about a bad value
+};
+
+using Parse = Result<void> (*)(Config&, const std::string&, const Origin&);
+using Format = std::string (*)(const Config&);
+
+struct Setting {
+  std::string_view key;
+  std::string_view env;
+  std::string_view default_text;
+  std::string_view description;
+  std::string_view accepted;
+  Parse parse;
+  Format format;
+};
+
+tl::unexpected<Error> bad_value(const std::string& value, std::string_view reason = {}) {
+  // The caller (apply) adds the setting, the source and the accepted values.
+  return make_error(ErrorCode::invalid_argument, value + (reason.empty() ? "" : " (" + std::string(reason) + ")"));
+}
+
+Result<bool> parse_bool(const std::string& v) {
+  std::string lower = v;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* t : {"1", "true", "yes", "on"}) {
+    if (lower == t) {
+      return true;
+    }
+  }
+  for (const char* f : {"0", "false", "no", "off"}) {
+    if (lower == f) {
+      return false;
+    }
+  }
+  return bad_value(v);
+}
+
+std::string exact_size(std::uint64_t bytes) {
+  static constexpr std::array<std::pair<char, int>, 4> k_units{{{'T', 40}, {'G', 30}, {'M', 20}, {'K', 10}}};
+  for (const auto& [unit, shift] : k_units) {
+    const std::uint64_t m = std::uint64_t{1} << shift;
+    if (bytes != 0 && bytes % m == 0) {
+      return std::to_string(bytes / m) + unit;
+    }
+  }
+  return std::to_string(bytes);
+}
+
+Result<void> parse_cache_dir(Config& c, const std::string& v, const Origin& o) {
+  if (v.empty()) {
+    return bad_value("\"\"", "empty");
+  }
+  std::filesystem::path p(v);
+  if (v == "~" || v.rfind("~/", 0) == 0) {
+    const char* home = std::getenv("HOME");
+    if (home == nullptr || *home == '\0') {
+      return bad_value(v, "HOME is not set, so ~ cannot be expanded");
+    }
+    p = std::filesystem::path(home) / v.substr(std::min<std::size_t>(2, v.size()));
+  }
+  if (p.is_relative()) {
+    p = o.base_dir / p;
+  }
+  c.cache_dir = p.lexically_normal();
+  return {};
+}
+
+Result<void> parse_max_size(Config& c, const std::string& v, const Origin&) {
+  auto size = parse_size(v);
+  if (!size) {
+    return bad_value(v);
+  }
+  c.max_size_bytes = *size;
+  return {};
+}
+
+Result<void> parse_memory_size(Config& c, const std::string& v, const Origin&) {
+  auto size = parse_size(v);
+  if (!size) {
+    return bad_value(v);
+  }
+  c.memory_size_bytes = *size;
+  return {};
+}
+
+Result<void> parse_fsync(Config& c, const std::string& v, const Origin&) {
+  if (v == "none") {
+    c.fsync = FsyncPolicy::none;
+  } else if (v == "file") {
+    c.fsync = FsyncPolicy::file;
+  } else if (v == "file+directory" || v == "file_and_directory") {
+    c.fsync = FsyncPolicy::file_and_directory;
+  } else {
+    return bad_value(v);
+  }
+  return {};
+}
+
+std::string format_fsync(const Config& c) {
+  switch (c.fsync) {
+    case FsyncPolicy::none: return "none";
+    case FsyncPolicy::file: return "file";
+    case FsyncPolicy::file_and_directory: return "file+directory";
+  }
+  return "file";
+}
+
+Result<void> parse_sharing(Config& c, const std::string& v, const Origin&) {
+  if (v == "private") {
+    c.sharing = Sharing::private_to_user;
+  } else if (v == "group") {
+    c.sharing = Sharing::group;
+  } else {
+    return bad_value(v);
+  }
+  return {};
+}
+
+Result<void> parse_verify(Config& c, const std::string& v, const Origin&) {
+  if (v == "fast") {
+    c.verify = ReadVerify::fast_when_unchanged;
+  } else if (v == "full") {
+    c.verify = ReadVerify::always_full;
+  } else {
+    return bad_value(v);
+  }
+  return {};
+}
+
+Result<void> parse_disable(Config& c, const std::string& v, const Origin&) {
+  auto b = parse_bool(v);
+  if (!b) {
+    return tl::unexpected(b.error());
+  }
+  c.disable = *b;
+  return {};
+}
+
+Result<void> parse_cuda_home(Config& c, const std::string& v, const Origin& o) {
+  std::filesystem::path p(v);
+  if (!v.empty() && p.is_relative()) {
+    p = o.base_dir / p;
+  }
+  c.cuda_home = v.empty() ? std::string() : p.lexically_normal().string();
+  return {};
+}
+
+Result<void> parse_jobs(Config& c, const std::string& v, const Origin&) {
+  unsigned n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || v.empty() || n > 4096) {
+    return bad_value(v);
+  }
+  c.jobs = n;
+  return {};
+}
+
+Result<void> parse_log_level(Config& c, const std::string& v, const Origin&) {
+  for (const char* level : {"error", "warning", "info", "debug"}) {
+    if (v == level) {
+      c.log_level = v;
+      return {};
+    }
+  }
+  return bad_value(v);
+}
+
+// THE table. Order here is the order of `kcache config` and of the docs.
+const std::array<Setting, 10> k_settings{{
+    {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
+     "Directory of the on-disk cache (never defaults to /tmp)",
+     "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
+     parse_cache_dir, [](const Config& c) { return c.cache_dir.string(); }},
+    {"max_size", "KCACHE_MAX_SIZE", "5G", "Size cap of the on-disk cache; least recently used entries are evicted",
+     "a size such as 512M, 10G, 1.5T or a number of bytes; 0 means no cap", parse_max_size,
+     [](const Config& c) { return exact_size(c.max_size_bytes); }},
+    {"memory_size", "KCACHE_MEMORY_SIZE", "256M", "Size cap of the in-process memory tier in front of the disk",
+     "a size such as 64M or 1G; 0 turns the memory tier off", parse_memory_size,
+     [](const Config& c) { return exact_size(c.memory_size_bytes); }},
+    {"fsync", "KCACHE_FSYNC", "file", "How hard a put pushes bytes to disk before publishing",
+     "none, file, or file+directory", parse_fsync, format_fsync},
+    {"sharing", "KCACHE_SHARING", "private", "Who may use the cache directory",
+     "private (dirs 0700, files 0600) or group (dirs 2770, files 0660)", parse_sharing,
+     [](const Config& c) { return std::string(c.sharing == Sharing::group ? "group" : "private"); }},
+    {"verify", "KCACHE_VERIFY", "fast", "How a read checks the payload against its passport",
+     "fast (full SHA-256 once, then a cheap check while the file is unchanged) or full (SHA-256 on every read)",
+     parse_verify,
+     [](const Config& c) { return std::string(c.verify == ReadVerify::always_full ? "full" : "fast"); }},
+    {"disable", "KCACHE_DISABLE", "false", "Turn the cache off: nothing is read or kept, everything is compiled",
+     "true or false (also 1/0, yes/no, on/off)", parse_disable,
+     [](const Config& c) { return std::string(c.disable ? "true" : "false"); }},
+    {"cuda_home", "KCACHE_CUDA_HOME", "(search CUDA_HOME, CUDA_PATH, /usr/local/cuda)",
+     "Where to look for the CUDA toolkit libraries", "a directory path, or empty to search", parse_cuda_home,
+     [](const Config& c) { return c.cuda_home; }},
+    {"jobs", "KCACHE_JOBS", "0", "Parallel compiles and builds; 0 means one per CPU core",
+     "a whole number from 0 to 4096", parse_jobs, [](const Config& c) { return std::to_string(c.jobs); }},
+    {"log_level", "KCACHE_LOG_LEVEL", "warning", "How much kcache reports on stderr",
+     "error, warning, info or debug", parse_log_level, [](const Config& c) { return c.log_level; }},
+}};
+
+const Setting* find_setting(std::string_view key) {
+  for (const Setting& s : k_settings) {
+    if (s.key == key) {
+      return &s;
+    }
+  }
+  return nullptr;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1);
+  std::vector<std::size_t> cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) {
+    prev[j] = j;
+  }
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string known_keys_hint(std::string_view unknown) {
+  std::string out;
+  for (const Setting& s : k_settings) {
+    if (edit_distance(unknown, s.key) <= 2) {
+      return fmt::format("did you mean '{}'?", s.key);
+    }
+  }
+  out = "known settings:";
+  for (const Setting& s : k_settings) {
+    out += ' ';
+    out += s.key;
+  }
+  return out;
+}
+
+tl::unexpected<Error> unknown_key(std::string_view key, const Origin& o) {
+  return make_error(ErrorCode::invalid_argument,
+                    fmt::format("{}: unknown setting '{}'; {}", o.where, key, known_keys_hint(key)));
+}
+
+Result<void> apply(Config& c, const Setting& s, const std::string& value, const Origin& o) {
+  if (auto ok = s.parse(c, value, o); !ok) {
+    return make_error(ErrorCode::invalid_argument,
+                      fmt::format("{}: invalid value \"{}\" for setting '{}'; accepted: {}{}", o.where,
+                                  value, s.key, s.accepted, o.fix.empty() ? "" : " (" + o.fix + ")"));
+  }
+  c.origin[std::string(s.key)] = o.source;
+  return {};
+}
+
+std::optional<std::string> process_getenv(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (v == nullptr) {
+    return std::nullopt;
+  }
+  return std::string(v);
+}
+
+// A TOML value as the text the setting parsers take.
+std::optional<std::string> toml_value_text(const toml::node& node) {
+  if (const auto* s = node.as_string()) {
+    return s->get();
+  }
+  if (const auto* i = node.as_integer()) {
+    return std::to_string(i->get());
+  }
+  if (const auto* b = node.as_boolean()) {
+    return std::string(b->get() ? "true" : "false");
+  }
+  return std::nullopt;
+}
+
+Result<void> apply_file(Config& c, const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) {
+    return make_error(ErrorCode::io, fmt::format("cannot read config file {}: {}", path.string(), ec.message()));
+  }
+  if (size > k_config_file_max_bytes) {
+    return make_error(ErrorCode::invalid_argument,
+                      fmt::format("config file {} is larger than 1 MiB; is it the right file?", path.string()));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (!in) {
+    return make_error(ErrorCode::io, fmt::format("cannot read config file {}", path.string()));
+  }
+  toml::table table;
+  try {
+    table = toml::parse(buffer.str(), path.string());
+  } catch (const toml::parse_error& e) {
+    return make_error(ErrorCode::invalid_argument,
+                      fmt::format("{}:{}:{}: not valid TOML: {}", path.string(), e.source().begin.line,
+                                  e.source().begin.column, e.description()));
+  }
+  const std::filesystem::path base = std::filesystem::absolute(path, ec).parent_path();
+  for (const auto& [key, node] : table) {
+    Origin o{SettingSource::config_file, fmt::format("{}:{}", path.string(), node.source().begin.line), base,
+             "fix it in " + path.string()};
+    const Setting* s = find_setting(key.str());
+    if (s == nullptr) {
+      return unknown_key(key.str(), o);
+    }
+    const auto text = toml_value_text(node);
+    if (!text) {
+      return make_error(ErrorCode::invalid_argument,
+                        fmt::format("{}: setting '{}' must be a string, an integer or a boolean; accepted: {}",
+                                    o.where, s->key, s->accepted));
+    }
+    if (auto ok = apply(c, *s, *text, o); !ok) {
+      return ok;
+    }
+  }
+  c.config_file = path;
+  return {};
+}
+
+// Finds the config file to read: explicit (must exist), else the XDG default
+// (may be absent: returns an empty path).
+Result<std::filesystem::path> locate_config_file(const ConfigInputs& inputs, const GetEnv& env) {
+  std::error_code ec;
+  auto must_exist = [&](const std::filesystem::path& p, std::string_view named_by) -> Result<std::filesystem::path> {
+    if (!std::filesystem::is_regular_file(p, ec)) {
+      return make_error(ErrorCode::not_found,
+                        fmt::format("config file {} (named by {}) does not exist or is not a regular file; "
+                                    "create it or point {} elsewhere",
+                                    p.string(), named_by, named_by));
+    }
+    return p;
+  };
+  if (!inputs.config_file.empty()) {
+    return must_exist(inputs.config_file, "--config");
+  }
+  if (auto v = env("KCACHE_CONFIG"); v && !v->empty()) {
+    return must_exist(*v, "KCACHE_CONFIG");
+  }
+  std::filesystem::path candidate;
+  if (auto xdg = env("XDG_CONFIG_HOME"); xdg && !xdg->empty() && std::filesystem::path(*xdg).is_absolute()) {
+    candidate = std::filesystem::path(*xdg) / "kcache" / "kcache.toml";
+  } else if (auto home = env("HOME"); home && !home->empty()) {
+    candidate = std::filesystem::path(*home) / ".config" / "kcache" / "kcache.toml";
+  }
+  if (candidate.empty() || !std::filesystem::exists(candidate, ec)) {
+    return std::filesystem::path();
+  }
+  return candidate;
+}
+
+}  // namespace
+
+std::string_view to_string(SettingSource source) noexcept {
+  switch (source) {
+    case SettingSource::default_value: return "default";
+    case SettingSource::config_file: return "config file";
+    case SettingSource::environment: return "environment";
+    case SettingSource::command_line: return "command line";
+  }
+  return "unknown";
+}
+
+std::vector<std::string> setting_keys() {
+  std::vector<std::string> out;
+  for (const Setting& s : k_settings) {
+    out.emplace_back(s.key);
+  }
+  return out;
+}
+
+Result<Config> Config::load(const std::map<std::string, std::string>& overrides) {
+  ConfigInputs inputs;
+  inputs.command_line = overrides;
+  return load(inputs);
+}
+
+Result<Config> Config::load(const ConfigInputs& inputs) {
+  const GetEnv env = inputs.getenv ? inputs.getenv : GetEnv(process_getenv);
+  Config c;
+  for (const Setting& s : k_settings) {
+    c.origin[std::string(s.key)] = SettingSource::default_value;
+  }
+  std::error_code ec;
+  const std::filesystem::path cwd = std::filesystem::current_path(ec);
+
+  auto file = locate_config_file(inputs, env);
+  if (!file) {
+    return tl::unexpected(file.error());
+  }
+  if (!file->empty()) {
+    if (auto ok = apply_file(c, *file); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  for (const Setting& s : k_settings) {
+    const auto value = env(std::string(s.env));
+    // An empty variable counts as unset, as in most tools.
+    if (!value || value->empty()) {
+      continue;
+    }
+    const Origin o{SettingSource::environment, "environment variable " + std::string(s.env), cwd,
+                   "fix or unset " + std::string(s.env)};
+    if (auto ok = apply(c, s, *value, o); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  for (const auto& [key, value] : inputs.command_line) {
+    const Origin o{SettingSource::command_line, "command line", cwd, "fix the command line"};
+    const Setting* s = find_setting(key);
+    if (s == nullptr) {
+      return unknown_key(key, o);
+    }
+    if (auto ok = apply(c, *s, value, o); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  if (c.origin["cache_dir"] == SettingSource::default_value) {
+    auto dir = default_cache_dir(env);
+    if (!dir) {
+      return tl::unexpected(dir.error());
+    }
+    c.cache_dir = *dir;
+  }
+  return c;
+}
+
+std::vector<Config::Row> Config::rows() const {
+  std::vector<Row> out;
+  for (const Setting& s : k_settings) {
+    const auto it = origin.find(std::string(s.key));
+    out.push_back(Row{std::string(s.key), std::string(s.env), s.format(*this),
+                      it == origin.end() ? SettingSource::default_value : it->second,
+                      std::string(s.description), std::string(s.accepted), std::string(s.default_text)});
+  }
+  return out;
+}
+
+FileStoreOptions Config::file_store_options() const {
+  FileStoreOptions o;
+  o.root = cache_dir;
+  o.max_size_bytes = max_size_bytes;
+  o.fsync = fsync;
+  o.sharing = sharing;
+  o.verify = verify;
+  return o;
+}
+
+Result<std::filesystem::path> default_cache_dir(const GetEnv& getenv) {
+  const GetEnv env = getenv ? getenv : GetEnv(process_getenv);
+  // XDG: a relative XDG_CACHE_HOME is invalid and must be ignored.
+  if (auto xdg = env("XDG_CACHE_HOME"); xdg && !xdg->empty() && std::filesystem::path(*xdg).is_absolute()) {
+    return std::filesystem::path(*xdg) / "kcache";
+  }
+  if (auto home = env("HOME"); home && !home->empty()) {
+    return std::filesystem::path(*home) / ".cache" / "kcache";
+  }
+  if (!getenv) {
+    // Only the real process has a password-database entry worth asking.
+    std::array<char, 4096> buf{};
+    passwd pw{};
+    passwd* found = nullptr;
+    if (::getpwuid_r(::getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr &&
+        found->pw_dir != nullptr && found->pw_dir[0] == '/') {
+      return std::filesystem::path(found->pw_dir) / ".cache" / "kcache";
+    }
+  }
+  return make_error(ErrorCode::invalid_argument,
+                    "no cache directory: neither XDG_CACHE_HOME nor HOME is set; set KCACHE_DIR to a directory "
+                    "that survives reboots (kcache never defaults to /tmp)");
+}
+
+Result<std::uint64_t> parse_size(std::string_view text) {
+  auto fail = [&] {
+    return make_error(ErrorCode::invalid_argument,
+                      fmt::format("\"{}\" is not a size; use a number of bytes or a number with a unit "
+                                  "K, M, G or T (binary), such as 512M or 10G",
+                                  text));
+  };
+  std::size_t i = 0;
+  std::uint64_t whole = 0;
+  std::size_t digits = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (__builtin_mul_overflow(whole, 10U, &whole) ||
+        __builtin_add_overflow(whole, static_cast<unsigned>(text[i] - '0'), &whole)) {
+      return fail();
+    }
+    ++i;
+    ++digits;
+  }
+  std::uint64_t frac = 0;
+  std::uint64_t frac_scale = 1;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      if (frac_scale < 1'000'000'000) {  // further digits cannot matter for a byte count
+        frac = frac * 10 + static_cast<unsigned>(text[i] - '0');
+        frac_scale *= 10;
+      }
+      ++i;
+      ++digits;
+    }
+  }
+  if (digits == 0) {
+    return fail();
+  }
+  if (i < text.size() && text[i] == ' ') {
+    ++i;
+  }
+  int shift = 0;
+  if (i < text.size()) {
+    switch (std::tolower(static_cast<unsigned char>(text[i]))) {
+      case 'k': shift = 10; break;
+      case 'm': shift = 20; break;
+      case 'g': shift = 30; break;
+      case 't': shift = 40; break;
+      case 'b': shift = -1; break;
+      default: return fail();
+    }
+    ++i;
+  }
+  std::string_view rest = text.substr(i);
+  if (shift > 0 && (rest == "iB" || rest == "ib" || rest == "IB" || rest == "Ib" || rest == "B" || rest == "b")) {
+    rest = {};
+  }
+  if (!rest.empty()) {
+    return fail();
+  }
+  if (shift < 0) {
+    shift = 0;  // a plain "B" suffix
+  }
+  const std::uint64_t unit = std::uint64_t{1} << shift;
+  if (shift == 0 && frac != 0) {
+    return fail();  // no fractional bytes
+  }
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(whole, unit, &bytes)) {
+    return fail();
+  }
+  // frac < frac_scale <= 1e9 and unit <= 2^40: the product fits in 64 bits.
+  const std::uint64_t extra = frac * unit / frac_scale;
+  if (__builtin_add_overflow(bytes, extra, &bytes)) {
+    return fail();
+  }
+  return bytes;
+}
+
+std::string format_size(std::uint64_t bytes) {
+  if (bytes < 1024) {
+    return fmt::format("{} B", bytes);
+  }
+  static constexpr std::array<const char*, 5> k_units{"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes) / 1024.0;
+  std::size_t u = 0;
+  while (v >= 1024.0 && u + 1 < k_units.size()) {
+    v /= 1024.0;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", v, k_units[u]);
+}
+
+}  // namespace kcache

@@ -1,0 +1,30 @@
+// open_configured_store: the stores a Config describes. Kept apart from
+// config.cpp so that reading settings never pulls in the stores.
+#include <utility>
+#include <vector>
+
+#include "kcache/config.hpp"
+#include "kcache/file_store.hpp"
+#include "kcache/memory_store.hpp"
+#include "kcache/tiered_store.hpp"
+#include "store/disabled_store.hpp"
+
+namespace kcache {
+
+Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
+  if (config.disable) {
+    return std::unique_ptr<Store>(std::make_unique<DisabledStore>());
+  }
+  auto file = FileStore::open(config.file_store_options());
+  if (!file) {
+    return tl::unexpected(file.error());
+  }
+  std::vector<std::unique_ptr<Store>> tiers;
+  if (config.memory_size_bytes > 0) {
+    tiers.push_back(std::make_unique<MemoryStore>(config.memory_size_bytes));
+  }
+  tiers.push_back(std::move(*file));
+  return std::unique_ptr<Store>(std::make_unique<TieredStore>(std::move(tiers)));
+}
+
+}  // namespace kcache

@@ -1,0 +1,214 @@
+// TieredStore: asks tiers in order, fills upper tiers on a lower hit, and
+// treats a failing tier as absent for that operation (counted, warned once).
+#include "kcache/tiered_store.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+namespace kcache {
+
+namespace {
+thread_local int t_last_hit_tier = -1;
+}  // namespace
+
+struct TieredStore::Impl {
+  struct Tier {
+    std::unique_ptr<Store> store;
+    std::atomic<std::uint64_t> failures{0};
+    std::once_flag warned;
+  };
+
+  // Counts a failure of tier `index` and warns the first time.
+  void failed(std::size_t index, std::string_view operation, const Error& error) {
+    Tier& t = *tiers[index];
+    t.failures.fetch_add(1, std::memory_order_relaxed);
+    std::call_once(t.warned, [&] {
+      std::string line = "cache tier '" + std::string(t.store->name()) + "' failed (" +
+                         std::string(operation) + ": " + error.describe() +
+                         "); skipping it where it fails, compiles go on without it";
+      if (warn) {
+        warn(line);
+      } else {
+        std::fprintf(stderr, "kcache: warning: %s\n", line.c_str());
+      }
+    });
+  }
+
+  std::vector<std::unique_ptr<Tier>> tiers;
+  std::function<void(const std::string&)> warn;
+  std::atomic<std::uint64_t> hits{0};
+  std::atomic<std::uint64_t> misses{0};
+  std::atomic<std::uint64_t> compile_us_saved{0};
+};
+
+TieredStore::TieredStore(std::vector<std::unique_ptr<Store>> tiers,
+                         std::function<void(const std::string&)> warn)
+    : m_impl(std::make_unique<Impl>()) {
+  m_impl->warn = std::move(warn);
+  for (auto& store : tiers) {
+    auto tier = std::make_unique<Impl::Tier>();
+    tier->store = std::move(store);
+    m_impl->tiers.push_back(std::move(tier));
+  }
+}
+
+TieredStore::~TieredStore() = default;
+
+Result<std::optional<Artifact>> TieredStore::get(const Key& key) {
+  t_last_hit_tier = -1;
+  std::size_t failed = 0;
+  Error last_error;
+  for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
+    auto got = m_impl->tiers[i]->store->get(key);
+    if (!got) {
+      m_impl->failed(i, "get", got.error());
+      ++failed;
+      last_error = std::move(got.error());
+      continue;
+    }
+    if (!got->has_value()) {
+      continue;
+    }
+    for (std::size_t upper = 0; upper < i; ++upper) {
+      if (auto filled = m_impl->tiers[upper]->store->put(**got); !filled) {
+        m_impl->failed(upper, "fill", filled.error());
+      }
+    }
+    m_impl->hits.fetch_add(1, std::memory_order_relaxed);
+    m_impl->compile_us_saved.fetch_add((*got)->passport.compile_duration_us,
+                                       std::memory_order_relaxed);
+    t_last_hit_tier = static_cast<int>(i);
+    return got;
+  }
+  if (failed == m_impl->tiers.size() && failed > 0) {
+    return tl::unexpected(std::move(last_error));
+  }
+  m_impl->misses.fetch_add(1, std::memory_order_relaxed);
+  return std::optional<Artifact>{};
+}
+
+Result<PutOutcome> TieredStore::put(const Artifact& artifact) {
+  std::size_t failed = 0;
+  bool stored = false;
+  Error last_error;
+  for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
+    auto put = m_impl->tiers[i]->store->put(artifact);
+    if (!put) {
+      // An artifact that does not verify is the caller's error, not the tier's.
+      if (put.error().code == ErrorCode::corrupt) {
+        return tl::unexpected(std::move(put.error()));
+      }
+      m_impl->failed(i, "put", put.error());
+      ++failed;
+      last_error = std::move(put.error());
+      continue;
+    }
+    stored = stored || *put == PutOutcome::stored;
+  }
+  if (failed == m_impl->tiers.size() && failed > 0) {
+    return tl::unexpected(std::move(last_error));
+  }
+  return stored ? PutOutcome::stored : PutOutcome::already_present;
+}
+
+Result<bool> TieredStore::remove(const Key& key) {
+  std::size_t failed = 0;
+  bool removed = false;
+  Error last_error;
+  for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
+    auto r = m_impl->tiers[i]->store->remove(key);
+    if (!r) {
+      m_impl->failed(i, "remove", r.error());
+      ++failed;
+      last_error = std::move(r.error());
+      continue;
+    }
+    removed = removed || *r;
+  }
+  if (failed == m_impl->tiers.size() && failed > 0) {
+    return tl::unexpected(std::move(last_error));
+  }
+  return removed;
+}
+
+Result<std::vector<EntryInfo>> TieredStore::list() {
+  std::vector<EntryInfo> out;
+  std::unordered_map<Key, std::size_t, KeyHash> index;
+  std::size_t failed = 0;
+  Error last_error;
+  for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
+    auto entries = m_impl->tiers[i]->store->list();
+    if (!entries) {
+      m_impl->failed(i, "list", entries.error());
+      ++failed;
+      last_error = std::move(entries.error());
+      continue;
+    }
+    for (auto& e : *entries) {
+      const auto [it, inserted] = index.emplace(e.key, out.size());
+      if (inserted) {
+        out.push_back(std::move(e));
+      } else {
+        EntryInfo& seen = out[it->second];
+        seen.last_used_unix_ms = std::max(seen.last_used_unix_ms, e.last_used_unix_ms);
+      }
+    }
+  }
+  if (failed == m_impl->tiers.size() && failed > 0) {
+    return tl::unexpected(std::move(last_error));
+  }
+  return out;
+}
+
+Result<StoreStats> TieredStore::stats() {
+  StoreStats sum;
+  std::size_t failed = 0;
+  Error last_error;
+  for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
+    auto s = m_impl->tiers[i]->store->stats();
+    if (!s) {
+      m_impl->failed(i, "stats", s.error());
+      ++failed;
+      last_error = std::move(s.error());
+      continue;
+    }
+    sum.puts += s->puts;
+    sum.puts_skipped += s->puts_skipped;
+    sum.evictions += s->evictions;
+    sum.corrupt += s->corrupt;
+    sum.errors += s->errors;
+    sum.bytes_read += s->bytes_read;
+    sum.bytes_written += s->bytes_written;
+    // Every entry of an upper tier is (or was) also in the last tier, which is
+    // the largest: its occupancy is the chain's.
+    sum.entries = s->entries;
+    sum.size_bytes = s->size_bytes;
+    sum.max_size_bytes = s->max_size_bytes;
+  }
+  if (failed == m_impl->tiers.size() && failed > 0) {
+    return tl::unexpected(std::move(last_error));
+  }
+  sum.hits = m_impl->hits.load(std::memory_order_relaxed);
+  sum.misses = m_impl->misses.load(std::memory_order_relaxed);
+  sum.compile_us_saved = m_impl->compile_us_saved.load(std::memory_order_relaxed);
+  for (const auto& t : m_impl->tiers) {
+    sum.errors += t->failures.load(std::memory_order_relaxed);
+  }
+  return sum;
+}
+
+int TieredStore::last_hit_tier() noexcept { return t_last_hit_tier; }
+
+std::size_t TieredStore::tier_count() const noexcept { return m_impl->tiers.size(); }
+
+Store& TieredStore::tier(std::size_t index) noexcept { return *m_impl->tiers[index]->store; }
+
+std::uint64_t TieredStore::tier_failures(std::size_t index) const noexcept {
+  return m_impl->tiers[index]->failures.load(std::memory_order_relaxed);
+}
+
+}  // namespace kcache
