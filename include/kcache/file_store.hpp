@@ -18,6 +18,7 @@
 // use one root at once.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -54,6 +55,15 @@ struct FileStoreOptions {
   FsyncPolicy fsync = FsyncPolicy::file;
   Sharing sharing = Sharing::private_to_user;
   ReadVerify verify = ReadVerify::fast_when_unchanged;
+  // Temporary files in v1/tmp older than this are leftovers of killed writers
+  // and are removed (on open, by eviction rounds, and by verify with Repair::yes).
+  std::chrono::seconds stale_temp_age{3600};
+  // A hit refreshes the entry's last-use stamp (the passport's mtime) only when
+  // the stamp is older than this, so hits rarely write.
+  std::chrono::seconds touch_interval{60};
+  // When the cap is exceeded, eviction removes least recently used entries
+  // until the store holds at most this percentage of the cap (low watermark).
+  unsigned low_watermark_percent = 90;
   // Called once per store with a one-line warning when the store degrades
   // (writes skipped). Default: print to stderr with a "kcache: warning:" prefix.
   std::function<void(const std::string&)> warn;

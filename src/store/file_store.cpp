@@ -1,0 +1,627 @@
+// store/file_store.cpp: FileStore open, get, put, remove, list, stats.
+// The format is docs/on-disk-format.md; maintenance is in file_store_maintenance.cpp.
+#include "kcache/file_store.hpp"
+
+#include <dirent.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "store/file_store_impl.hpp"
+#include "util/hex.hpp"
+#include "util/posix_io.hpp"
+#include "util/sha256.hpp"
+
+namespace kcache {
+
+using store::Counter;
+namespace io = util::io;
+
+namespace {
+
+constexpr std::int64_t k_degraded_retry_ms = 30'000;
+
+bool is_degrading_errno(int err) noexcept {
+  return err == ENOSPC || err == EDQUOT || err == EACCES || err == EPERM || err == EROFS || err == EIO;
+}
+
+bool same_file(const struct stat& a, const struct stat& b) noexcept {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
+         a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
+// Creates `name` under `parent_fd` (mode fixed regardless of umask when we
+// create it) and opens it without following a symlink.
+util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err) {
+  if (parent_fd < 0) {
+    err = EBADF;
+    return {};
+  }
+  bool created = false;
+  if (io::mkdirat(parent_fd, name, mode) == 0) {
+    created = true;
+  } else if (errno != EEXIST) {
+    err = errno;
+    // Fall through: it may exist while we may not create (EROFS, EACCES).
+  }
+  util::Fd fd(io::openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  if (!fd) {
+    err = errno;
+    return {};
+  }
+  if (created) {
+    io::fchmod(fd.get(), mode);
+  }
+  err = 0;
+  return fd;
+}
+
+}  // namespace
+
+std::int64_t now_unix_ms() noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t mtime_ns(const struct stat& st) noexcept {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+ShardLock::ShardLock(int fd, int operation) noexcept : m_fd(fd) {
+  m_err = io::lock(fd, operation);
+  m_held = m_err == 0;
+}
+
+ShardLock::~ShardLock() {
+  if (m_held) {
+    ::flock(m_fd, LOCK_UN);
+  }
+}
+
+int for_each_dir_entry(int dir_fd, const std::function<void(std::string_view, unsigned char)>& fn) {
+  const int fd = io::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY);
+  if (fd < 0) {
+    return errno;
+  }
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    return err;
+  }
+  for (;;) {
+    errno = 0;
+    const dirent* ent = ::readdir(dir);
+    if (ent == nullptr) {
+      break;
+    }
+    const std::string_view name(ent->d_name);
+    if (name == "." || name == "..") {
+      continue;
+    }
+    fn(name, ent->d_type);
+  }
+  const int err = errno;
+  ::closedir(dir);
+  return err;
+}
+
+// ---------------------------------------------------------------- Impl helpers
+
+util::Fd FileStore::Impl::open_shard(unsigned shard, CreateShard create, int& err) const {
+  const std::string name = store::shard_name(shard);
+  if (create == CreateShard::yes) {
+    return open_subdir(entries_fd.get(), name.c_str(), store::dir_mode(options.sharing), err);
+  }
+  util::Fd fd(io::openat(entries_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  err = fd ? 0 : errno;
+  return fd;
+}
+
+std::string FileStore::Impl::new_temp_name() {
+  const std::uint64_t seq = temp_seq.fetch_add(1);
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%d-%llu-%016llx.tmp", static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(seq), static_cast<unsigned long long>(temp_salt ^ (seq * 0x9e3779b97f4a7c15ULL)));
+  return buf;
+}
+
+void FileStore::Impl::warn(const std::string& line) {
+  if (options.warn) {
+    options.warn(line);
+  } else {
+    std::fprintf(stderr, "kcache: warning: %s\n", line.c_str());
+  }
+}
+
+Error FileStore::Impl::write_failed(int err, std::string_view what) {
+  counters->add(Counter::errors);
+  std::string message = std::string(what) + ": " + std::strerror(err);
+  if (is_degrading_errno(err)) {
+    degraded.store(true);
+    retry_writes_at_ms.store(now_unix_ms() + k_degraded_retry_ms);
+    if (!warned.exchange(true)) {
+      warn("the cache at " + options.root.string() + " cannot be written (" + message +
+           "); kcache goes on without storing new entries (reads still work). Free space, fix the "
+           "permissions, or point KCACHE_DIR elsewhere.");
+    }
+  }
+  return Error{error_code_from_errno(err), "cannot write to the cache at " + options.root.string() + ": " + message, {}};
+}
+
+bool FileStore::Impl::remove_guarded(unsigned shard, int shard_fd, const std::string& key_hex,
+                                     const struct stat* pass_seen) {
+  ShardLock lock(shard_fd, LOCK_EX);
+  if (!lock.held()) {
+    return false;
+  }
+  return remove_locked(shard, shard_fd, key_hex, pass_seen);
+}
+
+bool FileStore::Impl::remove_locked(unsigned shard, int shard_fd, const std::string& key_hex,
+                                    const struct stat* pass_seen) {
+  const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
+  struct stat pass_now {};
+  const bool have_pass = io::fstatat(shard_fd, pass_name.c_str(), &pass_now, AT_SYMLINK_NOFOLLOW) == 0;
+  if (have_pass && pass_seen != nullptr && !same_file(pass_now, *pass_seen)) {
+    return false;  // a fresh entry replaced the one we judged: leave it
+  }
+  std::int64_t bytes = 0;
+  bool removed_pass = false;
+  if (have_pass && io::unlinkat(shard_fd, pass_name.c_str(), 0) == 0) {
+    removed_pass = true;
+    bytes += S_ISREG(pass_now.st_mode) ? pass_now.st_size : 0;
+  } else if (have_pass && errno == EISDIR) {
+    removed_pass = io::unlinkat(shard_fd, pass_name.c_str(), AT_REMOVEDIR) == 0;
+  }
+  if (have_pass && !removed_pass) {
+    return false;
+  }
+  // Under the shard lock a payload without passport is always an orphan.
+  struct stat payload {};
+  if (io::fstatat(shard_fd, key_hex.c_str(), &payload, AT_SYMLINK_NOFOLLOW) == 0) {
+    const int flags = S_ISDIR(payload.st_mode) ? AT_REMOVEDIR : 0;
+    if (io::unlinkat(shard_fd, key_hex.c_str(), flags) == 0 && S_ISREG(payload.st_mode)) {
+      bytes += payload.st_size;
+    }
+  }
+  if (removed_pass) {
+    counters->shard_add(shard, -bytes, -1);
+    if (auto key = Key::parse(key_hex); key && checks) {
+      checks->forget(*key);
+    }
+  }
+  return removed_pass;
+}
+
+// ---------------------------------------------------------------- open
+
+FileStore::FileStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+FileStore::~FileStore() = default;
+
+Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
+  if (options.root.empty()) {
+    return make_error(ErrorCode::invalid_argument, "the cache directory is empty; set KCACHE_DIR");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  const auto& root = impl->options.root;
+  const mode_t dmode = store::dir_mode(impl->options.sharing);
+  std::random_device rd;
+  impl->temp_salt = (std::uint64_t{rd()} << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid());
+
+  std::error_code ec;
+  if (root.has_parent_path()) {
+    std::filesystem::create_directories(root.parent_path(), ec);
+  }
+  bool created_root = ::mkdir(root.c_str(), dmode) == 0;
+  util::Fd root_fd(io::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  if (!root_fd) {
+    const int err = errno;
+    struct stat lst {};
+    if (::lstat(root.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      return make_error(ErrorCode::permission_denied,
+                        "the cache directory " + root.string() +
+                            " is a symbolic link; kcache never follows one. Set KCACHE_DIR to the real directory.");
+    }
+    if (err == ENOTDIR || err == ELOOP) {
+      return make_error(ErrorCode::invalid_argument,
+                        "the cache directory " + root.string() + " is not a directory; set KCACHE_DIR to a directory");
+    }
+    return make_errno_error(err, "cannot open the cache directory " + root.string() + " (set KCACHE_DIR)");
+  }
+  struct stat st {};
+  if (io::fstat(root_fd.get(), &st) != 0) {
+    return make_errno_error(errno, "cannot stat the cache directory " + root.string());
+  }
+  if (st.st_uid != ::geteuid()) {
+    const bool group_ok = impl->options.sharing == Sharing::group && (st.st_mode & 02070) == 02070 &&
+                          (st.st_gid == ::getegid() || ::group_member(st.st_gid) != 0);
+    if (!group_ok) {
+      return make_error(ErrorCode::permission_denied,
+                        "the cache directory " + root.string() + " is owned by uid " + std::to_string(st.st_uid) +
+                            ", not by you (uid " + std::to_string(::geteuid()) +
+                            "); kcache refuses it. Use a directory you own (set KCACHE_DIR).");
+    }
+  }
+  if (created_root) {
+    io::fchmod(root_fd.get(), dmode);
+  }
+  impl->root_fd = std::move(root_fd);
+
+  int err = 0;
+  util::Fd v1 = open_subdir(impl->root_fd.get(), store::k_version_dir, dmode, err);
+  impl->entries_fd = open_subdir(v1.get(), store::k_entries_dir, dmode, err);
+  impl->tmp_fd = open_subdir(v1.get(), store::k_tmp_dir, dmode, err);
+  impl->locks_fd = open_subdir(v1.get(), store::k_locks_dir, dmode, err);
+  impl->stats_fd = open_subdir(v1.get(), store::k_stats_dir, dmode, err);
+  const mode_t fmode = store::file_mode(impl->options.sharing);
+  impl->counters = store::SharedCounters::open(impl->stats_fd.get(), fmode);
+  impl->checks = store::FileCheckTable::open(impl->stats_fd.get(), fmode);
+  if (impl->stats_fd) {
+    util::Fd lock_fd(io::openat(impl->stats_fd.get(), store::k_evict_lock_file,
+                                O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, fmode));
+    if (!lock_fd) {
+      lock_fd.reset(io::openat(impl->stats_fd.get(), store::k_evict_lock_file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+    }
+    impl->evict_lock_fd = std::move(lock_fd);
+  }
+  if (impl->counters->fresh() && impl->entries_fd) {
+    impl->recount_all();
+  }
+  if (impl->tmp_fd) {
+    impl->sweep_temps(impl->options.stale_temp_age.count());
+  }
+  return std::unique_ptr<FileStore>(new FileStore(std::move(impl)));
+}
+
+// ---------------------------------------------------------------- get
+
+Result<std::optional<Artifact>> FileStore::get(const Key& key) {
+  Impl& m = *m_impl;
+  const unsigned shard = key.bytes()[0];
+  const std::string key_hex = key.hex();
+  const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
+  auto miss = [&]() -> Result<std::optional<Artifact>> {
+    m.counters->add(Counter::misses);
+    return std::optional<Artifact>{};
+  };
+
+  int err = 0;
+  util::Fd shard_fd = m.open_shard(shard, CreateShard::no, err);
+  if (!shard_fd) {
+    if (err == ENOENT || err == ELOOP || err == ENOTDIR) {
+      return miss();
+    }
+    m.counters->add(Counter::errors);
+    return make_errno_error(err, "cannot open shard " + store::shard_name(shard) + " of " + m.options.root.string());
+  }
+
+  // Read and judge one entry; on a bad entry remove it (stat-guarded) and say so.
+  util::Fd pass_fd(io::openat(shard_fd.get(), pass_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  if (!pass_fd) {
+    err = errno;
+    if (err == ENOENT) {
+      return miss();
+    }
+    if (err == ELOOP || err == ENXIO || err == EISDIR) {
+      m.counters->add(Counter::corrupt);
+      m.remove_guarded(shard, shard_fd.get(), key_hex, nullptr);
+      return miss();
+    }
+    m.counters->add(Counter::errors);
+    return make_errno_error(err, "cannot open passport " + pass_name);
+  }
+  struct stat pass_st {};
+  if (io::fstat(pass_fd.get(), &pass_st) != 0) {
+    m.counters->add(Counter::errors);
+    return make_errno_error(errno, "cannot stat passport " + pass_name);
+  }
+  auto bad_entry = [&]() -> Result<std::optional<Artifact>> {
+    // Count and remove only if the passport we judged is still the one there:
+    // a concurrent writer's fresh entry is never removed or blamed.
+    if (m.remove_guarded(shard, shard_fd.get(), key_hex, &pass_st)) {
+      m.counters->add(Counter::corrupt);
+    }
+    return miss();
+  };
+  if (!S_ISREG(pass_st.st_mode) || pass_st.st_nlink != 1 ||
+      static_cast<std::uint64_t>(pass_st.st_size) > k_passport_max_bytes) {
+    return bad_entry();
+  }
+  std::string pass_text;
+  if (int e = io::read_bounded(pass_fd.get(), k_passport_max_bytes, pass_text,
+                               static_cast<std::size_t>(pass_st.st_size));
+      e != 0) {
+    m.counters->add(Counter::errors);
+    return make_errno_error(e, "cannot read passport " + pass_name);
+  }
+  auto passport = Passport::from_json(pass_text);
+  if (!passport || passport->key != key) {
+    return bad_entry();
+  }
+
+  util::Fd payload_fd(io::openat(shard_fd.get(), key_hex.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  if (!payload_fd) {
+    err = errno;
+    if (err == ENOENT) {
+      // Either evicted between our two opens (passport gone too) or a
+      // passport without payload (bad entry).
+      struct stat again {};
+      if (io::fstatat(shard_fd.get(), pass_name.c_str(), &again, AT_SYMLINK_NOFOLLOW) != 0) {
+        return miss();
+      }
+      return bad_entry();
+    }
+    if (err == ELOOP || err == ENXIO || err == EISDIR) {
+      return bad_entry();
+    }
+    m.counters->add(Counter::errors);
+    return make_errno_error(err, "cannot open payload " + key_hex);
+  }
+  struct stat payload_st {};
+  if (io::fstat(payload_fd.get(), &payload_st) != 0) {
+    m.counters->add(Counter::errors);
+    return make_errno_error(errno, "cannot stat payload " + key_hex);
+  }
+  if (!S_ISREG(payload_st.st_mode) || payload_st.st_nlink != 1 ||
+      static_cast<std::uint64_t>(payload_st.st_size) != passport->payload_size) {
+    return bad_entry();
+  }
+  Artifact artifact;
+  if (int e = io::read_bounded(payload_fd.get(), passport->payload_size, artifact.payload,
+                               passport->payload_size);
+      e != 0) {
+    m.counters->add(Counter::errors);
+    return make_errno_error(e, "cannot read payload " + key_hex);
+  }
+  if (artifact.payload.size() != passport->payload_size) {
+    return bad_entry();
+  }
+
+  // The check: full SHA-256, or XXH3 against a record made by a full check of
+  // this very file (same inode, size, mtime, ctime) when allowed.
+  const std::uint64_t sha_prefix = store::sha256_prefix_of_hex(passport->payload_sha256);
+  bool ok = false;
+  store::CheckRecord rec;
+  if (m.options.verify == ReadVerify::fast_when_unchanged && m.checks && m.checks->find(key, rec)) {
+    const std::uint64_t x = util::xxh3_64(artifact.payload);
+    ok = rec == store::CheckRecord::from_stat(payload_st, x, sha_prefix) && sha_prefix != 0;
+  }
+  if (!ok) {
+    const std::string hex = util::sha256_hex(artifact.payload);
+    if (hex != passport->payload_sha256) {
+      return bad_entry();
+    }
+    ok = true;
+    if (m.checks && m.options.verify == ReadVerify::fast_when_unchanged) {
+      m.checks->record(key, store::CheckRecord::from_stat(payload_st, util::xxh3_64(artifact.payload), sha_prefix));
+    }
+  }
+
+  // Refresh the last-use stamp at coarse granularity (LRU).
+  const std::int64_t interval_ns = static_cast<std::int64_t>(m.options.touch_interval.count()) * 1'000'000'000;
+  if (now_unix_ms() * 1'000'000 - mtime_ns(pass_st) >= interval_ns) {
+    io::futimens(pass_fd.get(), nullptr);
+  }
+  m.counters->add(Counter::hits);
+  m.counters->add(Counter::bytes_read, artifact.payload.size());
+  m.counters->add(Counter::compile_us_saved, passport->compile_duration_us);
+  artifact.passport = std::move(*passport);
+  return std::optional<Artifact>(std::move(artifact));
+}
+
+// ---------------------------------------------------------------- put
+
+Result<PutOutcome> FileStore::put(const Artifact& artifact) {
+  Impl& m = *m_impl;
+  if (auto v = artifact.verify(); !v) {
+    return make_error(ErrorCode::invalid_argument, "refusing to store an artifact that does not verify: " +
+                                                       v.error().message);
+  }
+  if (m.degraded.load() && now_unix_ms() < m.retry_writes_at_ms.load()) {
+    m.counters->add(Counter::puts_skipped);
+    return make_error(ErrorCode::read_only, "the cache at " + m.options.root.string() +
+                                                " is degraded (a write failed earlier); write skipped");
+  }
+  const Key& key = artifact.passport.key;
+  const unsigned shard = key.bytes()[0];
+  const std::string key_hex = key.hex();
+  const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
+
+  int err = 0;
+  util::Fd shard_fd = m.open_shard(shard, CreateShard::yes, err);
+  if (!shard_fd) {
+    if (err == ELOOP || err == ENOTDIR) {
+      m.counters->add(Counter::errors);
+      return make_error(ErrorCode::corrupt, "shard " + store::shard_name(shard) +
+                                                " is not a directory (a symlink?); run `kcache verify --repair`");
+    }
+    return tl::unexpected(m.write_failed(err, "cannot create shard directory " + store::shard_name(shard)));
+  }
+  struct stat existing {};
+  if (io::fstatat(shard_fd.get(), pass_name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
+    return PutOutcome::already_present;
+  }
+  if (!m.tmp_fd) {
+    return tl::unexpected(m.write_failed(EACCES, "no usable staging directory v1/tmp"));
+  }
+
+  const mode_t fmode = store::file_mode(m.options.sharing);
+  const bool do_fsync = m.options.fsync != FsyncPolicy::none;
+  const std::string json = artifact.passport.to_json();
+  const std::string tmp_payload = m.new_temp_name();
+  const std::string tmp_pass = m.new_temp_name();
+  bool payload_staged = false;
+  bool pass_staged = false;
+  auto cleanup = [&] {
+    if (payload_staged) {
+      io::unlinkat(m.tmp_fd.get(), tmp_payload.c_str(), 0);
+    }
+    if (pass_staged) {
+      io::unlinkat(m.tmp_fd.get(), tmp_pass.c_str(), 0);
+    }
+  };
+  // Stage one file completely: create, write, set mode, fsync, close.
+  auto stage = [&](const std::string& name, std::string_view bytes, bool& staged, const char* what) -> int {
+    util::Fd fd(io::openat(m.tmp_fd.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, fmode));
+    if (!fd) {
+      return errno;
+    }
+    staged = true;
+    (void)what;
+    if (int e = io::write_all(fd.get(), bytes); e != 0) {
+      return e;
+    }
+    if (io::fchmod(fd.get(), fmode) != 0) {
+      return errno;
+    }
+    if (do_fsync && io::fsync(fd.get()) != 0) {
+      return errno;
+    }
+    return 0;
+  };
+  if (int e = stage(tmp_payload, artifact.payload, payload_staged, "payload"); e != 0) {
+    cleanup();
+    return tl::unexpected(m.write_failed(e, "cannot stage the payload in v1/tmp"));
+  }
+  if (int e = stage(tmp_pass, json, pass_staged, "passport"); e != 0) {
+    cleanup();
+    return tl::unexpected(m.write_failed(e, "cannot stage the passport in v1/tmp"));
+  }
+
+  {
+    ShardLock lock(shard_fd.get(), LOCK_EX);
+    if (!lock.held()) {
+      cleanup();
+      return tl::unexpected(m.write_failed(lock.error(), "cannot lock shard " + store::shard_name(shard)));
+    }
+    if (io::fstatat(shard_fd.get(), pass_name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
+      cleanup();
+      return PutOutcome::already_present;
+    }
+    if (io::renameat(m.tmp_fd.get(), tmp_payload.c_str(), shard_fd.get(), key_hex.c_str()) != 0) {
+      const int e = errno;
+      cleanup();
+      return tl::unexpected(m.write_failed(e, "cannot publish the payload"));
+    }
+    payload_staged = false;
+    if (io::renameat(m.tmp_fd.get(), tmp_pass.c_str(), shard_fd.get(), pass_name.c_str()) != 0) {
+      const int e = errno;
+      io::unlinkat(shard_fd.get(), key_hex.c_str(), 0);  // our orphan: we hold the lock
+      cleanup();
+      return tl::unexpected(m.write_failed(e, "cannot publish the passport"));
+    }
+    pass_staged = false;
+    if (m.options.fsync == FsyncPolicy::file_and_directory && io::fsync(shard_fd.get()) != 0) {
+      // Published but not known durable: take it back rather than report an
+      // entry that may vanish on a crash.
+      const int e = errno;
+      io::unlinkat(shard_fd.get(), pass_name.c_str(), 0);
+      io::unlinkat(shard_fd.get(), key_hex.c_str(), 0);
+      return tl::unexpected(m.write_failed(e, "cannot fsync shard directory " + store::shard_name(shard)));
+    }
+    m.counters->shard_add(shard, static_cast<std::int64_t>(artifact.payload.size() + json.size()), 1);
+  }
+  m.degraded.store(false);
+  m.counters->add(Counter::puts);
+  m.counters->add(Counter::bytes_written, artifact.payload.size() + json.size());
+  m.maybe_evict();
+  return PutOutcome::stored;
+}
+
+// ---------------------------------------------------------------- remove, list, stats
+
+Result<bool> FileStore::remove(const Key& key) {
+  Impl& m = *m_impl;
+  int err = 0;
+  util::Fd shard_fd = m.open_shard(key.bytes()[0], CreateShard::no, err);
+  if (!shard_fd) {
+    if (err == ENOENT) {
+      return false;
+    }
+    return make_errno_error(err, "cannot open shard " + key.shard());
+  }
+  ShardLock lock(shard_fd.get(), LOCK_EX);
+  if (!lock.held()) {
+    return make_errno_error(lock.error(), "cannot lock shard " + key.shard());
+  }
+  const std::string key_hex = key.hex();
+  struct stat st {};
+  const bool had = io::fstatat(shard_fd.get(), (key_hex + ".pass").c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (!had) {
+    m.remove_locked(key.bytes()[0], shard_fd.get(), key_hex, nullptr);  // sweep an orphan payload
+    return false;
+  }
+  if (!m.remove_locked(key.bytes()[0], shard_fd.get(), key_hex, nullptr)) {
+    return make_errno_error(errno, "cannot remove entry " + key_hex);
+  }
+  return true;
+}
+
+Result<std::vector<EntryInfo>> FileStore::list() {
+  Impl& m = *m_impl;
+  std::vector<EntryInfo> out;
+  for (unsigned shard = 0; shard < store::k_shard_count; ++shard) {
+    int err = 0;
+    util::Fd shard_fd = m.open_shard(shard, CreateShard::no, err);
+    if (!shard_fd) {
+      continue;
+    }
+    for_each_dir_entry(shard_fd.get(), [&](std::string_view name, unsigned char) {
+      std::string_view key_hex;
+      if (store::classify_entry_name(name, shard, key_hex) != store::EntryName::passport) {
+        return;
+      }
+      const std::string pass_name(name);
+      util::Fd fd(io::openat(shard_fd.get(), pass_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+      struct stat st {};
+      if (!fd || io::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+          static_cast<std::uint64_t>(st.st_size) > k_passport_max_bytes) {
+        return;
+      }
+      std::string text;
+      if (io::read_bounded(fd.get(), k_passport_max_bytes, text, static_cast<std::size_t>(st.st_size)) != 0) {
+        return;
+      }
+      auto passport = Passport::from_json(text);
+      if (!passport || passport->key.hex() != key_hex) {
+        return;
+      }
+      out.push_back(EntryInfo{passport->key, passport->kind, passport->payload_size, passport->created_unix_ms,
+                              mtime_ns(st) / 1'000'000});
+    });
+  }
+  return out;
+}
+
+Result<StoreStats> FileStore::stats() {
+  const Impl& m = *m_impl;
+  const auto& c = *m.counters;
+  StoreStats s;
+  s.hits = c.get(Counter::hits);
+  s.misses = c.get(Counter::misses);
+  s.puts = c.get(Counter::puts);
+  s.puts_skipped = c.get(Counter::puts_skipped);
+  s.evictions = c.get(Counter::evictions);
+  s.corrupt = c.get(Counter::corrupt);
+  s.errors = c.get(Counter::errors);
+  s.bytes_read = c.get(Counter::bytes_read);
+  s.bytes_written = c.get(Counter::bytes_written);
+  s.compile_us_saved = c.get(Counter::compile_us_saved);
+  s.entries = c.total_entries();
+  s.size_bytes = c.total_bytes();
+  s.max_size_bytes = m.options.max_size_bytes;
+  return s;
+}
+
+bool FileStore::degraded() const noexcept { return m_impl->degraded.load(); }
+
+const FileStoreOptions& FileStore::options() const noexcept { return m_impl->options; }
+
+}  // namespace kcache

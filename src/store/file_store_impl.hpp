@@ -1,0 +1,110 @@
+// store/file_store_impl.hpp: the private state of FileStore, shared by
+// file_store.cpp (open, get, put, remove, list, stats) and
+// file_store_maintenance.cpp (eviction, verify, prune, clear, sweeping).
+#pragma once
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "kcache/file_store.hpp"
+#include "store/file_check_table.hpp"
+#include "store/file_layout.hpp"
+#include "store/shared_counters.hpp"
+#include "util/fd.hpp"
+
+namespace kcache {
+
+// Whether a missing shard directory is created.
+enum class CreateShard { no, yes };
+
+// Whether a shard scan removes payloads that have no passport.
+enum class Orphans { keep, remove };
+
+// What a shard scan found for one complete entry.
+struct ScannedEntry {
+  unsigned shard = 0;
+  std::string key_hex;
+  std::int64_t last_used_ns = 0;  // passport mtime
+  std::uint64_t pass_ino = 0;
+  std::uint64_t bytes = 0;  // payload + passport
+};
+
+struct FileStore::Impl {
+  FileStoreOptions options;
+  util::Fd root_fd;
+  util::Fd entries_fd;
+  util::Fd tmp_fd;
+  util::Fd locks_fd;
+  util::Fd stats_fd;
+  util::Fd evict_lock_fd;
+  std::unique_ptr<store::SharedCounters> counters;
+  std::unique_ptr<store::FileCheckTable> checks;
+
+  std::atomic<bool> degraded{false};
+  std::atomic<std::int64_t> retry_writes_at_ms{0};
+  std::atomic<bool> warned{false};
+  std::atomic<std::uint64_t> temp_seq{0};
+  std::uint64_t temp_salt = 0;
+
+  // --- file_store.cpp ---
+  // Opens the shard directory without following a symlink. On failure returns
+  // an invalid Fd and sets `err`.
+  util::Fd open_shard(unsigned shard, CreateShard create, int& err) const;
+  std::string new_temp_name();
+  // Counts a write failure and, for ENOSPC/EDQUOT/EACCES/EPERM/EROFS/EIO,
+  // degrades the store (one warning per store). Returns the error to hand back.
+  Error write_failed(int err, std::string_view what);
+  void warn(const std::string& line);
+  // Under the shard lock: removes the entry of `key_hex` when its passport is
+  // still the file described by `pass_seen` (null: whatever passport is there;
+  // a payload without passport is an orphan and goes too). Adjusts the shard
+  // accounting. Returns true when a passport was removed.
+  bool remove_guarded(unsigned shard, int shard_fd, const std::string& key_hex, const struct stat* pass_seen);
+  // The same, for a caller that already holds the shard lock.
+  bool remove_locked(unsigned shard, int shard_fd, const std::string& key_hex, const struct stat* pass_seen);
+
+  // --- file_store_maintenance.cpp ---
+  // Evicts when the shared size is above the cap (see docs/on-disk-format.md).
+  void maybe_evict();
+  // Evicts least recently used entries until at most `target` bytes are held.
+  // REQUIRES: the evict lock is held. Returns (entries, bytes) removed.
+  std::pair<std::uint64_t, std::uint64_t> evict_to(std::uint64_t target);
+  // Under the shard lock: lists the shard's complete entries, removes orphan
+  // payloads (with Orphans::remove), and sets the shard accounting to what is there.
+  std::vector<ScannedEntry> scan_shard_locked(unsigned shard, int shard_fd, Orphans orphans = Orphans::remove);
+  // Recounts every shard (used when the counters file is new).
+  void recount_all();
+  // Removes temp files older than `min_age_s` seconds. Returns how many.
+  std::uint64_t sweep_temps(std::int64_t min_age_s, std::vector<std::string>* names = nullptr);
+};
+
+// Calls `fn(name, d_type)` for every entry of the directory `dir_fd` except "." and "..".
+// Returns 0 or an errno.
+int for_each_dir_entry(int dir_fd, const std::function<void(std::string_view, unsigned char)>& fn);
+
+std::int64_t now_unix_ms() noexcept;
+std::int64_t mtime_ns(const struct stat& st) noexcept;
+
+// RAII flock on a shard (or any) directory fd.
+class ShardLock {
+ public:
+  ShardLock(int fd, int operation) noexcept;
+  ~ShardLock();
+  ShardLock(const ShardLock&) = delete;
+  ShardLock& operator=(const ShardLock&) = delete;
+  bool held() const noexcept { return m_held; }
+  int error() const noexcept { return m_err; }
+
+ private:
+  int m_fd;
+  bool m_held = false;
+  int m_err = 0;
+};
+
+}  // namespace kcache

@@ -1,0 +1,415 @@
+// store/file_store_maintenance.cpp: eviction under the shared cap, verify,
+// prune, clear, and sweeping of leftovers.
+//
+// Eviction (docs/on-disk-format.md, "Size cap"): a put that leaves the shared
+// total above the cap tries the evict lock (v1/stats/evict.lock, flock,
+// non-blocking). The holder visits the shards in windows of k_window shards;
+// under each shard's lock it lists the complete entries (recounting that
+// shard's accounting exactly and dropping orphan payloads), then removes that
+// window's least recently used entries until the window has given up its share
+// of the excess. Entries are removed passport first, only if the passport is
+// still the one scanned (stat-guarded). A put that finds the lock held leaves
+// the work to the holder, which re-checks the total after unlocking, so the
+// cap holds once writers quiesce.
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "kcache/file_store.hpp"
+#include "store/file_store_impl.hpp"
+#include "util/posix_io.hpp"
+#include "util/sha256.hpp"
+
+namespace kcache {
+
+using store::Counter;
+namespace io = util::io;
+
+namespace {
+
+constexpr unsigned k_window = 32;
+
+std::uint64_t low_watermark(const FileStoreOptions& o, std::uint64_t cap) {
+  const unsigned pct = std::min(100U, std::max(1U, o.low_watermark_percent));
+  return cap / 100 * pct + cap % 100 * pct / 100;
+}
+
+}  // namespace
+
+std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int shard_fd, Orphans orphans) {
+  std::vector<ScannedEntry> out;
+  std::vector<std::string> payloads;
+  for_each_dir_entry(shard_fd, [&](std::string_view name, unsigned char) {
+    std::string_view key_hex;
+    const auto kind = store::classify_entry_name(name, shard, key_hex);
+    if (kind == store::EntryName::payload) {
+      payloads.emplace_back(name);
+    } else if (kind == store::EntryName::passport) {
+      ScannedEntry e;
+      e.shard = shard;
+      e.key_hex = std::string(key_hex);
+      out.push_back(std::move(e));
+    }
+  });
+  std::sort(payloads.begin(), payloads.end());
+  std::int64_t bytes = 0;
+  std::vector<ScannedEntry> complete;
+  complete.reserve(out.size());
+  for (auto& e : out) {
+    struct stat ps {};
+    struct stat ds {};
+    const std::string pass_name = e.key_hex + std::string(store::k_passport_suffix);
+    if (io::fstatat(shard_fd, pass_name.c_str(), &ps, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(ps.st_mode)) {
+      continue;
+    }
+    if (io::fstatat(shard_fd, e.key_hex.c_str(), &ds, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(ds.st_mode)) {
+      continue;  // a passport without payload: a bad entry, left to get/verify
+    }
+    e.last_used_ns = mtime_ns(ps);
+    e.pass_ino = static_cast<std::uint64_t>(ps.st_ino);
+    e.bytes = static_cast<std::uint64_t>(ps.st_size + ds.st_size);
+    bytes += static_cast<std::int64_t>(e.bytes);
+    complete.push_back(std::move(e));
+  }
+  // Orphan payloads: under the shard lock no writer is between its two renames.
+  for (const auto& name : orphans == Orphans::remove ? payloads : std::vector<std::string>{}) {
+    const bool has_pass = std::any_of(complete.begin(), complete.end(),
+                                      [&](const ScannedEntry& e) { return e.key_hex == name; });
+    if (!has_pass) {
+      struct stat ps {};
+      const std::string pass_name = name + std::string(store::k_passport_suffix);
+      if (io::fstatat(shard_fd, pass_name.c_str(), &ps, AT_SYMLINK_NOFOLLOW) != 0) {
+        io::unlinkat(shard_fd, name.c_str(), 0);
+      }
+    }
+  }
+  counters->shard_set(shard, bytes, static_cast<std::int64_t>(complete.size()));
+  return complete;
+}
+
+void FileStore::Impl::recount_all() {
+  for (unsigned shard = 0; shard < store::k_shard_count; ++shard) {
+    int err = 0;
+    util::Fd fd = open_shard(shard, CreateShard::no, err);
+    if (!fd) {
+      counters->shard_set(shard, 0, 0);
+      continue;
+    }
+    ShardLock lock(fd.get(), LOCK_EX);
+    if (lock.held()) {
+      scan_shard_locked(shard, fd.get());
+    }
+  }
+}
+
+std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_to(std::uint64_t target) {
+  std::uint64_t removed = 0;
+  std::uint64_t freed = 0;
+  const std::uint64_t total = counters->total_bytes();
+  if (total <= target) {
+    return {0, 0};
+  }
+  const std::uint64_t excess = total - target;
+  for (unsigned start = 0; start < store::k_shard_count && freed < excess; start += k_window) {
+    std::vector<ScannedEntry> window;
+    std::uint64_t window_bytes = 0;
+    for (unsigned shard = start; shard < start + k_window; ++shard) {
+      int err = 0;
+      util::Fd fd = open_shard(shard, CreateShard::no, err);
+      if (!fd) {
+        continue;
+      }
+      ShardLock lock(fd.get(), LOCK_EX);
+      if (!lock.held()) {
+        continue;
+      }
+      auto entries = scan_shard_locked(shard, fd.get());
+      for (auto& e : entries) {
+        window_bytes += e.bytes;
+        window.push_back(std::move(e));
+      }
+    }
+    // This window's share of the excess, recomputed against the live total so
+    // that bytes added meanwhile are paid for too.
+    const std::uint64_t live_total = std::max<std::uint64_t>(counters->total_bytes(), 1);
+    const std::uint64_t now_excess = live_total > target ? live_total - target : 0;
+    const unsigned windows_left = (store::k_shard_count - start + k_window - 1) / k_window;
+    std::uint64_t share = windows_left <= 1 ? now_excess
+                                            : static_cast<std::uint64_t>(static_cast<long double>(now_excess) *
+                                                                         window_bytes / live_total) + 1;
+    share = std::min(share, now_excess);
+    std::sort(window.begin(), window.end(),
+              [](const ScannedEntry& a, const ScannedEntry& b) { return a.last_used_ns < b.last_used_ns; });
+    std::uint64_t window_freed = 0;
+    for (const auto& e : window) {
+      if (window_freed >= share) {
+        break;
+      }
+      int err = 0;
+      util::Fd fd = open_shard(e.shard, CreateShard::no, err);
+      if (!fd) {
+        continue;
+      }
+      ShardLock lock(fd.get(), LOCK_EX);
+      if (!lock.held()) {
+        continue;
+      }
+      struct stat ps {};
+      const std::string pass_name = e.key_hex + std::string(store::k_passport_suffix);
+      if (io::fstatat(fd.get(), pass_name.c_str(), &ps, AT_SYMLINK_NOFOLLOW) != 0 ||
+          static_cast<std::uint64_t>(ps.st_ino) != e.pass_ino || mtime_ns(ps) != e.last_used_ns) {
+        continue;  // replaced or used since the scan: not a candidate any more
+      }
+      if (remove_locked(e.shard, fd.get(), e.key_hex, &ps)) {
+        counters->add(Counter::evictions);
+        ++removed;
+        freed += e.bytes;
+        window_freed += e.bytes;
+      }
+    }
+  }
+  return {removed, freed};
+}
+
+void FileStore::Impl::maybe_evict() {
+  const std::uint64_t cap = options.max_size_bytes;
+  if (cap == 0 || !evict_lock_fd) {
+    return;
+  }
+  while (counters->total_bytes() > cap) {
+    if (io::lock(evict_lock_fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      return;  // another process is evicting; it re-checks after unlocking
+    }
+    while (counters->total_bytes() > cap) {
+      const auto [n, bytes] = evict_to(low_watermark(options, cap));
+      if (n == 0) {
+        break;  // nothing evictable (entries vanished or the accounting was stale and is now exact)
+      }
+    }
+    sweep_temps(options.stale_temp_age.count());
+    ::flock(evict_lock_fd.get(), LOCK_UN);
+    if (counters->total_bytes() > cap && counters->total_entries() == 0) {
+      return;
+    }
+  }
+}
+
+std::uint64_t FileStore::Impl::sweep_temps(std::int64_t min_age_s, std::vector<std::string>* names) {
+  if (!tmp_fd) {
+    return 0;
+  }
+  std::uint64_t removed = 0;
+  const std::int64_t now_ns = now_unix_ms() * 1'000'000;
+  for_each_dir_entry(tmp_fd.get(), [&](std::string_view name, unsigned char) {
+    const std::string n(name);
+    struct stat st {};
+    if (io::fstatat(tmp_fd.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)) {
+      return;
+    }
+    if (now_ns - mtime_ns(st) < min_age_s * 1'000'000'000) {
+      return;
+    }
+    if (names != nullptr) {
+      names->push_back("stale temporary file v1/tmp/" + n);
+    }
+    if (io::unlinkat(tmp_fd.get(), n.c_str(), 0) == 0) {
+      ++removed;
+    }
+  });
+  return removed;
+}
+
+// ---------------------------------------------------------------- public maintenance
+
+Result<VerifyReport> FileStore::verify(Repair repair) {
+  Impl& m = *m_impl;
+  VerifyReport report;
+  if (!m.entries_fd) {
+    return make_error(ErrorCode::not_found, "the cache at " + m.options.root.string() + " has no v1/entries");
+  }
+  for (unsigned shard = 0; shard < store::k_shard_count; ++shard) {
+    int err = 0;
+    util::Fd fd = m.open_shard(shard, CreateShard::no, err);
+    if (!fd) {
+      if (err != ENOENT) {
+        ++report.orphans;
+        report.problems.push_back("v1/entries/" + store::shard_name(shard) + " is not a directory");
+        if (repair == Repair::yes && io::unlinkat(m.entries_fd.get(), store::shard_name(shard).c_str(), 0) == 0) {
+          ++report.orphans_removed;
+        }
+      }
+      continue;
+    }
+    ShardLock lock(fd.get(), LOCK_EX);
+    if (!lock.held()) {
+      return make_errno_error(lock.error(), "cannot lock shard " + store::shard_name(shard));
+    }
+    std::vector<std::string> passports;
+    std::vector<std::string> payloads;
+    std::vector<std::string> junk;
+    for_each_dir_entry(fd.get(), [&](std::string_view name, unsigned char) {
+      std::string_view key_hex;
+      switch (store::classify_entry_name(name, shard, key_hex)) {
+        case store::EntryName::passport: passports.emplace_back(key_hex); break;
+        case store::EntryName::payload: payloads.emplace_back(key_hex); break;
+        case store::EntryName::junk: junk.emplace_back(name); break;
+      }
+    });
+    std::sort(passports.begin(), passports.end());
+    const std::string where = "v1/entries/" + store::shard_name(shard) + "/";
+    for (const auto& key_hex : passports) {
+      ++report.entries_checked;
+      std::string problem;
+      const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
+      util::Fd pfd(io::openat(fd.get(), pass_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+      struct stat ps {};
+      std::string text;
+      if (!pfd || io::fstat(pfd.get(), &ps) != 0 || !S_ISREG(ps.st_mode)) {
+        problem = "passport is not a regular file";
+      } else if (static_cast<std::uint64_t>(ps.st_size) > k_passport_max_bytes) {
+        problem = "passport is too large";
+      } else if (io::read_bounded(pfd.get(), k_passport_max_bytes, text, static_cast<std::size_t>(ps.st_size)) != 0) {
+        problem = "passport cannot be read";
+      }
+      std::optional<Passport> passport;
+      if (problem.empty()) {
+        auto parsed = Passport::from_json(text);
+        if (!parsed) {
+          problem = "passport does not parse: " + parsed.error().message;
+        } else if (parsed->key.hex() != key_hex) {
+          problem = "passport names another key";
+        } else {
+          passport = std::move(*parsed);
+        }
+      }
+      if (problem.empty()) {
+        util::Fd dfd(io::openat(fd.get(), key_hex.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+        struct stat ds {};
+        std::string payload;
+        if (!dfd || io::fstat(dfd.get(), &ds) != 0 || !S_ISREG(ds.st_mode)) {
+          problem = "payload is missing or not a regular file";
+        } else if (static_cast<std::uint64_t>(ds.st_size) != passport->payload_size) {
+          problem = "payload is " + std::to_string(ds.st_size) + " bytes, passport says " +
+                    std::to_string(passport->payload_size);
+        } else if (io::read_bounded(dfd.get(), passport->payload_size, payload, passport->payload_size) != 0 ||
+                   payload.size() != passport->payload_size) {
+          problem = "payload cannot be read in full";
+        } else if (util::sha256_hex(payload) != passport->payload_sha256) {
+          problem = "payload SHA-256 does not match the passport";
+        }
+      }
+      if (problem.empty()) {
+        ++report.entries_ok;
+        continue;
+      }
+      ++report.entries_bad;
+      report.problems.push_back(where + key_hex + ": " + problem);
+      if (repair == Repair::yes && m.remove_locked(shard, fd.get(), key_hex, nullptr)) {
+        ++report.entries_removed;
+        m.counters->add(Counter::corrupt);
+      }
+    }
+    for (const auto& key_hex : payloads) {
+      if (!std::binary_search(passports.begin(), passports.end(), key_hex)) {
+        ++report.orphans;
+        report.problems.push_back(where + key_hex + ": payload without passport (orphan)");
+        if (repair == Repair::yes && io::unlinkat(fd.get(), key_hex.c_str(), 0) == 0) {
+          ++report.orphans_removed;
+        }
+      }
+    }
+    for (const auto& name : junk) {
+      ++report.orphans;
+      report.problems.push_back(where + name + ": not a kcache name (junk)");
+      struct stat js {};
+      if (repair == Repair::yes && io::fstatat(fd.get(), name.c_str(), &js, AT_SYMLINK_NOFOLLOW) == 0 &&
+          !S_ISDIR(js.st_mode) && io::unlinkat(fd.get(), name.c_str(), 0) == 0) {
+        ++report.orphans_removed;
+      }
+    }
+    m.scan_shard_locked(shard, fd.get(), repair == Repair::yes ? Orphans::remove : Orphans::keep);
+  }
+  std::vector<std::string> temps;
+  if (repair == Repair::yes) {
+    const auto n = m.sweep_temps(m.options.stale_temp_age.count(), &temps);
+    report.orphans += n;
+    report.orphans_removed += n;
+  } else if (m.tmp_fd) {
+    const std::int64_t now_ns = now_unix_ms() * 1'000'000;
+    for_each_dir_entry(m.tmp_fd.get(), [&](std::string_view name, unsigned char) {
+      struct stat st {};
+      const std::string n(name);
+      if (io::fstatat(m.tmp_fd.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          now_ns - mtime_ns(st) >= m.options.stale_temp_age.count() * 1'000'000'000) {
+        ++report.orphans;
+        temps.push_back("stale temporary file v1/tmp/" + n);
+      }
+    });
+  }
+  report.problems.insert(report.problems.end(), temps.begin(), temps.end());
+  return report;
+}
+
+Result<PruneReport> FileStore::prune(std::uint64_t max_size_bytes) {
+  Impl& m = *m_impl;
+  const std::uint64_t target = max_size_bytes != 0 ? max_size_bytes : m.options.max_size_bytes;
+  PruneReport report;
+  if (!m.evict_lock_fd) {
+    return make_error(ErrorCode::read_only, "the cache at " + m.options.root.string() + " cannot be pruned (no v1/stats)");
+  }
+  if (int e = io::lock(m.evict_lock_fd.get(), LOCK_EX); e != 0) {
+    return make_errno_error(e, "cannot take the eviction lock");
+  }
+  m.recount_all();
+  if (target != 0) {
+    while (m.counters->total_bytes() > target) {
+      const auto [n, bytes] = m.evict_to(target);
+      report.entries_removed += n;
+      report.bytes_removed += bytes;
+      if (n == 0) {
+        break;
+      }
+    }
+  }
+  m.sweep_temps(m.options.stale_temp_age.count());
+  ::flock(m.evict_lock_fd.get(), LOCK_UN);
+  report.size_after = m.counters->total_bytes();
+  return report;
+}
+
+Result<std::uint64_t> FileStore::clear() {
+  Impl& m = *m_impl;
+  std::uint64_t removed = 0;
+  for (unsigned shard = 0; shard < store::k_shard_count; ++shard) {
+    int err = 0;
+    util::Fd fd = m.open_shard(shard, CreateShard::no, err);
+    if (!fd) {
+      continue;
+    }
+    ShardLock lock(fd.get(), LOCK_EX);
+    if (!lock.held()) {
+      return make_errno_error(lock.error(), "cannot lock shard " + store::shard_name(shard));
+    }
+    std::vector<std::string> keys;
+    for_each_dir_entry(fd.get(), [&](std::string_view name, unsigned char) {
+      std::string_view key_hex;
+      if (store::classify_entry_name(name, shard, key_hex) != store::EntryName::junk) {
+        keys.emplace_back(key_hex);
+      }
+    });
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    for (const auto& key_hex : keys) {
+      if (m.remove_locked(shard, fd.get(), key_hex, nullptr)) {
+        ++removed;
+      }
+    }
+    m.counters->shard_set(shard, 0, 0);
+  }
+  m.sweep_temps(m.options.stale_temp_age.count());
+  return removed;
+}
+
+}  // namespace kcache

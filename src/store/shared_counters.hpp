@@ -1,0 +1,80 @@
+// store/shared_counters.hpp: counters and size accounting shared by every
+// process that uses one cache directory.
+//
+// The file v1/stats/counters (format version 1, docs/on-disk-format.md) is
+// mapped MAP_SHARED and updated with lock-free 64-bit atomics, so any number of
+// processes count hits, misses, ... into the same words without a lock:
+//
+//   counters := header counter[16] shard[256] padding        8192 bytes in all
+//   header   := "KCCNT001" u32 version(=1) u32 shard_count(=256) u64 reserved[6]
+//   counter  := u64                     in the order of Counter below
+//   shard    := i64 bytes i64 entries   complete entries (payload + passport)
+//
+// Shard words are changed only by a process that holds the shard directory's
+// flock (publish, remove, evict, recount), so a recount under that lock can set
+// them exactly. All values are native-endian: the file is not portable between
+// machines, and is rebuilt (counters zeroed, sizes recounted) when its header
+// does not match.
+//
+// When the file cannot be created or mapped (read-only, no space, permission
+// denied), the counters live in this process only and shared() is false.
+//
+// Thread-safety: every method is thread-safe.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <sys/types.h>
+
+namespace kcache::store {
+
+enum class Counter : unsigned {
+  hits, misses, puts, puts_skipped, evictions, corrupt, errors,
+  bytes_read, bytes_written, compile_us_saved,
+  count_
+};
+
+class SharedCounters {
+ public:
+  static constexpr std::size_t k_file_size = 8192;
+  static constexpr unsigned k_counter_slots = 16;
+  static constexpr unsigned k_shards = 256;
+
+  // Opens or creates `counters` in the directory `stats_dir_fd` with `mode`.
+  // Never fails: falls back to process-local counters.
+  static std::unique_ptr<SharedCounters> open(int stats_dir_fd, mode_t mode);
+  ~SharedCounters();
+  SharedCounters(const SharedCounters&) = delete;
+  SharedCounters& operator=(const SharedCounters&) = delete;
+
+  void add(Counter counter, std::uint64_t value = 1) noexcept;
+  std::uint64_t get(Counter counter) const noexcept;
+
+  // REQUIRES: the caller holds the shard's flock.
+  void shard_add(unsigned shard, std::int64_t bytes, std::int64_t entries) noexcept;
+  void shard_set(unsigned shard, std::int64_t bytes, std::int64_t entries) noexcept;
+
+  std::uint64_t shard_bytes(unsigned shard) const noexcept;
+  std::uint64_t shard_entries(unsigned shard) const noexcept;
+  std::uint64_t total_bytes() const noexcept;
+  std::uint64_t total_entries() const noexcept;
+
+  // True when the counters are the shared file, false when process-local.
+  bool shared() const noexcept { return m_mapped != nullptr; }
+  // True when the file was created or rebuilt by this open: sizes need a recount.
+  bool fresh() const noexcept { return m_fresh; }
+
+ private:
+  SharedCounters() = default;
+  std::uint64_t* word(std::size_t index) const noexcept;
+
+  void* m_mapped = nullptr;
+  bool m_fresh = false;
+  std::unique_ptr<std::uint64_t[]> m_local;  // used when m_mapped is null
+};
+
+}  // namespace kcache::store

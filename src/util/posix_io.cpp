@@ -1,0 +1,194 @@
+#include "util/posix_io.hpp"
+
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+
+#include "util/fault.hpp"
+
+namespace kcache::util::io {
+
+namespace {
+
+// Applies a `fail` decision: sets errno and returns true when the call must fail.
+bool injected_failure(fault::Op op) noexcept {
+  const fault::Decision d = fault::check(op);
+  if (d.action == fault::Action::fail) {
+    errno = d.err;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int openat(int dirfd, const char* path, int flags, mode_t mode) noexcept {
+  if (injected_failure(fault::Op::open)) {
+    return -1;
+  }
+  return ::openat(dirfd, path, flags | O_CLOEXEC, mode);
+}
+
+ssize_t read(int fd, void* buf, std::size_t size) noexcept {
+  const fault::Decision d = fault::check(fault::Op::read);
+  if (d.action == fault::Action::fail) {
+    errno = d.err;
+    return -1;
+  }
+  if (d.action == fault::Action::short_transfer && size > 1) {
+    size = std::max<std::size_t>(1, size / 2);
+  }
+  return ::read(fd, buf, size);
+}
+
+ssize_t write(int fd, const void* buf, std::size_t size) noexcept {
+  const fault::Decision d = fault::check(fault::Op::write);
+  if (d.action == fault::Action::fail) {
+    errno = d.err;
+    return -1;
+  }
+  if (d.action == fault::Action::short_transfer && size > 1) {
+    size = std::max<std::size_t>(1, size / 2);
+  }
+  return ::write(fd, buf, size);
+}
+
+int fsync(int fd) noexcept {
+  if (injected_failure(fault::Op::fsync)) {
+    return -1;
+  }
+  return ::fsync(fd);
+}
+
+int renameat(int old_dirfd, const char* old_path, int new_dirfd, const char* new_path) noexcept {
+  if (injected_failure(fault::Op::rename)) {
+    return -1;
+  }
+  return ::renameat(old_dirfd, old_path, new_dirfd, new_path);
+}
+
+int unlinkat(int dirfd, const char* path, int flags) noexcept {
+  if (injected_failure(fault::Op::unlink)) {
+    return -1;
+  }
+  return ::unlinkat(dirfd, path, flags);
+}
+
+int mkdirat(int dirfd, const char* path, mode_t mode) noexcept {
+  if (injected_failure(fault::Op::mkdir)) {
+    return -1;
+  }
+  return ::mkdirat(dirfd, path, mode);
+}
+
+int fstat(int fd, struct stat* st) noexcept {
+  if (injected_failure(fault::Op::stat)) {
+    return -1;
+  }
+  return ::fstat(fd, st);
+}
+
+int fstatat(int dirfd, const char* path, struct stat* st, int flags) noexcept {
+  if (injected_failure(fault::Op::stat)) {
+    return -1;
+  }
+  return ::fstatat(dirfd, path, st, flags);
+}
+
+int fchmod(int fd, mode_t mode) noexcept {
+  if (injected_failure(fault::Op::chmod)) {
+    return -1;
+  }
+  return ::fchmod(fd, mode);
+}
+
+int futimens(int fd, const struct timespec times[2]) noexcept {
+  if (injected_failure(fault::Op::utime)) {
+    return -1;
+  }
+  return ::futimens(fd, times);
+}
+
+int flock(int fd, int operation) noexcept {
+  if (injected_failure(fault::Op::lock)) {
+    return -1;
+  }
+  return ::flock(fd, operation);
+}
+
+int ftruncate(int fd, off_t length) noexcept {
+  if (injected_failure(fault::Op::truncate)) {
+    return -1;
+  }
+  return ::ftruncate(fd, length);
+}
+
+int linkat(int old_dirfd, const char* old_path, int new_dirfd, const char* new_path,
+           int flags) noexcept {
+  if (injected_failure(fault::Op::link)) {
+    return -1;
+  }
+  return ::linkat(old_dirfd, old_path, new_dirfd, new_path, flags);
+}
+
+int write_all(int fd, std::string_view data) noexcept {
+  while (!data.empty()) {
+    const ssize_t n = io::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return errno;
+    }
+    if (n == 0) {
+      return EIO;  // a regular file never accepts zero bytes of a non-empty write
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return 0;
+}
+
+int read_bounded(int fd, std::size_t max_size, std::string& out, std::size_t size_hint) {
+  const std::size_t limit = max_size + 1;
+  out.resize(std::min(limit, std::max<std::size_t>(size_hint + 1, 4096)));
+  std::size_t have = 0;
+  for (;;) {
+    if (have == out.size()) {
+      if (out.size() >= limit) {
+        break;
+      }
+      out.resize(std::min(limit, out.size() * 2));
+    }
+    const ssize_t n = io::read(fd, out.data() + have, out.size() - have);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      const int err = errno;
+      out.clear();
+      return err;
+    }
+    if (n == 0) {
+      break;
+    }
+    have += static_cast<std::size_t>(n);
+  }
+  out.resize(have);
+  return 0;
+}
+
+int lock(int fd, int operation) noexcept {
+  for (;;) {
+    if (io::flock(fd, operation) == 0) {
+      return 0;
+    }
+    if (errno != EINTR) {
+      return errno;
+    }
+  }
+}
+
+}  // namespace kcache::util::io

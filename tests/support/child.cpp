@@ -1,0 +1,91 @@
+#include "support/child.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace kcache::test {
+
+pid_t fork_child(const std::function<int()>& fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = 120;
+    try {
+      rc = fn();
+    } catch (...) {
+      rc = 121;
+    }
+    ::_exit(rc);
+  }
+  return pid;
+}
+
+int wait_child(pid_t pid) {
+  int status = 0;
+  for (;;) {
+    if (::waitpid(pid, &status, 0) == pid) {
+      return status;
+    }
+    if (errno != EINTR) {
+      return -1;
+    }
+  }
+}
+
+int run_program(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env,
+                std::string* out) {
+  int fds[2] = {-1, -1};
+  if (out != nullptr && ::pipe(fds) != 0) {
+    return -1;
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (out != nullptr) {
+      ::dup2(fds[1], 1);
+      ::dup2(fds[1], 2);
+      ::close(fds[0]);
+      ::close(fds[1]);
+    }
+    for (const auto& [k, v] : extra_env) {
+      ::setenv(k.c_str(), v.c_str(), 1);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) {
+      args.push_back(const_cast<char*>(a.c_str()));
+    }
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  if (out != nullptr) {
+    ::close(fds[1]);
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n > 0) {
+        out->append(buf, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        break;
+      }
+    }
+    ::close(fds[0]);
+  }
+  return pid < 0 ? -1 : wait_child(pid);
+}
+
+std::string describe_status(int status) {
+  if (status == -1) {
+    return "no status";
+  }
+  if (WIFEXITED(status)) {
+    return "exit " + std::to_string(WEXITSTATUS(status));
+  }
+  if (WIFSIGNALED(status)) {
+    return "signal " + std::to_string(WTERMSIG(status));
+  }
+  return "status " + std::to_string(status);
+}
+
+}  // namespace kcache::test

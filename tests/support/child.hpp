@@ -1,0 +1,28 @@
+// tests/support/child.hpp: child processes for multi-process and fault tests.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kcache::test {
+
+// Forks; the child runs `fn` and _exits with its return value (never returns
+// into the test framework). Returns the child's pid, or -1.
+pid_t fork_child(const std::function<int()>& fn);
+
+// Waits for `pid`. Returns the raw wait status, or -1.
+int wait_child(pid_t pid);
+
+// Runs `argv` (argv[0] is a path) with `extra_env` added to the environment,
+// waits, and returns the raw wait status; `out` receives stdout+stderr.
+int run_program(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env,
+                std::string* out = nullptr);
+
+// Describes a wait status: "exit 0", "signal 9".
+std::string describe_status(int status);
+
+}  // namespace kcache::test
