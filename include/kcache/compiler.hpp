@@ -1,0 +1,103 @@
+// kcache/compiler.hpp: compile requests through the cache.
+//
+// Three steps, usable on their own (the worker pool and single-flight cache
+// build on them):
+//
+//   derive_key(request)        the complete key of a request, WITHOUT loading
+//                              the toolkit (docs/keys.md lists every field)
+//   compile_uncached(request)  runs the backend (loads the toolkit) and returns
+//                              an artifact whose passport holds the key, the key
+//                              record, the log, producer and version, target
+//                              arch, compile duration and symbol map
+//   compile(request, store)    lookup -> hit: return (no toolkit load) ->
+//                              miss: compile_uncached, put, return
+//
+// Headers read from disk are found by scanning the source and every header it
+// can reach for #include / __has_include directives, resolving each against
+// the same search path NVRTC uses (in-memory headers first, then the includer's
+// directory, then each --include-path). Every file that exists on any
+// candidate path goes into the key by content, so the set is a superset of
+// what the compile reads. Headers under the CUDA home are covered by the
+// toolkit fingerprint instead. A directive kcache cannot resolve (a computed
+// `#include MACRO`) makes the request not cacheable: derive_key returns
+// `unsupported` and compile() compiles without the cache.
+//
+// Thread-safety: all functions are thread-safe (the header memo is shared and
+// locked; backend calls are serialised per library where it requires it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kcache/artifact.hpp"
+#include "kcache/compile_request.hpp"
+#include "kcache/error.hpp"
+#include "kcache/key.hpp"
+#include "kcache/key_builder.hpp"
+#include "kcache/store.hpp"
+
+namespace kcache {
+
+// A header read from disk that went into a key.
+struct HeaderDependency {
+  std::string path;    // as it would be opened (include dir + name), not canonicalised
+  std::string sha256;  // 64 hex
+  friend bool operator==(const HeaderDependency&, const HeaderDependency&) = default;
+};
+
+// What a compile() call did, for --explain, --json and stats.
+struct CompileInfo {
+  Key key;
+  bool hit = false;          // served from the store
+  bool cacheable = true;     // false: compiled without the cache (see `not_cacheable_reason`)
+  std::string not_cacheable_reason;
+  bool stored = false;       // the artifact was put into the store
+  bool toolkit_loaded = false;  // this call loaded a toolkit library (a miss on a cold process)
+  std::string store_warning;    // a store error that was skipped (the compile still succeeded)
+  std::vector<HeaderDependency> headers;  // disk headers in the key
+  std::uint64_t key_us = 0;      // time to derive the key (headers included)
+  std::uint64_t lookup_us = 0;   // store get
+  std::uint64_t compile_us = 0;  // backend
+  std::uint64_t store_us = 0;    // store put
+};
+
+// Derives the complete key of `request` without loading the toolkit (the
+// library version comes from the identity memo; only the very first use of a
+// library on a machine loads it to ask). Success: the KeyBuilder holding the
+// key and its record; `headers`, when given, receives the disk headers in the
+// key. Failure: invalid_argument (bad request, unknown backend or target),
+// unsupported (a side-effect option, or an include kcache cannot resolve: not
+// cacheable), toolkit_missing, io (a header vanished while being read).
+Result<KeyBuilder> derive_key(const CompileRequest& request,
+                              std::vector<HeaderDependency>* headers = nullptr);
+
+// Runs the backend for `request` (loads the toolkit on first use) and returns
+// the artifact. Its passport holds the key of derive_key(request), the key
+// record, the log, producer and run-time version, target arch, compile
+// duration and symbol map (name expression -> lowered name). A cubin output is
+// checked before it is returned: ELF64, e_machine 190 (EM_CUDA) and the SM
+// number of the requested arch in e_flags bits 8-15.
+// `info`, when given, gets cacheable=false when the request is not cacheable
+// or when a disk header changed while the compile ran (the inputs no longer
+// match the key): such an artifact must not be put into a store.
+// Failure: compile_failed with the compiler's log in Error::log, plus the
+// errors of derive_key. Nothing is cached here.
+Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* info = nullptr);
+
+// Compiles `request` through `cache`: derive the key, get; on a hit return
+// the stored artifact (the toolkit is not loaded); on a miss compile, put, and
+// return. `cache` may be null (compile directly). Store errors are never
+// fatal: they are reported in `info->store_warning` and the compile result is
+// returned. A failed compile is not cached and returns compile_failed with
+// the log. Thread-safe; concurrent misses of one key may compile twice (use
+// the single-flight Cache for one compile per key).
+Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInfo* info = nullptr);
+
+// Checks that `payload` is a CUDA cubin for `arch` ("sm_90", "sm_90a"): ELF64,
+// e_machine 190, SM number in e_flags bits 8-15. Returns corrupt naming the
+// first mismatch.
+Result<void> check_cubin(std::string_view payload, std::string_view arch);
+
+}  // namespace kcache

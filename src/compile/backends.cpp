@@ -1,0 +1,273 @@
+#include "compile/backends.hpp"
+
+#include <memory>
+#include <mutex>
+
+#include "compile/toolkit_api.hpp"
+
+namespace kcache::jit {
+
+namespace {
+
+std::vector<const char*> c_strings(const std::vector<std::string>& v) {
+  std::vector<const char*> out;
+  out.reserve(v.size());
+  for (const auto& s : v) {
+    out.push_back(s.c_str());
+  }
+  return out;
+}
+
+std::string trim_log(std::string log) {
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) {
+    log.pop_back();
+  }
+  return log;
+}
+
+// Owns one library handle (an NVRTC program, nvJitLink handle, NVVM program)
+// and destroys it with the library's own destroy call.
+template <class H>
+class LibraryHandle {
+ public:
+  using Destroy = int (*)(H*);
+  LibraryHandle(H handle, Destroy destroy) noexcept : m_handle(handle), m_destroy(destroy) {}
+  ~LibraryHandle() {
+    if (m_handle != nullptr) {
+      m_destroy(&m_handle);
+    }
+  }
+  LibraryHandle(const LibraryHandle&) = delete;
+  LibraryHandle& operator=(const LibraryHandle&) = delete;
+  H operator*() const noexcept { return m_handle; }
+
+ private:
+  H m_handle;
+  Destroy m_destroy;
+};
+
+}  // namespace
+
+Result<BackendOutput> run_nvrtc(const CompileRequest& request, const std::vector<std::string>& options) {
+  auto api_r = nvrtc_api();
+  if (!api_r) {
+    return tl::unexpected(api_r.error());
+  }
+  const NvrtcApi& api = **api_r;
+  std::vector<std::string> header_names;
+  std::vector<std::string> header_bodies;
+  for (const auto& h : request.headers) {
+    header_names.push_back(h.name);
+    header_bodies.push_back(h.bytes);
+  }
+  const auto names = c_strings(header_names);
+  const auto bodies = c_strings(header_bodies);
+  NvrtcProgramHandle raw = nullptr;
+  int rc = api.create_program(&raw, request.source.c_str(), request.name.c_str(), static_cast<int>(names.size()),
+                              bodies.empty() ? nullptr : bodies.data(), names.empty() ? nullptr : names.data());
+  if (rc != 0) {
+    return make_error(ErrorCode::compile_failed,
+                      std::string("nvrtcCreateProgram failed: ") + api.get_error_string(rc));
+  }
+  const LibraryHandle<NvrtcProgramHandle> program(raw, api.destroy_program);
+  for (const auto& e : request.name_expressions) {
+    if ((rc = api.add_name_expression(*program, e.c_str())) != 0) {
+      return make_error(ErrorCode::invalid_argument,
+                        "name expression '" + e + "' rejected: " + api.get_error_string(rc));
+    }
+  }
+  const auto opts = c_strings(options);
+  const int compile_rc = api.compile_program(*program, static_cast<int>(opts.size()), opts.data());
+  BackendOutput out;
+  std::size_t log_size = 0;
+  if (api.get_log_size(*program, &log_size) == 0 && log_size > 1) {
+    out.log.resize(log_size);
+    api.get_log(*program, out.log.data());
+    out.log = trim_log(std::move(out.log));
+  }
+  if (compile_rc != 0) {
+    return make_error(ErrorCode::compile_failed,
+                      "NVRTC could not compile " + request.name + " (" + api.get_error_string(compile_rc) +
+                          "); the log says why",
+                      out.log);
+  }
+  std::size_t size = 0;
+  if (request.target_kind == "ptx") {
+    rc = api.get_ptx_size(*program, &size);
+    if (rc == 0) {
+      out.payload.resize(size);
+      rc = api.get_ptx(*program, out.payload.data());
+      // PTX is NUL-terminated text; the payload is the text.
+      while (!out.payload.empty() && out.payload.back() == '\0') {
+        out.payload.pop_back();
+      }
+    }
+  } else if (request.target_kind == "cubin") {
+    rc = api.get_cubin_size(*program, &size);
+    if (rc == 0) {
+      out.payload.resize(size);
+      rc = api.get_cubin(*program, out.payload.data());
+    }
+  } else {
+    rc = api.get_ltoir_size(*program, &size);
+    if (rc == 0) {
+      out.payload.resize(size);
+      rc = api.get_ltoir(*program, out.payload.data());
+    }
+  }
+  if (rc != 0 || out.payload.empty()) {
+    return make_error(ErrorCode::compile_failed,
+                      "NVRTC produced no " + request.target_kind + " for " + request.name +
+                          (rc != 0 ? std::string(" (") + api.get_error_string(rc) + ")" : std::string()) +
+                          "; check that the options match the target (cubin needs -arch=sm_XX)",
+                      out.log);
+  }
+  for (const auto& e : request.name_expressions) {
+    const char* lowered = nullptr;
+    if ((rc = api.get_lowered_name(*program, e.c_str(), &lowered)) != 0 || lowered == nullptr) {
+      return make_error(ErrorCode::compile_failed,
+                        "no lowered name for name expression '" + e + "': " + api.get_error_string(rc), out.log);
+    }
+    out.symbols[e] = lowered;
+  }
+  return out;
+}
+
+Result<BackendOutput> run_nvjitlink(const CompileRequest& request, const std::vector<std::string>& options) {
+  auto api_r = nvjitlink_api();
+  if (!api_r) {
+    return tl::unexpected(api_r.error());
+  }
+  const NvJitLinkApi& api = **api_r;
+  auto opts = c_strings(options);
+  NvJitLinkHandle raw = nullptr;
+  int rc = api.create(&raw, static_cast<std::uint32_t>(opts.size()), opts.data());
+  if (rc != 0 || raw == nullptr) {
+    return make_error(ErrorCode::compile_failed,
+                      "nvJitLinkCreate failed (" + std::to_string(rc) + "); check the link options");
+  }
+  const LibraryHandle<NvJitLinkHandle> handle(raw, api.destroy);
+  auto logs = [&]() {
+    std::string log;
+    std::size_t n = 0;
+    if (api.get_error_log_size(*handle, &n) == 0 && n > 1) {
+      std::string e(n, '\0');
+      api.get_error_log(*handle, e.data());
+      log += trim_log(std::move(e));
+    }
+    if (api.get_info_log_size(*handle, &n) == 0 && n > 1) {
+      std::string i(n, '\0');
+      api.get_info_log(*handle, i.data());
+      log += (log.empty() ? "" : "\n") + trim_log(std::move(i));
+    }
+    return log;
+  };
+  for (const auto& in : request.inputs) {
+    int kind = 0;
+    if (in.kind == "cubin") {
+      kind = static_cast<int>(NvJitLinkInput::cubin);
+    } else if (in.kind == "ptx") {
+      kind = static_cast<int>(NvJitLinkInput::ptx);
+    } else if (in.kind == "ltoir") {
+      kind = static_cast<int>(NvJitLinkInput::ltoir);
+    } else if (in.kind == "fatbin") {
+      kind = static_cast<int>(NvJitLinkInput::fatbin);
+    } else if (in.kind == "object") {
+      kind = static_cast<int>(NvJitLinkInput::object);
+    } else if (in.kind == "library") {
+      kind = static_cast<int>(NvJitLinkInput::library);
+    } else {
+      return make_error(ErrorCode::invalid_argument, "link input '" + in.name + "' has unknown kind '" + in.kind +
+                                                         "' (ptx, ltoir, cubin, fatbin, object, library)");
+    }
+    if ((rc = api.add_data(*handle, kind, in.bytes.data(), in.bytes.size(), in.name.c_str())) != 0) {
+      return make_error(ErrorCode::compile_failed, "nvJitLink rejected input '" + in.name + "'", logs());
+    }
+  }
+  if ((rc = api.complete(*handle)) != 0) {
+    return make_error(ErrorCode::compile_failed, "nvJitLink could not link (" + std::to_string(rc) + ")", logs());
+  }
+  BackendOutput out;
+  out.log = logs();
+  std::size_t size = 0;
+  if (request.target_kind == "ptx") {
+    rc = api.get_ptx_size(*handle, &size);
+    if (rc == 0) {
+      out.payload.resize(size);
+      rc = api.get_ptx(*handle, out.payload.data());
+      while (!out.payload.empty() && out.payload.back() == '\0') {
+        out.payload.pop_back();
+      }
+    }
+  } else {
+    rc = api.get_cubin_size(*handle, &size);
+    if (rc == 0) {
+      out.payload.resize(size);
+      rc = api.get_cubin(*handle, out.payload.data());
+    }
+  }
+  if (rc != 0 || out.payload.empty()) {
+    return make_error(ErrorCode::compile_failed, "nvJitLink produced no " + request.target_kind, out.log);
+  }
+  return out;
+}
+
+Result<BackendOutput> run_nvvm(const CompileRequest& request, const std::vector<std::string>& options) {
+  auto api_r = nvvm_api();
+  if (!api_r) {
+    return tl::unexpected(api_r.error());
+  }
+  const NvvmApi& api = **api_r;
+  // libNVVM does not promise thread safety across programs: one compile at a time.
+  static std::mutex nvvm_mutex;
+  std::lock_guard lock(nvvm_mutex);
+  NvvmProgramHandle raw = nullptr;
+  int rc = api.create_program(&raw);
+  if (rc != 0) {
+    return make_error(ErrorCode::compile_failed, std::string("nvvmCreateProgram failed: ") + api.get_error_string(rc));
+  }
+  const LibraryHandle<NvvmProgramHandle> program(raw, api.destroy_program);
+  auto log_of = [&]() {
+    std::string log;
+    std::size_t n = 0;
+    if (api.get_log_size(*program, &n) == 0 && n > 1) {
+      log.resize(n);
+      api.get_log(*program, log.data());
+    }
+    return trim_log(std::move(log));
+  };
+  if ((rc = api.add_module(*program, request.source.data(), request.source.size(), request.name.c_str())) != 0) {
+    return make_error(ErrorCode::compile_failed, "libNVVM rejected module " + request.name + ": " +
+                                                     api.get_error_string(rc), log_of());
+  }
+  for (const auto& m : request.inputs) {
+    if ((rc = api.add_module(*program, m.bytes.data(), m.bytes.size(), m.name.c_str())) != 0) {
+      return make_error(ErrorCode::compile_failed, "libNVVM rejected module " + m.name + ": " +
+                                                       api.get_error_string(rc), log_of());
+    }
+  }
+  auto opts = c_strings(options);
+  rc = api.compile_program(*program, static_cast<int>(opts.size()), opts.data());
+  BackendOutput out;
+  out.log = log_of();
+  if (rc != 0) {
+    return make_error(ErrorCode::compile_failed,
+                      "libNVVM could not compile " + request.name + " (" + api.get_error_string(rc) + ")", out.log);
+  }
+  std::size_t size = 0;
+  if ((rc = api.get_result_size(*program, &size)) != 0 || size == 0) {
+    return make_error(ErrorCode::compile_failed, "libNVVM produced no output", out.log);
+  }
+  out.payload.resize(size);
+  if ((rc = api.get_result(*program, out.payload.data())) != 0) {
+    return make_error(ErrorCode::compile_failed, "libNVVM produced no output", out.log);
+  }
+  if (request.target_kind == "ptx") {
+    while (!out.payload.empty() && out.payload.back() == '\0') {
+      out.payload.pop_back();
+    }
+  }
+  return out;
+}
+
+}  // namespace kcache::jit

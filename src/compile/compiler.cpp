@@ -1,0 +1,398 @@
+#include "kcache/compiler.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "compile/backends.hpp"
+#include "compile/elf_file.hpp"
+#include "compile/header_scanner.hpp"
+#include "kcache/compile_options.hpp"
+#include "kcache/toolkit.hpp"
+#include "util/hex.hpp"
+
+namespace kcache {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::uint64_t micros_since(Clock::time_point start) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+}
+
+// Everything derive() learns about a request.
+struct Derived {
+  KeyBuilder key{"none"};
+  std::vector<HeaderDependency> headers;
+  std::string not_cacheable;             // non-empty: compile without the cache
+  std::vector<std::string> options;      // canonical options passed to the backend
+  std::string arch;
+  std::string version;
+  ToolkitLibrary library = ToolkitLibrary::nvrtc;
+};
+
+bool contains(const std::vector<std::string>& v, std::string_view s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+void add_identity(KeyBuilder& kb, const LibraryIdentity& id) {
+  kb.add("backend.version", id.version);
+  kb.add("backend.build_id", id.build_id);
+}
+
+Result<Derived> derive_nvrtc(const CompileRequest& r) {
+  if (r.target_kind != "ptx" && r.target_kind != "cubin" && r.target_kind != "ltoir") {
+    return make_error(ErrorCode::invalid_argument,
+                      "NVRTC target must be ptx, cubin or ltoir, not '" + r.target_kind + "'");
+  }
+  auto options = r.options;
+  if (r.target_kind == "ltoir") {
+    options.emplace_back("--dlink-time-opt");
+  }
+  auto canon = canonicalize_nvrtc_options(options);
+  if (!canon) {
+    return tl::unexpected(canon.error());
+  }
+  if (r.target_kind == "ltoir") {
+    // Added above; drop duplicates so "-dlto" given by the caller keys the same.
+    auto& o = canon->options;
+    const auto first = std::find(o.begin(), o.end(), "--dlink-time-opt");
+    o.erase(std::remove(std::next(first), o.end(), std::string("--dlink-time-opt")), o.end());
+  }
+  if (r.target_kind == "cubin" && canon->arch.rfind("sm_", 0) != 0) {
+    return make_error(ErrorCode::invalid_argument,
+                      "a cubin needs a real architecture: add -arch=sm_XX (got '" + canon->arch + "')");
+  }
+  auto& tk = Toolkit::instance();
+  auto id = tk.identify(ToolkitLibrary::nvrtc);
+  if (!id) {
+    return tl::unexpected(id.error());
+  }
+  auto fingerprint = tk.headers_fingerprint();
+  if (!fingerprint) {
+    return tl::unexpected(fingerprint.error());
+  }
+  Derived d;
+  d.library = ToolkitLibrary::nvrtc;
+  d.version = id->version;
+  d.arch = canon->arch;
+  d.key = KeyBuilder("nvrtc");
+  KeyBuilder& kb = d.key;
+  add_identity(kb, *id);
+  kb.add("toolkit.headers", *fingerprint);
+  kb.add("input_kind", "cuda");
+  kb.add("target_kind", r.target_kind);
+  kb.add("name", r.name);
+  kb.add_content("source", r.source);
+  for (const auto& o : canon->options) {
+    kb.add("option", o);
+  }
+  for (const auto& h : r.headers) {
+    kb.add_content("header:" + h.name, h.bytes);
+  }
+  for (const auto& e : r.name_expressions) {
+    kb.add("name_expression", e);
+  }
+  kb.add_content("extra_digest", r.extra_digest);
+
+  jit::ScanInput scan;
+  scan.source = r.source;
+  scan.program_name = r.name;
+  scan.source_path = r.source_path;
+  scan.memory_headers = &r.headers;
+  scan.include_dirs = canon->include_dirs;
+  scan.pre_includes = canon->pre_includes;
+  if (const auto home = tk.cuda_home(); !home.empty()) {
+    std::error_code ec;
+    scan.toolkit_root = std::filesystem::weakly_canonical(home, ec);
+  }
+  auto scanned = jit::scan_headers(scan);
+  if (!scanned) {
+    return tl::unexpected(scanned.error());
+  }
+  d.not_cacheable = scanned->not_cacheable;
+  for (const auto& h : scanned->headers) {
+    auto raw = util::from_hex(h.sha256);
+    std::array<std::uint8_t, 32> digest{};
+    std::copy_n(raw->begin(), digest.size(), digest.begin());
+    kb.add_digest("disk_header:" + h.path, digest);
+  }
+  d.headers = std::move(scanned->headers);
+  d.options = std::move(canon->options);
+  return d;
+}
+
+Result<Derived> derive_nvjitlink(const CompileRequest& r) {
+  if (r.target_kind != "cubin" && r.target_kind != "ptx") {
+    return make_error(ErrorCode::invalid_argument, "nvJitLink target must be cubin or ptx, not '" + r.target_kind + "'");
+  }
+  if (r.inputs.empty()) {
+    return make_error(ErrorCode::invalid_argument, "a link needs at least one input");
+  }
+  auto options = r.options;
+  if (r.target_kind == "ptx" && !contains(options, "-ptx")) {
+    options.emplace_back("-ptx");
+  }
+  auto canon = canonicalize_nvjitlink_options(options);
+  if (!canon) {
+    return tl::unexpected(canon.error());
+  }
+  if (canon->arch.rfind("sm_", 0) != 0) {
+    return make_error(ErrorCode::invalid_argument, "a link needs -arch=sm_XX (got '" + canon->arch + "')");
+  }
+  auto id = Toolkit::instance().identify(ToolkitLibrary::nvjitlink);
+  if (!id) {
+    return tl::unexpected(id.error());
+  }
+  Derived d;
+  d.library = ToolkitLibrary::nvjitlink;
+  d.version = id->version;
+  d.arch = canon->arch;
+  d.key = KeyBuilder("nvjitlink");
+  add_identity(d.key, *id);
+  d.key.add("target_kind", r.target_kind);
+  d.key.add("name", r.name);
+  for (const auto& o : canon->options) {
+    d.key.add("option", o);
+  }
+  for (const auto& in : r.inputs) {
+    d.key.add("input.kind", in.kind);
+    d.key.add_content("input:" + in.name, in.bytes);
+  }
+  d.key.add_content("extra_digest", r.extra_digest);
+  d.options = std::move(canon->options);
+  return d;
+}
+
+Result<Derived> derive_nvvm(const CompileRequest& r) {
+  if (r.target_kind != "ptx" && r.target_kind != "ltoir") {
+    return make_error(ErrorCode::invalid_argument, "libNVVM target must be ptx or ltoir, not '" + r.target_kind + "'");
+  }
+  auto options = r.options;
+  if (r.target_kind == "ltoir" && !contains(options, "-gen-lto")) {
+    options.emplace_back("-gen-lto");
+  }
+  auto canon = canonicalize_nvvm_options(options);
+  if (!canon) {
+    return tl::unexpected(canon.error());
+  }
+  auto id = Toolkit::instance().identify(ToolkitLibrary::nvvm);
+  if (!id) {
+    return tl::unexpected(id.error());
+  }
+  Derived d;
+  d.library = ToolkitLibrary::nvvm;
+  d.version = id->version;
+  d.arch = canon->arch;
+  d.key = KeyBuilder("nvvm");
+  add_identity(d.key, *id);
+  d.key.add("input_kind", "nvvm");
+  d.key.add("target_kind", r.target_kind);
+  d.key.add("name", r.name);
+  d.key.add_content("source", r.source);
+  for (const auto& o : canon->options) {
+    d.key.add("option", o);
+  }
+  for (const auto& in : r.inputs) {
+    d.key.add_content("module:" + in.name, in.bytes);
+  }
+  d.key.add_content("extra_digest", r.extra_digest);
+  d.options = std::move(canon->options);
+  return d;
+}
+
+Result<Derived> derive(const CompileRequest& r) {
+  if (r.backend == "nvrtc") {
+    return derive_nvrtc(r);
+  }
+  if (r.backend == "nvjitlink") {
+    return derive_nvjitlink(r);
+  }
+  if (r.backend == "nvvm") {
+    return derive_nvvm(r);
+  }
+  return make_error(ErrorCode::invalid_argument,
+                    "unknown backend '" + r.backend + "' (nvrtc, nvjitlink or nvvm)");
+}
+
+// A key no other request can have, for an artifact compiled outside the cache.
+void make_unique_key(Derived& d) {
+  std::random_device rd;
+  std::string nonce;
+  for (int i = 0; i < 4; ++i) {
+    nonce += std::to_string(rd());
+  }
+  d.key.add("not_cacheable", d.not_cacheable);
+  d.key.add("nonce", nonce);
+}
+
+// Runs the backend for an already derived request.
+Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* info) {
+  const auto start = Clock::now();
+  Result<jit::BackendOutput> out = [&]() {
+    switch (d.library) {
+      case ToolkitLibrary::nvrtc:
+        return jit::run_nvrtc(r, d.options);
+      case ToolkitLibrary::nvjitlink:
+        return jit::run_nvjitlink(r, d.options);
+      case ToolkitLibrary::nvvm:
+        return jit::run_nvvm(r, d.options);
+    }
+    return Result<jit::BackendOutput>(make_error(ErrorCode::internal, "unknown library"));
+  }();
+  const auto duration = micros_since(start);
+  if (info != nullptr) {
+    info->compile_us = duration;
+  }
+  if (!out) {
+    return tl::unexpected(out.error());
+  }
+  if (r.target_kind == "cubin") {
+    if (auto ok = check_cubin(out->payload, d.arch); !ok) {
+      return make_error(ErrorCode::compile_failed,
+                        "the compiler returned a cubin that fails kcache's check: " + ok.error().message, out->log);
+    }
+  }
+  bool cacheable = d.not_cacheable.empty();
+  std::string reason = d.not_cacheable;
+  if (cacheable && r.backend == "nvrtc") {
+    // A header edited while the compile ran would leave a binary that matches
+    // neither version: derive again and keep the result out of the cache if
+    // anything changed.
+    auto again = derive(r);
+    if (!again || again->key.key() != d.key.key()) {
+      cacheable = false;
+      reason = "a header changed while the compile ran";
+    }
+  }
+  if (!cacheable && d.not_cacheable.empty()) {
+    d.not_cacheable = reason;
+    make_unique_key(d);
+  }
+  Artifact a = Artifact::make(d.key, r.target_kind, std::move(out->payload), Producer{r.backend, d.version},
+                              Target{d.arch, ""});
+  a.passport.log = std::move(out->log);
+  if (a.passport.log.size() > k_passport_max_log_bytes) {
+    a.passport.log.resize(k_passport_max_log_bytes);
+  }
+  a.passport.symbols = std::move(out->symbols);
+  a.passport.compile_duration_us = duration;
+  if (info != nullptr) {
+    info->key = a.passport.key;
+    info->cacheable = cacheable;
+    info->not_cacheable_reason = reason;
+    info->headers = d.headers;
+  }
+  return a;
+}
+
+}  // namespace
+
+Result<KeyBuilder> derive_key(const CompileRequest& request, std::vector<HeaderDependency>* headers) {
+  auto d = derive(request);
+  if (!d) {
+    return tl::unexpected(d.error());
+  }
+  if (!d->not_cacheable.empty()) {
+    return make_error(ErrorCode::unsupported, "not cacheable: " + d->not_cacheable);
+  }
+  if (headers != nullptr) {
+    *headers = d->headers;
+  }
+  return std::move(d->key);
+}
+
+Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* info) {
+  auto d = derive(request);
+  if (!d) {
+    return tl::unexpected(d.error());
+  }
+  if (!d->not_cacheable.empty()) {
+    make_unique_key(*d);
+  }
+  const bool was_loaded = Toolkit::instance().is_loaded(d->library);
+  auto a = run_derived(request, *d, info);
+  if (info != nullptr) {
+    info->toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(d->library);
+  }
+  return a;
+}
+
+Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInfo* info) {
+  CompileInfo local;
+  CompileInfo& inf = info != nullptr ? *info : local;
+  inf = CompileInfo{};
+  const auto t0 = Clock::now();
+  auto d = derive(request);
+  inf.key_us = micros_since(t0);
+  if (!d) {
+    return tl::unexpected(d.error());
+  }
+  inf.headers = d->headers;
+  if (!d->not_cacheable.empty()) {
+    make_unique_key(*d);
+    cache = nullptr;
+  }
+  const Key key = d->key.key();
+  inf.key = key;
+  if (cache != nullptr) {
+    const auto t1 = Clock::now();
+    auto got = cache->get(key);
+    inf.lookup_us = micros_since(t1);
+    if (!got) {
+      inf.store_warning = "cache lookup failed: " + got.error().describe();
+    } else if (*got) {
+      Artifact& a = **got;
+      // The store verified the payload against the passport; check the passport
+      // answers this request too (a key collision is impossible, a bug is not).
+      bool ok = a.passport.key == key && a.passport.kind == request.target_kind;
+      for (const auto& e : request.name_expressions) {
+        ok = ok && a.passport.symbols.contains(e);
+      }
+      if (ok) {
+        inf.hit = true;
+        return std::move(a);
+      }
+      inf.store_warning = "cache entry " + key.hex() + " does not match the request; recompiling";
+    }
+  }
+  const bool was_loaded = Toolkit::instance().is_loaded(d->library);
+  auto a = run_derived(request, *d, &inf);
+  inf.toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(d->library);
+  if (!a) {
+    return a;
+  }
+  if (cache != nullptr && inf.cacheable) {
+    const auto t2 = Clock::now();
+    auto put = cache->put(*a);
+    inf.store_us = micros_since(t2);
+    if (put) {
+      inf.stored = true;
+    } else {
+      inf.store_warning = "could not store the result: " + put.error().describe();
+    }
+  }
+  return a;
+}
+
+Result<void> check_cubin(std::string_view payload, std::string_view arch) {
+  auto h = jit::read_cubin_header(payload);
+  if (!h) {
+    return tl::unexpected(h.error());
+  }
+  if (h->machine != jit::k_em_cuda) {
+    return make_error(ErrorCode::corrupt,
+                      "ELF e_machine is " + std::to_string(h->machine) + ", not 190 (EM_CUDA)");
+  }
+  const unsigned want = jit::arch_number(arch);
+  if (want != 0 && h->sm != want) {
+    return make_error(ErrorCode::corrupt, "cubin is for sm_" + std::to_string(h->sm) + " (e_flags 0x" +
+                                              util::to_hex(reinterpret_cast<const std::uint8_t*>(&h->flags), 4) +
+                                              "), not " + std::string(arch));
+  }
+  return {};
+}
+
+}  // namespace kcache

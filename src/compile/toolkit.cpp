@@ -1,0 +1,641 @@
+#include "kcache/toolkit.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <system_error>
+#include <vector>
+
+#include "compile/elf_file.hpp"
+#include "compile/toolkit_api.hpp"
+#include "util/fd.hpp"
+#include "util/hex.hpp"
+#include "util/sha256.hpp"
+
+namespace kcache {
+
+namespace fs = std::filesystem;
+
+std::string_view to_string(ToolkitLibrary library) noexcept {
+  switch (library) {
+    case ToolkitLibrary::nvrtc:
+      return "nvrtc";
+    case ToolkitLibrary::nvjitlink:
+      return "nvjitlink";
+    case ToolkitLibrary::nvvm:
+      return "nvvm";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr std::string_view k_memo_magic = "kcache-toolkit-memo 1";
+
+// Load state, shared by the loaders below and Toolkit's accessors.
+std::atomic<std::uint64_t> g_loads{0};
+std::atomic<bool> g_loaded[3] = {false, false, false};
+
+std::vector<std::string> file_names(ToolkitLibrary library) {
+  switch (library) {
+    case ToolkitLibrary::nvrtc:
+      return {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+    case ToolkitLibrary::nvjitlink:
+      return {"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so"};
+    case ToolkitLibrary::nvvm:
+      return {"libnvvm.so.4", "libnvvm.so.3", "libnvvm.so"};
+  }
+  return {};
+}
+
+std::string getenv_str(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+std::vector<fs::path> home_candidates() {
+  std::vector<fs::path> out;
+  for (const char* var : {"KCACHE_CUDA_HOME", "CUDA_HOME", "CUDA_PATH"}) {
+    const auto v = getenv_str(var);
+    if (!v.empty()) {
+      out.emplace_back(v);
+    }
+  }
+  out.emplace_back("/usr/local/cuda");
+  return out;
+}
+
+std::vector<fs::path> loader_dirs() {
+  std::vector<fs::path> out;
+  std::stringstream ss(getenv_str("LD_LIBRARY_PATH"));
+  std::string item;
+  while (std::getline(ss, item, ':')) {
+    if (!item.empty()) {
+      out.emplace_back(item);
+    }
+  }
+  for (const char* d : {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu"}) {
+    out.emplace_back(d);
+  }
+  return out;
+}
+
+bool is_plain_file(const fs::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool valid_version_text(std::string_view v) {
+  if (v.empty() || v.size() > 64) {
+    return false;
+  }
+  return std::all_of(v.begin(), v.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '.' || c == '/';
+  });
+}
+
+std::optional<std::string> read_small_file(const fs::path& p, std::size_t max_bytes) {
+  util::Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) {
+    return std::nullopt;
+  }
+  std::string out;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return std::nullopt;
+    }
+    if (n == 0) {
+      break;
+    }
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > max_bytes) {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+// Identity of a file without a build-id: SHA-256 of its bytes.
+std::optional<std::string> file_sha256(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) {
+    return std::nullopt;
+  }
+  util::Sha256 h;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h.update(buf.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  const auto d = h.finish();
+  return "sha256:" + util::to_hex(d.data(), d.size());
+}
+
+template <class Fn>
+bool resolve(void* handle, const char* name, Fn& fn, std::string& missing) {
+  void* sym = ::dlsym(handle, name);
+  if (sym == nullptr) {
+    missing += missing.empty() ? name : std::string(", ") + name;
+    return false;
+  }
+  fn = reinterpret_cast<Fn>(sym);  // NOLINT: dlsym returns data pointers for functions
+  return true;
+}
+
+}  // namespace
+
+struct Toolkit::Impl {
+  std::mutex mutex;
+  bool discovered = false;
+  fs::path home;
+  std::map<ToolkitLibrary, fs::path> paths;
+  std::map<ToolkitLibrary, std::string> build_ids;
+  std::map<std::string, std::string> version_memo;  // "<lib>:<build id>" -> version
+  std::optional<std::string> fingerprint;
+  std::optional<fs::path> memo_dir_override;
+  std::string searched;
+
+  void discover_locked() {
+    if (discovered) {
+      return;
+    }
+    discovered = true;
+    searched.clear();
+    const std::vector<std::string> subdirs = {"lib64", "lib", "nvvm/lib64", "targets/x86_64-linux/lib"};
+    for (const auto lib : {ToolkitLibrary::nvrtc, ToolkitLibrary::nvjitlink, ToolkitLibrary::nvvm}) {
+      bool found = false;
+      for (const auto& h : home_candidates()) {
+        for (const auto& sub : subdirs) {
+          for (const auto& name : file_names(lib)) {
+            const auto p = h / sub / name;
+            if (is_plain_file(p)) {
+              paths[lib] = p;
+              if (lib == ToolkitLibrary::nvrtc && home.empty()) {
+                home = h;
+              }
+              found = true;
+              break;
+            }
+          }
+          if (found) {
+            break;
+          }
+        }
+        if (found) {
+          break;
+        }
+      }
+      if (!found) {
+        for (const auto& d : loader_dirs()) {
+          for (const auto& name : file_names(lib)) {
+            if (is_plain_file(d / name)) {
+              paths[lib] = d / name;
+              found = true;
+              break;
+            }
+          }
+          if (found) {
+            break;
+          }
+        }
+      }
+    }
+    std::string s;
+    for (const auto& h : home_candidates()) {
+      s += (s.empty() ? "" : ", ") + h.string();
+    }
+    searched = s + " (lib64, lib, nvvm/lib64), then $LD_LIBRARY_PATH and the system library directories";
+  }
+
+  fs::path memo_dir_locked() const {
+    if (memo_dir_override) {
+      return *memo_dir_override;
+    }
+    if (const auto d = getenv_str("KCACHE_DIR"); !d.empty()) {
+      return fs::path(d) / "v1" / "toolkit";
+    }
+    if (const auto x = getenv_str("XDG_CACHE_HOME"); !x.empty()) {
+      return fs::path(x) / "kcache" / "v1" / "toolkit";
+    }
+    if (const auto h = getenv_str("HOME"); !h.empty()) {
+      return fs::path(h) / ".cache" / "kcache" / "v1" / "toolkit";
+    }
+    return {};
+  }
+};
+
+Toolkit& Toolkit::instance() {
+  // Never destroyed: loaded libraries and their tables outlive every static.
+  static Toolkit* toolkit = new Toolkit();  // NOLINT: intentional process-lifetime singleton
+  return *toolkit;
+}
+
+Toolkit::Toolkit() : m_impl(std::make_unique<Impl>()) {}
+Toolkit::~Toolkit() = default;
+
+fs::path Toolkit::cuda_home() {
+  std::lock_guard lock(m_impl->mutex);
+  m_impl->discover_locked();
+  return m_impl->home;
+}
+
+void Toolkit::set_memo_dir(fs::path dir) {
+  std::lock_guard lock(m_impl->mutex);
+  m_impl->memo_dir_override = std::move(dir);
+}
+
+fs::path Toolkit::memo_dir() {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->memo_dir_locked();
+}
+
+std::uint64_t Toolkit::load_count() const noexcept { return g_loads.load(); }
+
+bool Toolkit::is_loaded(ToolkitLibrary library) const noexcept {
+  return g_loaded[static_cast<int>(library)].load();
+}
+
+void Toolkit::reset_discovery() {
+  std::lock_guard lock(m_impl->mutex);
+  m_impl->discovered = false;
+  m_impl->home.clear();
+  m_impl->paths.clear();
+  m_impl->build_ids.clear();
+  m_impl->fingerprint.reset();
+}
+
+namespace {
+
+// The version a loaded library reports, in the form that goes into keys.
+Result<std::string> ask_version(ToolkitLibrary library) {
+  switch (library) {
+    case ToolkitLibrary::nvrtc: {
+      auto api = jit::nvrtc_api();
+      if (!api) {
+        return tl::unexpected(api.error());
+      }
+      int major = 0, minor = 0;
+      if ((*api)->version(&major, &minor) != 0) {
+        return make_error(ErrorCode::toolkit_missing, "nvrtcVersion failed");
+      }
+      if (major < 12) {
+        return make_error(ErrorCode::toolkit_missing,
+                          "libnvrtc " + std::to_string(major) + "." + std::to_string(minor) +
+                              " is too old: kcache needs NVRTC 12.0 or newer");
+      }
+      return std::to_string(major) + "." + std::to_string(minor);
+    }
+    case ToolkitLibrary::nvjitlink: {
+      auto api = jit::nvjitlink_api();
+      if (!api) {
+        return tl::unexpected(api.error());
+      }
+      unsigned major = 0, minor = 0;
+      if ((*api)->version(&major, &minor) != 0) {
+        return make_error(ErrorCode::toolkit_missing, "nvJitLinkVersion failed");
+      }
+      if (major < 12) {
+        return make_error(ErrorCode::toolkit_missing, "libnvJitLink is too old: kcache needs 12.0 or newer");
+      }
+      return std::to_string(major) + "." + std::to_string(minor);
+    }
+    case ToolkitLibrary::nvvm: {
+      auto api = jit::nvvm_api();
+      if (!api) {
+        return tl::unexpected(api.error());
+      }
+      int major = 0, minor = 0, ir_major = 0, ir_minor = 0, dbg_major = 0, dbg_minor = 0;
+      if ((*api)->version(&major, &minor) != 0 ||
+          (*api)->ir_version(&ir_major, &ir_minor, &dbg_major, &dbg_minor) != 0) {
+        return make_error(ErrorCode::toolkit_missing, "nvvmVersion/nvvmIRVersion failed");
+      }
+      if (major < 2) {
+        return make_error(ErrorCode::toolkit_missing, "libnvvm is too old: kcache needs libNVVM 2.0 or newer");
+      }
+      return std::to_string(major) + "." + std::to_string(minor) + "/ir" + std::to_string(ir_major) + "." +
+             std::to_string(ir_minor) + "/dbg" + std::to_string(dbg_major) + "." + std::to_string(dbg_minor);
+    }
+  }
+  return make_error(ErrorCode::internal, "unknown library");
+}
+
+}  // namespace
+
+Result<LibraryIdentity> Toolkit::identify(ToolkitLibrary library) {
+  LibraryIdentity id;
+  std::string memo_name;
+  fs::path memo_file;
+  {
+    std::lock_guard lock(m_impl->mutex);
+    m_impl->discover_locked();
+    const auto it = m_impl->paths.find(library);
+    if (it == m_impl->paths.end()) {
+      return make_error(ErrorCode::toolkit_missing,
+                        std::string("cannot find the ") + std::string(to_string(library)) +
+                            " library; searched " + m_impl->searched +
+                            ". Install the CUDA toolkit or set KCACHE_CUDA_HOME.");
+    }
+    id.path = it->second;
+    auto bit = m_impl->build_ids.find(library);
+    if (bit == m_impl->build_ids.end()) {
+      auto bid = jit::read_build_id(id.path);
+      if (!bid) {
+        return make_error(ErrorCode::toolkit_missing, "cannot read " + id.path.string() + ": " +
+                                                          bid.error().message);
+      }
+      std::string value;
+      if (*bid) {
+        value = **bid;
+      } else {
+        auto sha = file_sha256(id.path);
+        if (!sha) {
+          return make_error(ErrorCode::toolkit_missing, "cannot read " + id.path.string());
+        }
+        value = *sha;
+      }
+      bit = m_impl->build_ids.emplace(library, value).first;
+    }
+    id.build_id = bit->second;
+    memo_name = std::string(to_string(library)) + "-" + id.build_id.substr(0, 80);
+    std::replace(memo_name.begin(), memo_name.end(), ':', '-');
+    if (const auto m = m_impl->version_memo.find(memo_name); m != m_impl->version_memo.end()) {
+      id.version = m->second;
+      id.version_from_memo = true;
+      return id;
+    }
+    const auto dir = m_impl->memo_dir_locked();
+    if (!dir.empty()) {
+      memo_file = dir / (memo_name + ".version");
+      if (auto text = read_small_file(memo_file, 256)) {
+        std::istringstream in(*text);
+        std::string magic, version;
+        if (std::getline(in, magic) && magic == k_memo_magic && std::getline(in, version) &&
+            valid_version_text(version)) {
+          m_impl->version_memo[memo_name] = version;
+          id.version = version;
+          id.version_from_memo = true;
+          return id;
+        }
+      }
+    }
+  }
+  // Not remembered: load the library and ask it (outside the lock: loading is slow).
+  auto version = ask_version(library);
+  if (!version) {
+    return tl::unexpected(version.error());
+  }
+  id.version = *version;
+  {
+    std::lock_guard lock(m_impl->mutex);
+    m_impl->version_memo[memo_name] = id.version;
+  }
+  if (!memo_file.empty()) {
+    // Best effort: a memo that cannot be written only costs a load next time.
+    std::error_code ec;
+    fs::create_directories(memo_file.parent_path(), ec);
+    const auto tmp = memo_file.string() + ".tmp." + std::to_string(::getpid());
+    {
+      util::Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+      if (fd) {
+        const std::string text = std::string(k_memo_magic) + "\n" + id.version + "\n";
+        if (::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size())) {
+          fd.reset();
+          if (::rename(tmp.c_str(), memo_file.c_str()) != 0) {
+            ::unlink(tmp.c_str());
+          }
+        } else {
+          fd.reset();
+          ::unlink(tmp.c_str());
+        }
+      }
+    }
+  }
+  return id;
+}
+
+Result<std::string> Toolkit::headers_fingerprint() {
+  fs::path home;
+  fs::path nvrtc_dir;
+  {
+    std::lock_guard lock(m_impl->mutex);
+    if (m_impl->fingerprint) {
+      return *m_impl->fingerprint;
+    }
+    m_impl->discover_locked();
+    home = m_impl->home;
+    if (const auto it = m_impl->paths.find(ToolkitLibrary::nvrtc); it != m_impl->paths.end()) {
+      nvrtc_dir = it->second.parent_path();
+    }
+  }
+  util::Sha256 h;
+  auto add = [&h](std::string_view tag, std::string_view bytes) {
+    const std::uint64_t n = bytes.size();
+    h.update(tag);
+    h.update(&n, sizeof n);
+    h.update(bytes);
+  };
+  add("format", "kcache-toolkit-headers-1");
+  std::error_code ec;
+  if (!home.empty()) {
+    if (auto v = read_small_file(home / "version.json", 1 << 20)) {
+      add("version.json", *v);
+    }
+    std::vector<fs::path> records;
+    for (fs::directory_iterator it(home / "dist-info", ec), end; !ec && it != end; it.increment(ec)) {
+      records.push_back(it->path() / "RECORD");
+    }
+    std::sort(records.begin(), records.end());
+    for (const auto& r : records) {
+      if (auto v = read_small_file(r, 16 << 20)) {
+        add(r.parent_path().filename().string(), *v);
+      }
+    }
+  }
+  if (!nvrtc_dir.empty()) {
+    std::vector<fs::path> builtins;
+    for (fs::directory_iterator it(nvrtc_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const auto name = it->path().filename().string();
+      if (name.rfind("libnvrtc-builtins.so.", 0) == 0) {
+        builtins.push_back(it->path());
+      }
+    }
+    std::sort(builtins.begin(), builtins.end());
+    for (const auto& b : builtins) {
+      auto bid = jit::read_build_id(b);
+      add(b.filename().string(), bid && *bid ? **bid : std::string("no-build-id"));
+    }
+  }
+  const auto d = h.finish();
+  auto fp = util::to_hex(d.data(), d.size());
+  std::lock_guard lock(m_impl->mutex);
+  m_impl->fingerprint = fp;
+  return fp;
+}
+
+// ---- loading ------------------------------------------------------------
+
+Result<fs::path> Toolkit::library_path(ToolkitLibrary library) {
+  std::lock_guard lock(m_impl->mutex);
+  m_impl->discover_locked();
+  const auto it = m_impl->paths.find(library);
+  if (it == m_impl->paths.end()) {
+    return make_error(ErrorCode::toolkit_missing,
+                      std::string("cannot find the ") + std::string(to_string(library)) + " library; searched " +
+                          m_impl->searched + ". Install the CUDA toolkit or set KCACHE_CUDA_HOME.");
+  }
+  return it->second;
+}
+
+namespace jit {
+
+namespace {
+
+// Opens `library` with dlopen (counted). The handle is never closed.
+Result<void*> open_library(ToolkitLibrary library) {
+  auto path = Toolkit::instance().library_path(library);
+  if (!path) {
+    return tl::unexpected(path.error());
+  }
+  void* handle = ::dlopen(path->c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = ::dlerror();
+    return make_error(ErrorCode::toolkit_missing,
+                      "cannot load " + path->string() + ": " + (why != nullptr ? why : "unknown error"));
+  }
+  g_loads.fetch_add(1);
+  g_loaded[static_cast<int>(library)].store(true);
+  return handle;
+}
+
+Result<void> missing_symbols(ToolkitLibrary library, const std::string& missing) {
+  if (missing.empty()) {
+    return {};
+  }
+  return make_error(ErrorCode::toolkit_missing, "the " + std::string(to_string(library)) +
+                                                    " library lacks entry points kcache needs (" + missing +
+                                                    "): it is too old or not a CUDA library");
+}
+
+}  // namespace
+
+Result<const NvrtcApi*> nvrtc_api() {
+  static NvrtcApi api;
+  static std::optional<Error> error;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto h = open_library(ToolkitLibrary::nvrtc);
+    if (!h) {
+      error = h.error();
+      return;
+    }
+    std::string m;
+    resolve(*h, "nvrtcVersion", api.version, m);
+    resolve(*h, "nvrtcGetErrorString", api.get_error_string, m);
+    resolve(*h, "nvrtcCreateProgram", api.create_program, m);
+    resolve(*h, "nvrtcDestroyProgram", api.destroy_program, m);
+    resolve(*h, "nvrtcCompileProgram", api.compile_program, m);
+    resolve(*h, "nvrtcGetPTXSize", api.get_ptx_size, m);
+    resolve(*h, "nvrtcGetPTX", api.get_ptx, m);
+    resolve(*h, "nvrtcGetCUBINSize", api.get_cubin_size, m);
+    resolve(*h, "nvrtcGetCUBIN", api.get_cubin, m);
+    resolve(*h, "nvrtcGetLTOIRSize", api.get_ltoir_size, m);
+    resolve(*h, "nvrtcGetLTOIR", api.get_ltoir, m);
+    resolve(*h, "nvrtcGetProgramLogSize", api.get_log_size, m);
+    resolve(*h, "nvrtcGetProgramLog", api.get_log, m);
+    resolve(*h, "nvrtcAddNameExpression", api.add_name_expression, m);
+    resolve(*h, "nvrtcGetLoweredName", api.get_lowered_name, m);
+    if (auto r = missing_symbols(ToolkitLibrary::nvrtc, m); !r) {
+      error = r.error();
+    }
+  });
+  if (error) {
+    return tl::unexpected(*error);
+  }
+  return &api;
+}
+
+Result<const NvJitLinkApi*> nvjitlink_api() {
+  static NvJitLinkApi api;
+  static std::optional<Error> error;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto h = open_library(ToolkitLibrary::nvjitlink);
+    if (!h) {
+      error = h.error();
+      return;
+    }
+    std::string m;
+    resolve(*h, "nvJitLinkVersion", api.version, m);
+    resolve(*h, "nvJitLinkCreate", api.create, m);
+    resolve(*h, "nvJitLinkDestroy", api.destroy, m);
+    resolve(*h, "nvJitLinkAddData", api.add_data, m);
+    resolve(*h, "nvJitLinkComplete", api.complete, m);
+    resolve(*h, "nvJitLinkGetLinkedCubinSize", api.get_cubin_size, m);
+    resolve(*h, "nvJitLinkGetLinkedCubin", api.get_cubin, m);
+    resolve(*h, "nvJitLinkGetLinkedPtxSize", api.get_ptx_size, m);
+    resolve(*h, "nvJitLinkGetLinkedPtx", api.get_ptx, m);
+    resolve(*h, "nvJitLinkGetErrorLogSize", api.get_error_log_size, m);
+    resolve(*h, "nvJitLinkGetErrorLog", api.get_error_log, m);
+    resolve(*h, "nvJitLinkGetInfoLogSize", api.get_info_log_size, m);
+    resolve(*h, "nvJitLinkGetInfoLog", api.get_info_log, m);
+    if (auto r = missing_symbols(ToolkitLibrary::nvjitlink, m); !r) {
+      error = r.error();
+    }
+  });
+  if (error) {
+    return tl::unexpected(*error);
+  }
+  return &api;
+}
+
+Result<const NvvmApi*> nvvm_api() {
+  static NvvmApi api;
+  static std::optional<Error> error;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto h = open_library(ToolkitLibrary::nvvm);
+    if (!h) {
+      error = h.error();
+      return;
+    }
+    std::string m;
+    resolve(*h, "nvvmVersion", api.version, m);
+    resolve(*h, "nvvmIRVersion", api.ir_version, m);
+    resolve(*h, "nvvmGetErrorString", api.get_error_string, m);
+    resolve(*h, "nvvmCreateProgram", api.create_program, m);
+    resolve(*h, "nvvmDestroyProgram", api.destroy_program, m);
+    resolve(*h, "nvvmAddModuleToProgram", api.add_module, m);
+    resolve(*h, "nvvmCompileProgram", api.compile_program, m);
+    resolve(*h, "nvvmGetCompiledResultSize", api.get_result_size, m);
+    resolve(*h, "nvvmGetCompiledResult", api.get_result, m);
+    resolve(*h, "nvvmGetProgramLogSize", api.get_log_size, m);
+    resolve(*h, "nvvmGetProgramLog", api.get_log, m);
+    if (auto r = missing_symbols(ToolkitLibrary::nvvm, m); !r) {
+      error = r.error();
+    }
+  });
+  if (error) {
+    return tl::unexpected(*error);
+  }
+  return &api;
+}
+
+}  // namespace jit
+
+}  // namespace kcache
