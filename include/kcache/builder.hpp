@@ -3,8 +3,9 @@
 // A Builder is a small interface so a program can register its own next to
 // the shipped ones:
 //   - "command": any external tool, argv with placeholders, run with a timeout;
-//   - "nvcc": the CUDA toolkit's nvcc, kernel sets to cubin/fatbin/ptx for the host SM.
-// (The "nvrtc" builder is not shipped yet: it waits for the JIT compile API.)
+//   - "nvcc": the CUDA toolkit's nvcc, kernel sets to cubin/fatbin/ptx for the host SM;
+//   - "nvrtc": one CUDA C++ source through kcache's JIT path (NVRTC via dlopen)
+//     to cubin/ptx/ltoir for the host SM.
 //
 // A builder writes only `BuildRequest::output`, a path inside a staging
 // directory kcache owns; kcache checks the file, hashes it and publishes it.
@@ -79,7 +80,7 @@ class BuilderRegistry {
  public:
   BuilderRegistry() = default;
 
-  // A registry holding the shipped builders: "command" and "nvcc".
+  // A registry holding the shipped builders: "command", "nvcc" and "nvrtc".
   static BuilderRegistry with_shipped_builders();
 
   // Adds `builder`, replacing one of the same name.
@@ -98,6 +99,7 @@ class BuilderRegistry {
 // The shipped builders, for programs that assemble their own registry.
 std::unique_ptr<Builder> make_command_builder();
 std::unique_ptr<Builder> make_nvcc_builder(std::filesystem::path cuda_home = {});
+std::unique_ptr<Builder> make_nvrtc_builder();
 
 // Expands placeholders in one argument of a command: {input} (first input),
 // {input0}..{inputN}, {output}, {precision}, {sm}, {jp}, {trt}, {cuda},

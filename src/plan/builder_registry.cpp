@@ -9,6 +9,7 @@ BuilderRegistry BuilderRegistry::with_shipped_builders() {
   BuilderRegistry r;
   r.add(make_command_builder());
   r.add(make_nvcc_builder());
+  r.add(make_nvrtc_builder());
   return r;
 }
 

@@ -508,3 +508,34 @@ flags = ["-O3"]
 
 }  // namespace
 }  // namespace kcache
+
+namespace kcache {
+namespace {
+
+TEST_F(OrchestratorTest, NvrtcBuilderCompilesThroughTheJitPath) {
+  std::error_code ec;
+  if (!fs::exists(resolve_cuda_home() / "lib64" / "libnvrtc.so", ec)) {
+    GTEST_SKIP() << "no NVRTC under " << resolve_cuda_home();
+  }
+  write(m_dir.path() / "k.cu", "extern \"C\" __global__ void thrice(float* x) { x[threadIdx.x] *= 3.0f; }\n");
+  const Plan p = from_text(R"(version = 1
+output_dir = "out"
+[[entry]]
+name = "jit_kernels"
+builder = "nvrtc"
+inputs = ["k.cu"]
+)");
+  const PlanReport report = run(p);
+  ASSERT_EQ(report.entries[0].outcome, Outcome::built) << report.entries[0].error << report.entries[0].log;
+  const std::string cubin = read(report.entries[0].path);
+  ASSERT_GT(cubin.size(), 4u);
+  EXPECT_EQ(cubin.substr(0, 4), "\x7f" "ELF");
+  EXPECT_NE(cubin.find("thrice"), std::string::npos);
+  EXPECT_EQ(run(p).entries[0].outcome, Outcome::reused);
+  // A changed source changes the key: rebuilt.
+  write(m_dir.path() / "k.cu", "extern \"C\" __global__ void thrice(float* x) { x[threadIdx.x] *= 4.0f; }\n");
+  EXPECT_EQ(run(p).entries[0].outcome, Outcome::built);
+}
+
+}  // namespace
+}  // namespace kcache
