@@ -83,10 +83,10 @@ int run_inspect(const InspectArgs& args) {
     }
   }
   if (args.json) {
-    std::printf("%s\n", doc.dump(2).c_str());
+    std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   } else {
     for (auto it = doc.begin(); it != doc.end(); ++it) {
-      const std::string value = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+      const std::string value = it.value().is_string() ? it.value().get<std::string>() : it.value().dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
       std::printf("%-18s %s\n", (it.key() + ":").c_str(), value.c_str());
     }
   }

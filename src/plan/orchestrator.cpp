@@ -277,7 +277,8 @@ Result<PlanReport> Orchestrator::run(const Plan& plan, const HostFingerprint& ho
         line[it.key()] = it.value();
       }
     }
-    const std::string text = line.dump();
+    // Tool logs can hold any bytes: invalid UTF-8 is replaced, never thrown about.
+    const std::string text = line.dump(-1, ' ', false, Json::error_handler_t::replace);
     std::lock_guard lock(shared.mutex);
     m_options.on_event(text);
   };
@@ -457,7 +458,8 @@ Result<PlanReport> Orchestrator::run(const Plan& plan, const HostFingerprint& ho
     const BuildRequest request{entry, host, kind, staged, work, work / "build.log"};
     Result<BuildOutput> built = [&] {
       if (builder.concurrency() == Concurrency::serial) {
-        std::lock_guard serial(serial_locks[entry.builder]);
+        // find() is safe to call from several threads at once (operator[] is not).
+        std::lock_guard serial(serial_locks.find(entry.builder)->second);
         return builder.build(request);
       }
       return builder.build(request);

@@ -87,7 +87,7 @@ std::string PlanReport::to_json() const {
   s["seconds"] = summary.seconds;
   s["saved_seconds"] = summary.saved_seconds;
   doc["summary"] = std::move(s);
-  return doc.dump(2) + "\n";
+  return doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 std::string PlanReport::to_table() const {

@@ -539,3 +539,26 @@ inputs = ["k.cu"]
 
 }  // namespace
 }  // namespace kcache
+
+namespace kcache {
+namespace {
+
+TEST_F(OrchestratorTest, BinaryToolOutputStillGivesValidJsonEventsAndReport) {
+  const Plan p = from_text(R"(version = 1
+output_dir = "out"
+[[entry]]
+name = "noisy"
+builder = "command"
+command = ["sh", "-c", "printf 'bad \\377\\376 bytes' >&2; exit 1", "{output}"]
+)");
+  const PlanReport report = run(p);
+  ASSERT_EQ(report.entries[0].outcome, Outcome::failed);
+  EXPECT_NE(report.entries[0].log.find("bad"), std::string::npos);
+  ASSERT_EQ(count_events("engine.build.error"), 1);
+  const auto doc = nlohmann::json::parse(report.to_json());
+  EXPECT_EQ(doc["entries"][0]["outcome"], "FAILED");
+  EXPECT_NE(report.to_table().find("FAILED"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kcache
