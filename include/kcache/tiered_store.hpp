@@ -37,9 +37,11 @@ class TieredStore final : public Store {
   // above (a failed fill is counted, never returned). Miss: std::nullopt when
   // no tier has it. Error: only when every tier failed.
   Result<std::optional<Artifact>> get(const Key& key) override;
-  // Writes to every tier. Returns `stored` when any tier stored it,
-  // `already_present` when every tier that answered already held it, and an
-  // error (the last tier's) only when every tier failed.
+  // Writes to every tier. Returns the outcome of the lowest tier that
+  // answered (the most durable one: `already_present` when the disk already
+  // held it, even if the memory tier did not), and an error (the last
+  // tier's) only when every tier failed. An artifact that does not verify is
+  // rejected with `corrupt` by the first tier and not counted as a failure.
   Result<PutOutcome> put(const Artifact& artifact) override;
   // Removes from every tier; true when any tier held the entry.
   Result<bool> remove(const Key& key) override;

@@ -6,6 +6,7 @@
 // callback returns the process exit code (see exit_codes.hpp).
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
@@ -22,11 +23,17 @@ class Context {
   // Settings overridden on the command line (`--cache-dir`, `--max-size`, ...),
   // as config-file key -> value.
   std::map<std::string, std::string> overrides;
+  std::filesystem::path config_file;  // --config FILE (empty: $KCACHE_CONFIG, then the XDG path)
   bool json = false;     // --json where a command supports it
   bool verbose = false;  // -v
 
-  // Loads the settings once (command line > environment > file > default).
-  Result<Config> config() const { return Config::load(overrides); }
+  // Loads the settings (command line > environment > file > default).
+  Result<Config> config() const {
+    ConfigInputs inputs;
+    inputs.command_line = overrides;
+    inputs.config_file = config_file;
+    return Config::load(inputs);
+  }
 };
 
 // Adds the subcommand to `app`; `run` is set to the code to execute when it is chosen.

@@ -1,4 +1,6 @@
-// The kcache command line. Subcommands register themselves (command.hpp).
+// The kcache command line. Subcommands register themselves (command.hpp);
+// this file only holds the global options, the registry, and the mapping of
+// command-line mistakes to exit code 2 with a pointer to --help.
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -16,6 +18,37 @@ std::map<std::string, Registration>& registry() {
   static std::map<std::string, Registration> r;
   return r;
 }
+
+// The deepest subcommand the user named, for "see `kcache put --help`".
+std::string chosen_command(CLI::App& app) {
+  std::string path;
+  CLI::App* at = &app;
+  for (;;) {
+    const auto subs = at->get_subcommands();
+    if (subs.empty()) {
+      break;
+    }
+    at = subs.front();
+    path += " " + at->get_name();
+  }
+  return "kcache" + path;
+}
+
+// The first argument that is neither an option nor the value of a global
+// option: what the user meant as the command.
+std::string first_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--cache-dir" || arg == "--max-size" || arg == "--config" || arg == "--set") {
+      ++i;
+      continue;
+    }
+    if (!arg.empty() && arg[0] != '-') {
+      return arg;
+    }
+  }
+  return {};
+}
 }  // namespace
 
 bool register_command(const std::string& name, Registration registration) {
@@ -29,27 +62,70 @@ const std::map<std::string, Registration>& commands() { return registry(); }
 
 int main(int argc, char** argv) {
   using namespace kcache::cli;
-  CLI::App app{"kcache: compile GPU code once, and never return a wrong binary.", "kcache"};
+  CLI::App app{"kcache: compile GPU code once, and never return a wrong binary.\n"
+               "Settings: `kcache config`. Exit codes: 0 ok, 1 failed, 2 bad usage or setting, 3 miss,\n"
+               "4 damaged entries, 5 compile failed, 6 CUDA toolkit missing, 7 plan entry failed.",
+               "kcache"};
   app.require_subcommand(1);
+  // Global options may also be given after the subcommand (`kcache ls --json`).
+  app.fallthrough();
   app.set_version_flag("--version", std::string("kcache ") + KCACHE_VERSION);
   Context ctx;
-  std::string cache_dir;
   app.add_option_function<std::string>(
          "--cache-dir", [&](const std::string& v) { ctx.overrides["cache_dir"] = v; },
          "Cache directory (overrides KCACHE_DIR and the config file)")
       ->type_name("DIR");
-  app.add_flag("-v,--verbose", ctx.verbose, "Say more");
+  app.add_option_function<std::string>(
+         "--max-size", [&](const std::string& v) { ctx.overrides["max_size"] = v; },
+         "Size cap of the on-disk cache, e.g. 10G (overrides KCACHE_MAX_SIZE)")
+      ->type_name("SIZE");
+  app.add_option_function<std::string>(
+         "--config", [&](const std::string& v) { ctx.config_file = v; },
+         "Config file to read instead of $KCACHE_CONFIG or ~/.config/kcache/kcache.toml")
+      ->type_name("FILE");
+  app.add_option_function<std::vector<std::string>>(
+         "--set",
+         [&](const std::vector<std::string>& items) {
+           for (const auto& item : items) {
+             const auto eq = item.find('=');
+             ctx.overrides[item.substr(0, eq)] = eq == std::string::npos ? std::string() : item.substr(eq + 1);
+           }
+         },
+         "Override any setting for this run, e.g. --set fsync=none (see `kcache config`)")
+      ->type_name("KEY=VALUE");
+  app.add_flag("-v,--verbose", ctx.verbose, "Say more on stderr");
+  app.add_flag("--json", ctx.json, "Machine-readable output (ls, stats, config, verify, put, prune, clear)");
   std::function<int()> run;
   for (const auto& [name, reg] : commands()) {
     reg(app, ctx, run);
   }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (app.get_subcommands().empty()) {
+      // CLI11 says "A subcommand is required" for a misspelt command; say what was wrong.
+      if (const std::string word = first_word(argc, argv); !word.empty()) {
+        std::string known;
+        for (const auto& [name, reg] : commands()) {
+          known += " " + name;
+        }
+        std::fprintf(stderr, "kcache: error: unknown command '%s'\nkcache: hint: commands:%s (see `kcache --help`)\n",
+                     word.c_str(), known.c_str());
+        return k_exit_usage;
+      }
+    }
+    const std::string cmd = chosen_command(app);
+    std::fprintf(stderr, "kcache: error: %s\nkcache: hint: see `%s --help`\n", e.what(), cmd.c_str());
+    return k_exit_usage;
   }
   if (!run) {
-    std::fputs("kcache: no command given; see kcache --help\n", stderr);
+    std::fputs("kcache: error: no command given\nkcache: hint: see `kcache --help`\n", stderr);
     return k_exit_usage;
   }
   return run();

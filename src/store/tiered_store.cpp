@@ -93,7 +93,7 @@ Result<std::optional<Artifact>> TieredStore::get(const Key& key) {
 
 Result<PutOutcome> TieredStore::put(const Artifact& artifact) {
   std::size_t failed = 0;
-  bool stored = false;
+  PutOutcome outcome = PutOutcome::stored;
   Error last_error;
   for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
     auto put = m_impl->tiers[i]->store->put(artifact);
@@ -107,12 +107,13 @@ Result<PutOutcome> TieredStore::put(const Artifact& artifact) {
       last_error = std::move(put.error());
       continue;
     }
-    stored = stored || *put == PutOutcome::stored;
+    // The lowest tier that answers is the most durable: its outcome is the chain's.
+    outcome = *put;
   }
   if (failed == m_impl->tiers.size() && failed > 0) {
     return tl::unexpected(std::move(last_error));
   }
-  return stored ? PutOutcome::stored : PutOutcome::already_present;
+  return outcome;
 }
 
 Result<bool> TieredStore::remove(const Key& key) {

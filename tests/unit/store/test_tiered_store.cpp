@@ -96,6 +96,15 @@ TEST(TieredStore, PutWritesEveryTier) {
   EXPECT_EQ(c->store->put(a).value(), PutOutcome::already_present);
 }
 
+TEST(TieredStore, PutReportsTheOutcomeOfTheLowestTier) {
+  auto c = make_chain();
+  const Artifact a = blob("a");
+  ASSERT_TRUE(c->store->tier(1).put(a));
+  // The memory tier stores it now, but the durable tier already held it.
+  EXPECT_EQ(c->store->put(a).value(), PutOutcome::already_present);
+  EXPECT_TRUE(c->store->tier(0).get(a.passport.key)->has_value());
+}
+
 TEST(TieredStore, LowerTierHitFillsTheUpperTierAndReportsWhichTierServed) {
   auto c = make_chain();
   const Artifact a = blob("a");

@@ -1,0 +1,33 @@
+// kcache/blob.hpp: storing arbitrary files by content (`kcache put`).
+//
+// A blob's key is KeyBuilder("blob") over its kind and its content:
+//
+//   key := KeyBuilder("blob").add("kind", kind).add_content("content", bytes)
+//
+// and nothing else: never the file's name, path or time, so the same bytes
+// put from two places share one entry and different bytes never do.
+//
+// Thread-safety: free functions over values; thread-safe.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "kcache/artifact.hpp"
+#include "kcache/error.hpp"
+#include "kcache/key_builder.hpp"
+
+namespace kcache {
+
+// The key builder of a blob of `kind` holding `content` (see above).
+KeyBuilder blob_key(std::string_view kind, std::string_view content);
+
+// Builds the artifact for `content`: its blob key, a passport with producer
+// ("kcache", library version), the payload size and SHA-256, now as created
+// time, and `labels`. Returns invalid_argument when `kind` is not
+// [a-z0-9_-]{1,32} or a label name is empty.
+Result<Artifact> make_blob(std::string kind, std::string content,
+                           std::map<std::string, std::string> labels = {});
+
+}  // namespace kcache

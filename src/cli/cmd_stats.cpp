@@ -1,0 +1,88 @@
+// kcache stats [--json]: the shared counters of the on-disk cache.
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.hpp"
+#include "cli/exit_codes.hpp"
+#include "cli/output.hpp"
+
+namespace kcache::cli {
+namespace {
+
+int run_stats(const Context& ctx) {
+  auto config = ctx.config();
+  if (!config) {
+    return report(config.error());
+  }
+  auto store = FileStore::open(config->file_store_options());
+  if (!store) {
+    return report(store.error());
+  }
+  auto s = (*store)->stats();
+  if (!s) {
+    return report(s.error());
+  }
+  const std::uint64_t lookups = s->hits + s->misses;
+  const double hit_ratio = lookups == 0 ? 0.0 : static_cast<double>(s->hits) / static_cast<double>(lookups);
+  if (ctx.json) {
+    nlohmann::json j{{"cache_dir", config->cache_dir.string()},
+                     {"entries", s->entries},
+                     {"size_bytes", s->size_bytes},
+                     {"max_size_bytes", s->max_size_bytes},
+                     {"hits", s->hits},
+                     {"misses", s->misses},
+                     {"hit_ratio", hit_ratio},
+                     {"puts", s->puts},
+                     {"puts_skipped", s->puts_skipped},
+                     {"evictions", s->evictions},
+                     {"corrupt", s->corrupt},
+                     {"errors", s->errors},
+                     {"bytes_read", s->bytes_read},
+                     {"bytes_written", s->bytes_written},
+                     {"compile_us_saved", s->compile_us_saved},
+                     {"degraded", (*store)->degraded()}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return k_exit_ok;
+  }
+  const std::string cap = s->max_size_bytes == 0 ? "no cap" : format_size(s->max_size_bytes);
+  const std::string pct =
+      s->max_size_bytes == 0
+          ? ""
+          : fmt::format(" ({:.1f}%)", 100.0 * static_cast<double>(s->size_bytes) / static_cast<double>(s->max_size_bytes));
+  std::vector<std::vector<std::string>> rows{
+      {"cache directory", config->cache_dir.string()},
+      {"entries", std::to_string(s->entries)},
+      {"size", format_size(s->size_bytes) + " of " + cap + pct},
+      {"hits", std::to_string(s->hits)},
+      {"misses", std::to_string(s->misses)},
+      {"hit ratio", lookups == 0 ? "-" : fmt::format("{:.1f}%", 100.0 * hit_ratio)},
+      {"puts", std::to_string(s->puts)},
+      {"puts skipped", std::to_string(s->puts_skipped)},
+      {"evictions", std::to_string(s->evictions)},
+      {"corrupt entries removed", std::to_string(s->corrupt)},
+      {"errors", std::to_string(s->errors)},
+      {"bytes read", format_size(s->bytes_read)},
+      {"bytes written", format_size(s->bytes_written)},
+      {"compile time saved", format_duration_us(s->compile_us_saved)},
+  };
+  if ((*store)->degraded()) {
+    rows.push_back({"state", "degraded: writes are skipped"});
+  }
+  print_table(rows);
+  return k_exit_ok;
+}
+
+void register_stats(CLI::App& app, Context& ctx, std::function<int()>& run) {
+  CLI::App* sub = app.add_subcommand("stats", "Show the cache's counters (shared by every process), size and cap");
+  sub->footer("Counters are kept in the cache directory and updated by every process that uses it.\n"
+              "Use --json for one JSON object.");
+  sub->callback([&ctx, &run] { run = [&ctx] { return run_stats(ctx); }; });
+}
+
+}  // namespace
+
+KCACHE_COMMAND(stats, register_stats);
+
+}  // namespace kcache::cli

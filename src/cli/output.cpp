@@ -1,0 +1,139 @@
+#include "cli/output.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "cli/exit_codes.hpp"
+
+namespace kcache::cli {
+
+int exit_code_for(const Error& error) noexcept {
+  switch (error.code) {
+    case ErrorCode::invalid_argument: return k_exit_usage;
+    case ErrorCode::corrupt: return k_exit_corrupt;
+    case ErrorCode::compile_failed: return k_exit_compile;
+    case ErrorCode::toolkit_missing: return k_exit_toolkit;
+    default: return k_exit_error;
+  }
+}
+
+std::string hint_for(const Error& error) {
+  switch (error.code) {
+    case ErrorCode::permission_denied:
+      return "check the owner and mode of the cache directory (`kcache config` shows it), or point "
+             "KCACHE_DIR / --cache-dir at a directory you own";
+    case ErrorCode::no_space:
+      return "free some disk space, or lower the cap: `kcache prune --max-size 1G` and max_size in the config";
+    case ErrorCode::read_only:
+      return "the cache directory is on a read-only filesystem; set KCACHE_DIR to a writable directory";
+    case ErrorCode::corrupt: return "run `kcache verify --repair` to remove damaged entries";
+    case ErrorCode::io: return "check the disk and the cache directory; `kcache verify` checks every entry";
+    case ErrorCode::toolkit_missing: return "install the CUDA toolkit or set KCACHE_CUDA_HOME to where it is";
+    case ErrorCode::internal: return "this is a bug in kcache; please report it with the command you ran";
+    default: return {};
+  }
+}
+
+int report(const Error& error, std::string_view hint) {
+  std::fprintf(stderr, "kcache: error: %s\n", error.describe().c_str());
+  if (!error.log.empty()) {
+    std::fprintf(stderr, "%s%s", error.log.c_str(), error.log.back() == '\n' ? "" : "\n");
+  }
+  const std::string h = hint.empty() ? hint_for(error) : std::string(hint);
+  if (!h.empty()) {
+    std::fprintf(stderr, "kcache: hint: %s\n", h.c_str());
+  }
+  return exit_code_for(error);
+}
+
+void note(std::string_view line) { std::fprintf(stderr, "kcache: %.*s\n", static_cast<int>(line.size()), line.data()); }
+
+Result<std::unique_ptr<FileStore>> open_file_store(const Context& ctx) {
+  auto config = ctx.config();
+  if (!config) {
+    return tl::unexpected(config.error());
+  }
+  return FileStore::open(config->file_store_options());
+}
+
+std::string format_time(std::int64_t unix_ms) {
+  if (unix_ms <= 0) {
+    return "-";
+  }
+  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string format_duration_us(std::uint64_t us) {
+  if (us < 1000) {
+    return fmt::format("{} us", us);
+  }
+  if (us < 1'000'000) {
+    return fmt::format("{:.1f} ms", static_cast<double>(us) / 1e3);
+  }
+  if (us < 60'000'000) {
+    return fmt::format("{:.2f} s", static_cast<double>(us) / 1e6);
+  }
+  const std::uint64_t s = us / 1'000'000;
+  if (s < 3600) {
+    return fmt::format("{} min {} s", s / 60, s % 60);
+  }
+  return fmt::format("{} h {:02} min", s / 3600, (s % 3600) / 60);
+}
+
+void print_table(const std::vector<std::vector<std::string>>& rows, const std::vector<std::size_t>& right) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()), 0);
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const bool is_right = std::find(right.begin(), right.end(), i) != right.end();
+      const bool last = i + 1 == row.size();
+      if (i > 0) {
+        line += "  ";
+      }
+      if (is_right) {
+        line += fmt::format("{:>{}}", row[i], width[i]);
+      } else if (last) {
+        line += row[i];
+      } else {
+        line += fmt::format("{:<{}}", row[i], width[i]);
+      }
+    }
+    line += '\n';
+    std::fputs(line.c_str(), stdout);
+  }
+}
+
+bool write_stdout(std::string_view bytes) {
+  std::fflush(stdout);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(STDOUT_FILENO, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace kcache::cli

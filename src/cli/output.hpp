@@ -1,0 +1,51 @@
+// cli/output.hpp: what every kcache command shares for talking to people and
+// scripts: error reports with a hint, exit codes for errors, tables, sizes,
+// times, and opening the configured on-disk store.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/command.hpp"
+#include "kcache/error.hpp"
+#include "kcache/file_store.hpp"
+
+namespace kcache::cli {
+
+// The exit code for a failed operation: k_exit_usage for invalid_argument,
+// k_exit_corrupt for corrupt, k_exit_compile, k_exit_toolkit, else
+// k_exit_error. (A miss is not an error: `get` and `show` return k_exit_miss
+// themselves.)
+int exit_code_for(const Error& error) noexcept;
+
+// A default "what to do" line for `error` (empty when there is nothing to add).
+std::string hint_for(const Error& error);
+
+// Prints "kcache: error: <error.describe()>" and, on the next line,
+// "kcache: hint: <hint>" (the given one, else hint_for(error)) to stderr.
+// Returns exit_code_for(error), so a command can `return report(err);`.
+int report(const Error& error, std::string_view hint = {});
+
+// Prints "kcache: <line>" to stderr.
+void note(std::string_view line);
+
+// Loads the settings (command line > environment > file > default) and opens
+// the FileStore at the configured cache directory.
+Result<std::unique_ptr<FileStore>> open_file_store(const Context& ctx);
+
+// "2025-03-01 14:02:11" (UTC) for a Unix time in milliseconds; "-" for 0.
+std::string format_time(std::int64_t unix_ms);
+// "850 us", "12.3 ms", "4.20 s", "3 min 12 s", "2 h 05 min".
+std::string format_duration_us(std::uint64_t us);
+
+// Prints rows as left-aligned columns separated by two spaces; the first row
+// is the header. Columns listed in `right` are right-aligned.
+void print_table(const std::vector<std::vector<std::string>>& rows, const std::vector<std::size_t>& right = {});
+
+// Writes all of `bytes` to stdout (binary safe). Returns false on a write error.
+bool write_stdout(std::string_view bytes);
+
+}  // namespace kcache::cli

@@ -1,0 +1,21 @@
+// util/atomic_write.hpp: replace a file's content in one step.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string_view>
+
+#include "kcache/error.hpp"
+
+namespace kcache::util {
+
+// Writes `bytes` to a temporary file beside `path` (same directory, so the
+// same filesystem), fsyncs it, and renames it over `path`: a reader sees the
+// old file or the whole new one, never a part. The temporary is removed on
+// any failure. The new file gets `mode` (subject to the umask). Returns the
+// errno-based error of the step that failed, naming `path`.
+// Thread-safety: thread-safe (no shared state).
+Result<void> write_file_atomically(const std::filesystem::path& path, std::string_view bytes, mode_t mode = 0666);
+
+}  // namespace kcache::util

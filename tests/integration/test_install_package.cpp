@@ -1,0 +1,92 @@
+// Installs kcache into a temporary prefix and builds a consumer against it,
+// once with find_package(kcache) and once with pkg-config, then runs both.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "support/temp_dir.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* k_consumer = R"(#include <kcache/blob.hpp>
+#include <kcache/memory_store.hpp>
+#include <cstdio>
+int main() {
+  auto a = kcache::make_blob("blob", "hello from an installed kcache");
+  if (!a) return 1;
+  kcache::MemoryStore store(1 << 20);
+  if (!store.put(*a)) return 2;
+  auto got = store.get(a->passport.key);
+  if (!got || !*got || (*got)->payload != a->payload) return 3;
+  std::printf("consumer ok %s\n", a->passport.key.hex().c_str());
+  return 0;
+}
+)";
+
+const char* k_cmakelists = R"(cmake_minimum_required(VERSION 3.22)
+project(consumer LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 20)
+find_package(kcache REQUIRED)
+add_executable(consumer main.cpp)
+target_link_libraries(consumer PRIVATE kcache::kcache)
+)";
+
+int sh(const std::string& cmd) {
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void spit(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+}  // namespace
+
+TEST(InstalledPackage, FindPackageAndPkgConfigConsumersBuildAndRun) {
+  kcache::test::TempDir dir;
+  const fs::path build = fs::path(KCACHE_CLI_PATH).parent_path().parent_path();
+  const fs::path prefix = dir.path() / "prefix";
+  const std::string log = (dir.path() / "log.txt").string();
+  auto show_log = [&] {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  ASSERT_EQ(sh("cmake --install '" + build.string() + "' --prefix '" + prefix.string() + "' >'" + log + "' 2>&1"), 0)
+      << show_log();
+  ASSERT_TRUE(fs::exists(prefix / "include" / "kcache" / "store.hpp"));
+  ASSERT_TRUE(fs::exists(prefix / "bin" / "kcache"));
+
+  // CMake consumer.
+  const fs::path src = dir.path() / "consumer";
+  spit(src / "main.cpp", k_consumer);
+  spit(src / "CMakeLists.txt", k_cmakelists);
+  const fs::path out = dir.path() / "consumer-build";
+  ASSERT_EQ(sh("cmake -S '" + src.string() + "' -B '" + out.string() + "' -G Ninja -DCMAKE_BUILD_TYPE=Release "
+               "-DCMAKE_PREFIX_PATH='" + prefix.string() + "' >>'" + log + "' 2>&1"),
+            0)
+      << show_log();
+  ASSERT_EQ(sh("cmake --build '" + out.string() + "' >>'" + log + "' 2>&1"), 0) << show_log();
+  ASSERT_EQ(sh("'" + (out / "consumer").string() + "' >>'" + log + "' 2>&1"), 0) << show_log();
+
+  // pkg-config consumer (static library: --static brings in Requires.private).
+  fs::path pc_dir;
+  for (const auto& e : fs::recursive_directory_iterator(prefix)) {
+    if (e.path().filename() == "kcache.pc") {
+      pc_dir = e.path().parent_path();
+    }
+  }
+  ASSERT_FALSE(pc_dir.empty()) << "no kcache.pc installed";
+  const std::string pc = "PKG_CONFIG_PATH='" + pc_dir.string() + "' pkg-config";
+  ASSERT_EQ(sh(pc + " --exists kcache"), 0);
+  ASSERT_EQ(sh("c++ -std=c++20 -O1 '" + (src / "main.cpp").string() + "' -o '" + (dir.path() / "pc-consumer").string() +
+               "' $(" + pc + " --cflags --libs --static kcache) >>'" + log + "' 2>&1"),
+            0)
+      << show_log();
+  ASSERT_EQ(sh("'" + (dir.path() / "pc-consumer").string() + "' >>'" + log + "' 2>&1"), 0) << show_log();
+  EXPECT_NE(show_log().find("consumer ok"), std::string::npos);
+}
