@@ -43,19 +43,20 @@ util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err) {
     return {};
   }
   bool created = false;
+  int mkdir_err = 0;
   if (io::mkdirat(parent_fd, name, mode) == 0) {
     created = true;
   } else if (errno != EEXIST) {
-    err = errno;
-    // Fall through: it may exist while we may not create (EROFS, EACCES).
+    mkdir_err = errno;  // it may still exist while we may not create (EROFS, EACCES)
   }
   util::Fd fd(io::openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
   if (!fd) {
-    err = errno;
+    err = errno == ENOENT && mkdir_err != 0 ? mkdir_err : errno;
     return {};
   }
-  if (created) {
-    io::fchmod(fd.get(), mode);
+  if (created && io::fchmod(fd.get(), mode) != 0) {
+    err = errno;  // never leave a directory with umask-dependent modes in use
+    return {};
   }
   err = 0;
   return fd;
@@ -268,6 +269,8 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
                                 O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, fmode));
     if (!lock_fd) {
       lock_fd.reset(io::openat(impl->stats_fd.get(), store::k_evict_lock_file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+    } else {
+      io::fchmod(lock_fd.get(), fmode);  // umask-proof; harmless when it fails on someone else's file
     }
     impl->evict_lock_fd = std::move(lock_fd);
   }
@@ -278,6 +281,93 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
     impl->sweep_temps(impl->options.stale_temp_age.count());
   }
   return std::unique_ptr<FileStore>(new FileStore(std::move(impl)));
+}
+
+// ---------------------------------------------------------------- held shard directories
+
+FileStore::Impl::Impl() {
+  for (auto& fd : shard_fds) {
+    fd.store(-1, std::memory_order_relaxed);
+  }
+}
+
+FileStore::Impl::~Impl() {
+  for (auto& fd : shard_fds) {
+    const int held = fd.exchange(-1);
+    if (held >= 0) {
+      ::close(held);
+    }
+  }
+}
+
+int FileStore::Impl::held_shard(unsigned shard, int& err) {
+  const int held = shard_fds[shard].load(std::memory_order_acquire);
+  if (held >= 0) {
+    return held;
+  }
+  util::Fd opened = open_shard(shard, CreateShard::no, err);
+  if (!opened) {
+    return -1;
+  }
+  int expected = -1;
+  if (shard_fds[shard].compare_exchange_strong(expected, opened.get(), std::memory_order_acq_rel)) {
+    return opened.release();
+  }
+  return expected;  // another thread opened it first; ours is closed
+}
+
+bool FileStore::Impl::drop_held_shard_if_removed(unsigned shard, int fd) {
+  struct stat st {};
+  if (io::fstat(fd, &st) != 0 || st.st_nlink != 0) {
+    return false;
+  }
+  int expected = fd;
+  if (shard_fds[shard].compare_exchange_strong(expected, -1, std::memory_order_acq_rel)) {
+    std::lock_guard<std::mutex> lock(dropped_mutex);
+    dropped_shard_fds.emplace_back(fd);
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- passport memo
+
+std::shared_ptr<const Passport> FileStore::Impl::memo_find(const Key& key, const struct stat& st) {
+  std::lock_guard<std::mutex> lock(memo_mutex);
+  const auto it = memo.find(key);
+  if (it == memo.end()) {
+    return nullptr;
+  }
+  const PassportMemo& m = it->second;
+  const bool same = m.dev == st.st_dev && m.ino == st.st_ino && m.size == st.st_size &&
+                    m.mtime_ns == mtime_ns(st) &&
+                    m.ctime_ns == static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+  if (!same) {
+    return nullptr;
+  }
+  return it->second.passport;
+}
+
+void FileStore::Impl::memo_store(const Key& key, const struct stat& st, std::shared_ptr<const Passport> passport) {
+  if (st.st_size > k_memo_max_passport_bytes) {
+    return;
+  }
+  PassportMemo entry;
+  entry.dev = st.st_dev;
+  entry.ino = st.st_ino;
+  entry.size = st.st_size;
+  entry.mtime_ns = mtime_ns(st);
+  entry.ctime_ns = static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+  entry.passport = std::move(passport);
+  std::lock_guard<std::mutex> lock(memo_mutex);
+  if (memo.size() >= k_memo_max_entries && !memo.contains(key)) {
+    memo.clear();
+  }
+  memo[key] = std::move(entry);
+}
+
+void FileStore::Impl::memo_forget(const Key& key) {
+  std::lock_guard<std::mutex> lock(memo_mutex);
+  memo.erase(key);
 }
 
 // ---------------------------------------------------------------- get
@@ -293,8 +383,12 @@ Result<std::optional<Artifact>> FileStore::get(const Key& key) {
   };
 
   int err = 0;
-  util::Fd shard_fd = m.open_shard(shard, CreateShard::no, err);
-  if (!shard_fd) {
+  struct HeldShard {
+    int fd = -1;
+    int get() const noexcept { return fd; }
+  } shard_fd;
+  shard_fd.fd = m.held_shard(shard, err);
+  if (shard_fd.fd < 0) {
     if (err == ENOENT || err == ELOOP || err == ENOTDIR) {
       return miss();
     }
@@ -302,48 +396,72 @@ Result<std::optional<Artifact>> FileStore::get(const Key& key) {
     return make_errno_error(err, "cannot open shard " + store::shard_name(shard) + " of " + m.options.root.string());
   }
 
-  // Read and judge one entry; on a bad entry remove it (stat-guarded) and say so.
-  util::Fd pass_fd(io::openat(shard_fd.get(), pass_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-  if (!pass_fd) {
+  // Judge one entry; on a bad entry remove it (stat-guarded) and say so. The
+  // passport is stat'ed first so that a passport this process has already
+  // parsed (same file identity) is not read and parsed again.
+  struct stat pass_st {};
+  if (io::fstatat(shard_fd.get(), pass_name.c_str(), &pass_st, AT_SYMLINK_NOFOLLOW) != 0) {
     err = errno;
+    if (err == ENOENT && m.drop_held_shard_if_removed(shard, shard_fd.get())) {
+      return get(key);  // the shard was removed behind our back: look in its successor
+    }
     if (err == ENOENT) {
       return miss();
     }
-    if (err == ELOOP || err == ENXIO || err == EISDIR) {
-      m.counters->add(Counter::corrupt);
-      m.remove_guarded(shard, shard_fd.get(), key_hex, nullptr);
-      return miss();
-    }
     m.counters->add(Counter::errors);
-    return make_errno_error(err, "cannot open passport " + pass_name);
-  }
-  struct stat pass_st {};
-  if (io::fstat(pass_fd.get(), &pass_st) != 0) {
-    m.counters->add(Counter::errors);
-    return make_errno_error(errno, "cannot stat passport " + pass_name);
+    return make_errno_error(err, "cannot stat passport " + pass_name);
   }
   auto bad_entry = [&]() -> Result<std::optional<Artifact>> {
     // Count and remove only if the passport we judged is still the one there:
     // a concurrent writer's fresh entry is never removed or blamed.
+    m.memo_forget(key);
     if (m.remove_guarded(shard, shard_fd.get(), key_hex, &pass_st)) {
       m.counters->add(Counter::corrupt);
     }
     return miss();
   };
+  // Symlinks, FIFOs, directories and hard-linked files are never entries.
   if (!S_ISREG(pass_st.st_mode) || pass_st.st_nlink != 1 ||
       static_cast<std::uint64_t>(pass_st.st_size) > k_passport_max_bytes) {
     return bad_entry();
   }
-  std::string pass_text;
-  if (int e = io::read_bounded(pass_fd.get(), k_passport_max_bytes, pass_text,
-                               static_cast<std::size_t>(pass_st.st_size));
-      e != 0) {
-    m.counters->add(Counter::errors);
-    return make_errno_error(e, "cannot read passport " + pass_name);
-  }
-  auto passport = Passport::from_json(pass_text);
-  if (!passport || passport->key != key) {
-    return bad_entry();
+  std::shared_ptr<const Passport> passport = m.memo_find(key, pass_st);
+  if (!passport) {
+    util::Fd pass_fd(io::openat(shard_fd.get(), pass_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+    if (!pass_fd) {
+      err = errno;
+      if (err == ENOENT) {
+        return miss();
+      }
+      if (err == ELOOP || err == ENXIO || err == EISDIR) {
+        return bad_entry();
+      }
+      m.counters->add(Counter::errors);
+      return make_errno_error(err, "cannot open passport " + pass_name);
+    }
+    // The file may have been replaced between the stat and the open: judge
+    // (and memoise) what was opened.
+    if (io::fstat(pass_fd.get(), &pass_st) != 0) {
+      m.counters->add(Counter::errors);
+      return make_errno_error(errno, "cannot stat passport " + pass_name);
+    }
+    if (!S_ISREG(pass_st.st_mode) || pass_st.st_nlink != 1 ||
+        static_cast<std::uint64_t>(pass_st.st_size) > k_passport_max_bytes) {
+      return bad_entry();
+    }
+    std::string pass_text;
+    if (int e = io::read_bounded(pass_fd.get(), k_passport_max_bytes, pass_text,
+                                 static_cast<std::size_t>(pass_st.st_size));
+        e != 0) {
+      m.counters->add(Counter::errors);
+      return make_errno_error(e, "cannot read passport " + pass_name);
+    }
+    auto parsed = Passport::from_json(pass_text);
+    if (!parsed || parsed->key != key) {
+      return bad_entry();
+    }
+    passport = std::make_shared<const Passport>(std::move(*parsed));
+    m.memo_store(key, pass_st, passport);
   }
 
   util::Fd payload_fd(io::openat(shard_fd.get(), key_hex.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
@@ -373,15 +491,16 @@ Result<std::optional<Artifact>> FileStore::get(const Key& key) {
       static_cast<std::uint64_t>(payload_st.st_size) != passport->payload_size) {
     return bad_entry();
   }
+  // The payload's size was checked against the passport above and its bytes
+  // are checked below, so reading exactly that many bytes is enough: no extra
+  // read to find the end of the file.
   Artifact artifact;
-  if (int e = io::read_bounded(payload_fd.get(), passport->payload_size, artifact.payload,
-                               passport->payload_size);
-      e != 0) {
+  if (int e = io::read_exact(payload_fd.get(), passport->payload_size, artifact.payload); e != 0) {
+    if (e == EPIPE) {
+      return bad_entry();  // shorter than its stat said: changed under us
+    }
     m.counters->add(Counter::errors);
     return make_errno_error(e, "cannot read payload " + key_hex);
-  }
-  if (artifact.payload.size() != passport->payload_size) {
-    return bad_entry();
   }
 
   // The check: full SHA-256, or XXH3 against a record made by a full check of
@@ -404,15 +523,21 @@ Result<std::optional<Artifact>> FileStore::get(const Key& key) {
     }
   }
 
-  // Refresh the last-use stamp at coarse granularity (LRU).
+  // Refresh the last-use stamp at coarse granularity (LRU). This changes the
+  // passport's mtime and ctime, so the memo is re-bound to the new identity.
   const std::int64_t interval_ns = static_cast<std::int64_t>(m.options.touch_interval.count()) * 1'000'000'000;
   if (now_unix_ms() * 1'000'000 - mtime_ns(pass_st) >= interval_ns) {
-    io::futimens(pass_fd.get(), nullptr);
+    util::Fd touch_fd(io::openat(shard_fd.get(), pass_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+    struct stat touched {};
+    if (touch_fd && io::fstat(touch_fd.get(), &touched) == 0 && same_file(touched, pass_st) &&
+        io::futimens(touch_fd.get(), nullptr) == 0 && io::fstat(touch_fd.get(), &touched) == 0) {
+      m.memo_store(key, touched, passport);
+    }
   }
   m.counters->add(Counter::hits);
   m.counters->add(Counter::bytes_read, artifact.payload.size());
   m.counters->add(Counter::compile_us_saved, passport->compile_duration_us);
-  artifact.passport = std::move(*passport);
+  artifact.passport = *passport;
   return std::optional<Artifact>(std::move(artifact));
 }
 

@@ -5,10 +5,14 @@
 
 #include <sys/stat.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -45,6 +49,45 @@ struct FileStore::Impl {
   util::Fd evict_lock_fd;
   std::unique_ptr<store::SharedCounters> counters;
   std::unique_ptr<store::FileCheckTable> checks;
+
+  // Passports parsed by this process, bound to the identity of the passport
+  // file they came from. A published passport is never rewritten in place
+  // (entries change only by rename or unlink), and any write or metadata
+  // change moves its ctime, so the same (dev, ino, size, mtime, ctime) means
+  // the same bytes and the parse can be skipped. Bounded; cleared when full.
+  struct PassportMemo {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    off_t size = 0;
+    std::int64_t mtime_ns = 0;
+    std::int64_t ctime_ns = 0;
+    std::shared_ptr<const Passport> passport;
+  };
+  static constexpr std::size_t k_memo_max_entries = 4096;
+  static constexpr off_t k_memo_max_passport_bytes = 64 * 1024;
+  std::mutex memo_mutex;
+  std::unordered_map<Key, PassportMemo, KeyHash> memo;
+  // Returns the memoised passport of `key` when `st` is the file it was parsed from.
+  std::shared_ptr<const Passport> memo_find(const Key& key, const struct stat& st);
+  void memo_store(const Key& key, const struct stat& st, std::shared_ptr<const Passport> passport);
+  void memo_forget(const Key& key);
+
+  // Shard directories opened by get(), kept for the life of the store so a
+  // hit does not pay for opening and closing its shard. kcache never removes a
+  // shard directory; one removed behind its back (nlink 0) is dropped from
+  // here and reopened. Dropped descriptors are closed with the store, since
+  // another thread may still be using them.
+  std::array<std::atomic<int>, 256> shard_fds{};
+  std::mutex dropped_mutex;
+  std::vector<util::Fd> dropped_shard_fds;
+  // Returns the held descriptor of `shard`, opening it if needed; -1 and `err` when it cannot be opened.
+  int held_shard(unsigned shard, int& err);
+  // Drops `fd` from the held descriptors when its directory has been removed. Returns true if dropped.
+  bool drop_held_shard_if_removed(unsigned shard, int fd);
+  Impl();
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   std::atomic<bool> degraded{false};
   std::atomic<std::int64_t> retry_writes_at_ms{0};

@@ -23,6 +23,7 @@ struct Rule {
   Op op = Op::open;
   std::uint64_t nth = 1;
   std::uint64_t count = 1;  // 0 = unbounded
+  std::uint64_t every = 1;  // hit every Kth call of the range
   RuleAction action = RuleAction::fail;
   int err = EIO;
 };
@@ -95,6 +96,10 @@ bool parse_rule(std::string_view text, Rule& rule) {
       if (!parse_u64(value, rule.count)) {
         return false;
       }
+    } else if (name == "every") {
+      if (!parse_u64(value, rule.every) || rule.every == 0) {
+        return false;
+      }
     } else if (name == "err") {
       if (!parse_errno(value, rule.err)) {
         return false;
@@ -147,7 +152,10 @@ void zero_counters() {
 }
 
 bool hits(const Rule& rule, std::uint64_t n) {
-  return n >= rule.nth && (rule.count == 0 || n < rule.nth + rule.count);
+  if (n < rule.nth || (n - rule.nth) % rule.every != 0) {
+    return false;
+  }
+  return rule.count == 0 || (n - rule.nth) / rule.every < rule.count;
 }
 
 }  // namespace

@@ -10,17 +10,20 @@
 //
 //   KCACHE_FAULT := rule (';' rule)*
 //   rule         := field (',' field)*
-//   field        := 'op=' OP | 'nth=' N | 'count=' M | 'err=' ERRNO | 'action=' ACTION
+//   field        := 'op=' OP | 'nth=' N | 'count=' M | 'every=' K | 'err=' ERRNO
+//                 | 'action=' ACTION
 //   OP           := open | read | write | fsync | rename | unlink | mkdir | stat
 //                 | lock | chmod | utime | link | truncate | any
 //   ACTION       := fail (default) | kill | short | eintr
 //   N            := 1.. (default 1): the first call (of OP, counted per process) hit
-//   M            := 0.. (default 1): how many consecutive calls are hit; 0 = all from N on
+//   M            := 0.. (default 1): how many calls are hit; 0 = all from N on
+//   K            := 1.. (default 1): hit calls N, N+K, N+2K, ...
 //   ERRNO        := EIO (default) | ENOSPC | EDQUOT | EACCES | EPERM | EROFS | EINTR
 //                 | ENOENT | EEXIST | EMFILE | ENOMEM | EAGAIN
 //
 // `short` makes a read or write transfer at most half the bytes asked (at
 // least 1); on other operations it acts as `fail`. `eintr` is `err=EINTR`.
+// The first rule that matches a call decides it.
 // A malformed KCACHE_FAULT is reported on stderr once and ignored.
 //
 // Thread-safety: check() and the counters are thread-safe; configure() and

@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "file_store_test_util.hpp"
@@ -214,6 +217,60 @@ TEST(FileStore, StaleTempFilesAreSweptOnOpen) {
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "v1" / "tmp" / "123-0-deadbeef.tmp")) << "a young temp is kept";
   { auto store = open_store(quiet_options(dir.path())); }
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "v1" / "tmp" / "123-0-deadbeef.tmp"));
+}
+
+}  // namespace
+}  // namespace kcache::test
+
+namespace kcache::test {
+namespace {
+
+// A get remembers the passports it parsed (bound to the passport file's
+// identity). Rewriting a passport in place, even with a valid passport of
+// another entry, must still be caught by the same store instance.
+TEST(FileStore, PassportMemoNeverHidesAPassportChangedInPlace) {
+  TempDir dir;
+  auto store = open_store(quiet_options(dir.path()));
+  const Artifact a = make_artifact(7, 7, 3000);
+  const Artifact b = make_artifact(8, 8, 3000);
+  ASSERT_TRUE(store->put(a).has_value());
+  ASSERT_TRUE(store->put(b).has_value());
+  ASSERT_TRUE(store->get(a.passport.key)->has_value());  // parsed and remembered
+  // Overwrite a's passport in place (same inode) with b's passport text.
+  const std::string other = read_file(passport_path(dir.path(), b.passport.key));
+  {
+    std::FILE* f = std::fopen(passport_path(dir.path(), a.passport.key).c_str(), "r+");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(other.data(), 1, other.size(), f), other.size());
+    std::fclose(f);
+  }
+  auto got = store->get(a.passport.key);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->has_value());
+  EXPECT_EQ(store->stats()->corrupt, 1U);
+  // b is untouched and still served.
+  auto gb = store->get(b.passport.key);
+  ASSERT_TRUE(gb.has_value() && gb->has_value());
+  EXPECT_EQ((*gb)->payload, b.payload);
+}
+
+// get() keeps shard directories open; one removed behind the store's back is
+// reopened, so entries published after the removal are found.
+TEST(FileStore, ShardDirectoryRemovedBehindItsBackIsReopened) {
+  TempDir dir;
+  auto store = open_store(quiet_options(dir.path()));
+  const Artifact a = make_artifact(9, 9, 2000);
+  ASSERT_TRUE(store->put(a).has_value());
+  ASSERT_TRUE(store->get(a.passport.key)->has_value());
+  std::filesystem::remove_all(payload_path(dir.path(), a.passport.key).parent_path());
+  auto gone = store->get(a.passport.key);
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_FALSE(gone->has_value());
+  auto put = store->put(a);
+  ASSERT_TRUE(put.has_value()) << put.error().describe();
+  auto back = store->get(a.passport.key);
+  ASSERT_TRUE(back.has_value() && back->has_value());
+  EXPECT_EQ((*back)->payload, a.payload);
 }
 
 }  // namespace
