@@ -147,6 +147,24 @@ std::optional<std::string> file_sha256(const fs::path& p) {
   return "sha256:" + util::to_hex(d.data(), d.size());
 }
 
+// Writes a memo file (best effort: a memo that cannot be written only costs
+// work next time): temporary file, then rename, so readers see all or nothing.
+void write_memo(const fs::path& memo_file, const std::string& value) {
+  std::error_code ec;
+  fs::create_directories(memo_file.parent_path(), ec);
+  const auto tmp = memo_file.string() + ".tmp." + std::to_string(::getpid());
+  util::Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) {
+    return;
+  }
+  const std::string text = std::string(k_memo_magic) + "\n" + value + "\n";
+  const bool ok = ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  fd.reset();
+  if (!ok || ::rename(tmp.c_str(), memo_file.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+  }
+}
+
 template <class Fn>
 bool resolve(void* handle, const char* name, Fn& fn, std::string& missing) {
   void* sym = ::dlsym(handle, name);
@@ -406,25 +424,7 @@ Result<LibraryIdentity> Toolkit::identify(ToolkitLibrary library) {
     m_impl->version_memo[memo_name] = id.version;
   }
   if (!memo_file.empty()) {
-    // Best effort: a memo that cannot be written only costs a load next time.
-    std::error_code ec;
-    fs::create_directories(memo_file.parent_path(), ec);
-    const auto tmp = memo_file.string() + ".tmp." + std::to_string(::getpid());
-    {
-      util::Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-      if (fd) {
-        const std::string text = std::string(k_memo_magic) + "\n" + id.version + "\n";
-        if (::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size())) {
-          fd.reset();
-          if (::rename(tmp.c_str(), memo_file.c_str()) != 0) {
-            ::unlink(tmp.c_str());
-          }
-        } else {
-          fd.reset();
-          ::unlink(tmp.c_str());
-        }
-      }
-    }
+    write_memo(memo_file, id.version);
   }
   return id;
 }
@@ -443,6 +443,56 @@ Result<std::string> Toolkit::headers_fingerprint() {
       nvrtc_dir = it->second.parent_path();
     }
   }
+  // The inputs of the fingerprint, found by listing (cheap); their stat
+  // identity names a memo file so a new process does not re-read them.
+  std::vector<fs::path> inputs;
+  std::error_code ec;
+  if (!home.empty()) {
+    inputs.push_back(home / "version.json");
+    std::vector<fs::path> records;
+    for (fs::directory_iterator it(home / "dist-info", ec), end; !ec && it != end; it.increment(ec)) {
+      records.push_back(it->path() / "RECORD");
+    }
+    std::sort(records.begin(), records.end());
+    inputs.insert(inputs.end(), records.begin(), records.end());
+  }
+  std::vector<fs::path> builtins;
+  if (!nvrtc_dir.empty()) {
+    for (fs::directory_iterator it(nvrtc_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const auto name = it->path().filename().string();
+      if (name.rfind("libnvrtc-builtins.so.", 0) == 0) {
+        builtins.push_back(it->path());
+      }
+    }
+    std::sort(builtins.begin(), builtins.end());
+  }
+  util::Sha256 stamp;
+  for (const auto& group : {inputs, builtins}) {
+    for (const auto& p : group) {
+      struct stat st {};
+      const bool ok = ::stat(p.c_str(), &st) == 0;
+      const std::int64_t v[] = {ok ? 1 : 0, static_cast<std::int64_t>(st.st_dev), static_cast<std::int64_t>(st.st_ino),
+                                static_cast<std::int64_t>(st.st_size), st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                                st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
+      stamp.update(p.string());
+      stamp.update(v, sizeof v);
+    }
+  }
+  const auto sd = stamp.finish();
+  fs::path memo_file;
+  if (const auto dir = memo_dir(); !dir.empty()) {
+    memo_file = dir / ("headers-" + util::to_hex(sd.data(), 16) + ".fingerprint");
+    if (auto text = read_small_file(memo_file, 256)) {
+      std::istringstream in(*text);
+      std::string magic, value;
+      if (std::getline(in, magic) && magic == k_memo_magic && std::getline(in, value) && value.size() == 64 &&
+          util::is_lower_hex(value)) {
+        std::lock_guard lock(m_impl->mutex);
+        m_impl->fingerprint = value;
+        return value;
+      }
+    }
+  }
   util::Sha256 h;
   auto add = [&h](std::string_view tag, std::string_view bytes) {
     const std::uint64_t n = bytes.size();
@@ -451,38 +501,20 @@ Result<std::string> Toolkit::headers_fingerprint() {
     h.update(bytes);
   };
   add("format", "kcache-toolkit-headers-1");
-  std::error_code ec;
-  if (!home.empty()) {
-    if (auto v = read_small_file(home / "version.json", 1 << 20)) {
-      add("version.json", *v);
-    }
-    std::vector<fs::path> records;
-    for (fs::directory_iterator it(home / "dist-info", ec), end; !ec && it != end; it.increment(ec)) {
-      records.push_back(it->path() / "RECORD");
-    }
-    std::sort(records.begin(), records.end());
-    for (const auto& r : records) {
-      if (auto v = read_small_file(r, 16 << 20)) {
-        add(r.parent_path().filename().string(), *v);
-      }
+  for (const auto& p : inputs) {
+    if (auto v = read_small_file(p, 16 << 20)) {
+      add(p.filename() == "RECORD" ? p.parent_path().filename().string() : p.filename().string(), *v);
     }
   }
-  if (!nvrtc_dir.empty()) {
-    std::vector<fs::path> builtins;
-    for (fs::directory_iterator it(nvrtc_dir, ec), end; !ec && it != end; it.increment(ec)) {
-      const auto name = it->path().filename().string();
-      if (name.rfind("libnvrtc-builtins.so.", 0) == 0) {
-        builtins.push_back(it->path());
-      }
-    }
-    std::sort(builtins.begin(), builtins.end());
-    for (const auto& b : builtins) {
-      auto bid = jit::read_build_id(b);
-      add(b.filename().string(), bid && *bid ? **bid : std::string("no-build-id"));
-    }
+  for (const auto& b : builtins) {
+    auto bid = jit::read_build_id(b);
+    add(b.filename().string(), bid && *bid ? **bid : std::string("no-build-id"));
   }
   const auto d = h.finish();
   auto fp = util::to_hex(d.data(), d.size());
+  if (!memo_file.empty()) {
+    write_memo(memo_file, fp);
+  }
   std::lock_guard lock(m_impl->mutex);
   m_impl->fingerprint = fp;
   return fp;

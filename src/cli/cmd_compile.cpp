@@ -1,0 +1,177 @@
+// kcache compile: CUDA C++ to PTX, cubin or LTO-IR through the cache (docs/jit.md).
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli/compile_cli_support.hpp"
+#include "kcache/compiler.hpp"
+#include "kcache/passport.hpp"
+
+namespace kcache::cli {
+
+namespace {
+
+struct CompileArgs {
+  std::vector<std::string> files;
+  std::string target = "cubin";
+  std::string arch;
+  std::vector<std::string> include_dirs;
+  std::vector<std::string> defines;
+  std::vector<std::string> name_expressions;
+  std::vector<std::string> extra_options;
+  std::string output;
+  std::string extra_digest;
+  bool no_cache = false;
+  bool json = false;
+  bool explain = false;
+};
+
+// With --explain on a miss: the stored entry of the same backend whose key
+// record is nearest (fewest differing fields), and the fields that differ.
+void explain_miss(Store* store, const Key& key, const KeyBuilder& record) {
+  std::printf("key %s: miss\n", key.hex().c_str());
+  if (store == nullptr) {
+    std::printf("no cache in use (--no-cache or the store could not be opened)\n");
+    return;
+  }
+  auto entries = store->list();
+  if (!entries) {
+    std::printf("cannot list the cache: %s\n", entries.error().describe().c_str());
+    return;
+  }
+  std::optional<Passport> best;
+  std::size_t best_diff = SIZE_MAX;
+  std::size_t looked = 0;
+  for (const auto& e : *entries) {
+    if (e.key == key || ++looked > 2000) {
+      continue;
+    }
+    auto got = store->get(e.key);
+    if (!got || !*got || (*got)->passport.key_record.domain != record.record().domain) {
+      continue;
+    }
+    const auto n = diff((*got)->passport.key_record, record.record()).size();
+    if (n < best_diff) {
+      best_diff = n;
+      best = (*got)->passport;
+    }
+  }
+  if (!best) {
+    std::printf("the cache holds no entry of this backend to compare with; this key record:\n");
+    for (const auto& f : record.record().fields) {
+      std::printf("  %s = %s%s\n", f.name.c_str(), f.digested ? "sha256:" : "", f.value.c_str());
+    }
+    return;
+  }
+  std::printf("nearest cached entry: %s\n", best->key.hex().c_str());
+  print_key_diff(best->key_record, record.record(), "cached", "this");
+}
+
+int run_compile(const Context& ctx, const CompileArgs& args) {
+  if (args.files.size() > 1 && !args.output.empty()) {
+    std::fputs("kcache: error: -o needs exactly one input file\n", stderr);
+    return k_exit_usage;
+  }
+  auto env = open_compile_environment(ctx, args.no_cache);
+  if (!env) {
+    return report_error(env.error());
+  }
+  nlohmann::json results = nlohmann::json::array();
+  int status = k_exit_ok;
+  for (const auto& file : args.files) {
+    std::string read_error;
+    auto source = read_whole_file(file, read_error);
+    if (!source) {
+      std::fprintf(stderr, "kcache: error: %s\n", read_error.c_str());
+      return k_exit_error;
+    }
+    CompileRequest r;
+    r.backend = "nvrtc";
+    r.name = file;  // NVRTC resolves quoted includes relative to the name's directory
+    r.source = std::move(*source);
+    r.source_path = file;
+    r.target_kind = args.target;
+    if (!args.arch.empty()) {
+      r.options.push_back("--gpu-architecture=" + args.arch);
+    }
+    for (const auto& d : args.include_dirs) {
+      r.options.push_back("--include-path=" + d);
+    }
+    for (const auto& d : args.defines) {
+      r.options.push_back("--define-macro=" + d);
+    }
+    for (const auto& o : args.extra_options) {
+      r.options.push_back(o);
+    }
+    r.name_expressions = args.name_expressions;
+    r.extra_digest = args.extra_digest;
+    CompileInfo info;
+    auto artifact = compile(r, env->store.get(), &info);
+    if (!artifact) {
+      status = report_error(artifact.error());
+      continue;
+    }
+    if (!info.store_warning.empty()) {
+      std::fprintf(stderr, "kcache: warning: %s\n", info.store_warning.c_str());
+    }
+    std::string out = args.output;
+    if (out.empty()) {
+      out = std::filesystem::path(file).filename().replace_extension("." + args.target).string();
+    }
+    if (auto w = write_atomically(out, artifact->payload); !w) {
+      return report_error(w.error());
+    }
+    if (args.explain) {
+      if (info.hit) {
+        std::printf("key %s: hit\n", info.key.hex().c_str());
+      } else if (auto kb = derive_key(r)) {
+        explain_miss(env->store.get(), info.key, *kb);
+      } else {
+        std::printf("not cacheable: %s\n", info.not_cacheable_reason.c_str());
+      }
+    }
+    if (args.json) {
+      auto j = info_json(info);
+      j["input"] = file;
+      j["output"] = out;
+      j["passport"] = nlohmann::json::parse(artifact->passport.to_json());
+      results.push_back(std::move(j));
+    } else if (ctx.verbose) {
+      std::fprintf(stderr, "%s -> %s (%s, key %s)\n", file.c_str(), out.c_str(), info.hit ? "hit" : "compiled",
+                   info.key.hex().c_str());
+    }
+  }
+  if (args.json) {
+    std::printf("%s\n", (results.size() == 1 ? results[0] : results).dump(2).c_str());
+  }
+  return status;
+}
+
+void register_compile(CLI::App& app, Context& ctx, std::function<int()>& run) {
+  auto args = std::make_shared<CompileArgs>();
+  auto* cmd = app.add_subcommand("compile", "Compile CUDA C++ with NVRTC through the cache");
+  cmd->add_option("files", args->files, "CUDA C++ source files")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--target", args->target, "What to produce")
+      ->check(CLI::IsMember({"ptx", "cubin", "ltoir"}))
+      ->capture_default_str();
+  cmd->add_option("--arch,-a", args->arch, "GPU architecture: sm_90, sm_90a, compute_90 ...");
+  cmd->add_option("-I,--include-path", args->include_dirs, "Add an include directory")->type_name("DIR");
+  cmd->add_option("-D,--define-macro", args->defines, "Define a macro: X or X=Y")->type_name("DEF");
+  cmd->add_option("--name-expression,-e", args->name_expressions,
+                  "A name expression whose lowered name goes into the symbol map (\"kernel<float>\")");
+  cmd->add_option("-X,--option", args->extra_options, "Pass an NVRTC option through (\"-lineinfo\")")
+      ->allow_extra_args(false);
+  cmd->add_option("-o,--output", args->output, "Output file (default: <stem>.<target> here), written atomically");
+  cmd->add_option("--extra-digest", args->extra_digest, "Mix anything kcache cannot see into the key");
+  cmd->add_flag("--no-cache", args->no_cache, "Compile without looking up or storing");
+  cmd->add_flag("--json", args->json, "Print what happened and the passport as JSON");
+  cmd->add_flag("--explain", args->explain, "Say why the compile missed: the fields that differ from the nearest entry");
+  cmd->callback([&ctx, &run, args] { run = [&ctx, args] { return run_compile(ctx, *args); }; });
+}
+
+}  // namespace
+
+KCACHE_COMMAND(compile, register_compile);
+
+}  // namespace kcache::cli

@@ -1,0 +1,176 @@
+// cli/compile_cli_support.hpp: what `kcache compile`, `link` and `why-miss` share (header-only).
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.hpp"
+#include "cli/exit_codes.hpp"
+#include "kcache/compiler.hpp"
+#include "kcache/config.hpp"
+#include "kcache/toolkit.hpp"
+
+namespace kcache::cli {
+
+// Reads a whole file; std::nullopt with `error` set when it cannot.
+inline std::optional<std::string> read_whole_file(const std::string& path, std::string& error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot read " + path + ": " + std::strerror(errno);
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Writes `bytes` to `path` atomically: a temporary file in the same directory,
+// fsync, rename. A reader sees the old file or the new one, never a part.
+inline Result<void> write_atomically(const std::string& path, const std::string& bytes) {
+  const std::filesystem::path target(path);
+  const auto dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::string tmp = (dir / ("." + target.filename().string() + ".kcache-XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) {
+    return make_errno_error(errno, "create a temporary file beside " + path);
+  }
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return make_errno_error(err, "write " + tmp);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::fchmod(fd, 0644);
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return make_errno_error(err, "write " + tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return make_errno_error(err, "rename onto " + path);
+  }
+  return {};
+}
+
+inline int exit_code_for(const Error& e) {
+  switch (e.code) {
+    case ErrorCode::compile_failed:
+      return k_exit_compile;
+    case ErrorCode::toolkit_missing:
+      return k_exit_toolkit;
+    case ErrorCode::invalid_argument:
+    case ErrorCode::unsupported:
+      return k_exit_usage;
+    default:
+      return k_exit_error;
+  }
+}
+
+inline int report_error(const Error& e) {
+  if (!e.log.empty()) {
+    std::fprintf(stderr, "%s\n", e.log.c_str());
+  }
+  std::fprintf(stderr, "kcache: error: %s\n", e.describe().c_str());
+  return exit_code_for(e);
+}
+
+// Loads the settings, points the toolkit at them and opens the configured
+// store (null with --no-cache). A store that cannot be opened is a warning:
+// the compile goes on without it.
+struct CompileEnvironment {
+  std::unique_ptr<Store> store;
+  Config config;
+};
+
+inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, bool no_cache) {
+  CompileEnvironment env;
+  auto config = ctx.config();
+  if (!config) {
+    return tl::unexpected(config.error());
+  }
+  env.config = std::move(*config);
+  if (!env.config.cuda_home.empty()) {
+    ::setenv("KCACHE_CUDA_HOME", env.config.cuda_home.c_str(), 1);
+  }
+  if (!env.config.cache_dir.empty()) {
+    Toolkit::instance().set_memo_dir(env.config.cache_dir / "v1" / "toolkit");
+  }
+  if (!no_cache) {
+    auto store = open_configured_store(env.config);
+    if (store) {
+      env.store = std::move(*store);
+    } else {
+      std::fprintf(stderr, "kcache: warning: compiling without the cache: %s\n", store.error().describe().c_str());
+    }
+  }
+  return env;
+}
+
+inline nlohmann::json info_json(const CompileInfo& info) {
+  nlohmann::json j;
+  j["key"] = info.key.hex();
+  j["hit"] = info.hit;
+  j["cacheable"] = info.cacheable;
+  if (!info.not_cacheable_reason.empty()) {
+    j["not_cacheable_reason"] = info.not_cacheable_reason;
+  }
+  j["stored"] = info.stored;
+  j["toolkit_loaded"] = info.toolkit_loaded;
+  j["toolkit_loads"] = Toolkit::instance().load_count();
+  if (!info.store_warning.empty()) {
+    j["store_warning"] = info.store_warning;
+  }
+  j["key_us"] = info.key_us;
+  j["lookup_us"] = info.lookup_us;
+  j["compile_us"] = info.compile_us;
+  j["store_us"] = info.store_us;
+  auto headers = nlohmann::json::array();
+  for (const auto& h : info.headers) {
+    headers.push_back({{"path", h.path}, {"sha256", h.sha256}});
+  }
+  j["disk_headers"] = headers;
+  return j;
+}
+
+// Prints the fields that differ between two key records; returns how many.
+inline std::size_t print_key_diff(const KeyRecord& a, const KeyRecord& b, const std::string& left_name,
+                                  const std::string& right_name) {
+  const auto d = diff(a, b);
+  if (d.empty()) {
+    std::printf("the key records are equal\n");
+    return 0;
+  }
+  std::printf("%zu field(s) differ (%s | %s):\n", d.size(), left_name.c_str(), right_name.c_str());
+  for (const auto& f : d) {
+    std::printf("  %s\n    %s: %s\n    %s: %s\n", f.name.c_str(), left_name.c_str(),
+                f.left_present ? f.left.c_str() : "(absent)", right_name.c_str(),
+                f.right_present ? f.right.c_str() : "(absent)");
+  }
+  return d.size();
+}
+
+}  // namespace kcache::cli

@@ -1,0 +1,96 @@
+// `kcache compile`, `why-miss`: real processes, real NVRTC, a real cache directory.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "support/temp_dir.hpp"
+#include "unit/compile/compile_test_support.hpp"
+
+namespace kcache {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int status = -1;
+  std::string out;
+};
+
+Run run_cli(const fs::path& cache, const std::string& args) {
+  const std::string cmd = "KCACHE_DIR='" + cache.string() + "' '" + KCACHE_CLI_PATH + "' " + args + " 2>&1";
+  Run r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) {
+    r.out.append(buf, n);
+  }
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(CliCompile, SecondProcessHitsWithoutLoadingTheToolkitAndWritesSameBytes) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  const auto out1 = (tmp.path() / "a.cubin").string();
+  const auto out2 = (tmp.path() / "b.cubin").string();
+  auto first = run_cli(tmp.path() / "cache", "compile " + src + " --target cubin --arch sm_90 --json -o " + out1);
+  ASSERT_EQ(first.status, 0) << first.out;
+  const auto j1 = nlohmann::json::parse(first.out);
+  EXPECT_FALSE(j1["hit"].get<bool>());
+  EXPECT_TRUE(j1["stored"].get<bool>());
+  auto second = run_cli(tmp.path() / "cache", "compile " + src + " --target cubin --arch sm_90 --json -o " + out2);
+  ASSERT_EQ(second.status, 0) << second.out;
+  const auto j2 = nlohmann::json::parse(second.out);
+  EXPECT_TRUE(j2["hit"].get<bool>());
+  EXPECT_EQ(j2["toolkit_loads"].get<int>(), 0) << "a warm hit must not dlopen the toolkit";
+  EXPECT_EQ(j2["key"], j1["key"]);
+  EXPECT_EQ(test::read_file(out1), test::read_file(out2));
+  EXPECT_EQ(test::read_file(out1).substr(0, 4), "\x7f" "ELF");
+}
+
+TEST(CliCompile, HeaderEditedBetweenProcessesMissesAndWhyMissNamesIt) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto dir = tmp.path() / "src";
+  fs::create_directories(dir);
+  test::write_file((dir / "v.h").string(), "#define V 1\n");
+  test::write_file((dir / "k.cu").string(), "#include \"v.h\"\n__global__ void k(int* p) { *p = V; }\n");
+  const std::string args = "compile " + (dir / "k.cu").string() + " --target ptx --arch sm_90 --json -o " +
+                           (tmp.path() / "k.ptx").string();
+  auto a = run_cli(tmp.path() / "cache", args);
+  ASSERT_EQ(a.status, 0) << a.out;
+  const auto ja = nlohmann::json::parse(a.out);
+  ASSERT_EQ(ja["disk_headers"].size(), 1u);
+  test::write_file((dir / "v.h").string(), "#define V 2\n");
+  auto b = run_cli(tmp.path() / "cache", args);
+  ASSERT_EQ(b.status, 0) << b.out;
+  const auto jb = nlohmann::json::parse(b.out);
+  EXPECT_FALSE(jb["hit"].get<bool>());
+  EXPECT_NE(jb["key"], ja["key"]);
+  EXPECT_NE(test::read_file((tmp.path() / "k.ptx").string()).find("mov.u32 \t%r1, 2;"), std::string::npos);
+  auto why = run_cli(tmp.path() / "cache", "why-miss " + ja["key"].get<std::string>() + " " +
+                                               jb["key"].get<std::string>());
+  ASSERT_EQ(why.status, 0) << why.out;
+  EXPECT_NE(why.out.find("1 field(s) differ"), std::string::npos) << why.out;
+  EXPECT_NE(why.out.find("disk_header:" + (dir / "v.h").string()), std::string::npos) << why.out;
+}
+
+TEST(CliCompile, CompileErrorExitsWithCompileCodeAndLog) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  test::write_file((tmp.path() / "bad.cu").string(), "__global__ void k() { undeclared_thing(); }\n");
+  auto r = run_cli(tmp.path() / "cache", "compile " + (tmp.path() / "bad.cu").string() +
+                                             " --target ptx --arch sm_90 -o " + (tmp.path() / "bad.ptx").string());
+  EXPECT_EQ(r.status, 5) << r.out;
+  EXPECT_NE(r.out.find("undeclared_thing"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp.path() / "bad.ptx"));
+}
+
+}  // namespace
+}  // namespace kcache
