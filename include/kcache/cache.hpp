@@ -1,0 +1,128 @@
+// kcache/cache.hpp: a store plus single-flight: get_or_compile().
+//
+// get_or_compile(request):
+//   derive the key -> store get -> hit: return it (no toolkit load)
+//   -> miss: take the key's single-flight lease (threads of this process and
+//      processes on this machine) -> look again (the holder we waited for
+//      published it: return it) -> compile -> put -> release -> return.
+//
+// However many threads and processes ask for one cold key at once, one
+// compiles and the others get its published result (TESTING C05). A holder
+// that fails or dies releases the lease (the kernel drops a dead process's
+// lock), so a waiter finds no entry and compiles itself rather than hang
+// (C06). A wait is bounded by `lock_timeout`; when it runs out, or when the
+// lock directory is unusable, the caller compiles without the lease (a broken
+// cache never breaks a build; counted in `lock_timeouts` / `lock_errors`).
+// A failed compile is returned and not cached. A store that cannot be written
+// is warned about once and counted; the compiled artifact is still returned.
+//
+// The compile duration is recorded in the passport (`compile_duration_us`,
+// measured here when the compiler left it at 0), so a later hit can report the
+// time it saved (`CacheStats::compile_us_saved`, and the store's
+// StoreStats::compile_us_saved).
+//
+// Thread-safety: every method is thread-safe. The store is borrowed and must
+// outlive the Cache.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kcache/artifact.hpp"
+#include "kcache/compile_request.hpp"
+#include "kcache/error.hpp"
+#include "kcache/key.hpp"
+#include "kcache/single_flight.hpp"
+#include "kcache/store.hpp"
+
+namespace kcache {
+
+// What a compile function produced. `cacheable == false` (the inputs changed
+// while compiling, or the request cannot be keyed) keeps it out of the store.
+struct CompileOutput {
+  Artifact artifact;
+  bool cacheable = true;
+};
+
+// Compiles one request; called only on a miss, while holding the lease.
+using CompileFunction = std::function<Result<CompileOutput>(const CompileRequest&)>;
+
+// Compiles `request` in this process with compile_uncached() (compiler.hpp);
+// `cacheable` is false when compile_uncached says the output must not be
+// stored. The default CompileFunction, and what `kcache worker` runs.
+Result<CompileOutput> compile_in_process(const CompileRequest& request);
+
+struct CacheOptions {
+  // Where per-key lock files live: `<cache_dir>/v1/locks`. Empty: the lease
+  // excludes threads of this process only.
+  std::filesystem::path lock_dir;
+  unsigned lock_dir_mode = 0700;
+  // The longest a caller waits for another holder before compiling itself.
+  std::chrono::milliseconds lock_timeout = std::chrono::minutes(10);
+  // How a miss is compiled. Empty: in this process with compile_uncached()
+  // (kcache/compiler.hpp). The worker pool provides one (worker_pool.hpp).
+  CompileFunction compile;
+  // One-line warnings (a store that cannot be written). Default: stderr.
+  std::function<void(const std::string&)> warn;
+};
+
+// What happened to one get_or_compile call.
+enum class CacheOutcome {
+  hit,             // found in the store at the first look
+  hit_after_wait,  // another thread or process compiled it while we waited
+  compiled,        // compiled here and published
+  compiled_only,   // compiled here, not published (not cacheable, or the store failed)
+};
+std::string_view to_string(CacheOutcome outcome) noexcept;
+
+// Counters of one Cache object (this process).
+struct CacheStats {
+  std::uint64_t lookups = 0;
+  std::uint64_t hits = 0;              // both kinds of hit
+  std::uint64_t hits_after_wait = 0;
+  std::uint64_t compiles = 0;          // compile functions called
+  std::uint64_t compile_failures = 0;
+  std::uint64_t waits = 0;             // leases that had to wait for another holder
+  std::uint64_t lock_timeouts = 0;
+  std::uint64_t lock_errors = 0;
+  std::uint64_t store_errors = 0;
+  std::uint64_t not_cacheable = 0;
+  std::uint64_t compile_us = 0;        // time spent compiling in this process
+  std::uint64_t compile_us_saved = 0;  // sum of compile_duration_us over hits
+};
+
+class Cache {
+ public:
+  Cache(Store& store, CacheOptions options = {});
+  ~Cache();
+  Cache(const Cache&) = delete;
+  Cache& operator=(const Cache&) = delete;
+
+  // Returns the artifact of `request`: from the store, or compiled once per
+  // key across threads and processes (see the top of this file).
+  // Failure: the compile's error (compile_failed with the log, toolkit_missing,
+  // worker_crashed, timeout ...) or derive_key's (invalid_argument). A request
+  // that cannot be keyed (`unsupported` from derive_key) is compiled without
+  // the cache. `outcome`, when given, says what happened.
+  Result<Artifact> get_or_compile(const CompileRequest& request, CacheOutcome* outcome = nullptr);
+
+  // The same protocol for any producer: `compile` is called at most once per
+  // key across holders, only on a miss. The artifact it returns must carry
+  // `key` in its passport (internal error otherwise; nothing is stored).
+  Result<Artifact> get_or_compile(const Key& key, const std::function<Result<CompileOutput>()>& compile,
+                                  CacheOutcome* outcome = nullptr);
+
+  CacheStats stats() const;
+  Store& store() noexcept;
+  SingleFlight& single_flight() noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace kcache

@@ -1,0 +1,205 @@
+// get_or_compile: lookup, single-flight lease, look again, compile, publish.
+#include "kcache/cache.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+
+#include "kcache/compiler.hpp"
+
+namespace kcache {
+
+std::string_view to_string(CacheOutcome outcome) noexcept {
+  switch (outcome) {
+    case CacheOutcome::hit: return "hit";
+    case CacheOutcome::hit_after_wait: return "hit_after_wait";
+    case CacheOutcome::compiled: return "compiled";
+    case CacheOutcome::compiled_only: return "compiled_only";
+  }
+  return "unknown";
+}
+
+struct Cache::Impl {
+  Store& store;
+  CacheOptions options;
+  SingleFlight flight;
+  std::once_flag warned;
+
+  struct Counters {
+    std::atomic<std::uint64_t> lookups{0}, hits{0}, hits_after_wait{0}, compiles{0},
+        compile_failures{0}, waits{0}, lock_timeouts{0}, lock_errors{0}, store_errors{0},
+        not_cacheable{0}, compile_us{0}, compile_us_saved{0};
+  } c;
+
+  Impl(Store& s, CacheOptions o)
+      : store(s), options(std::move(o)), flight(options.lock_dir, options.lock_dir_mode) {}
+
+  void warn(const std::string& line) {
+    if (options.warn) {
+      options.warn(line);
+    } else {
+      std::fprintf(stderr, "kcache: warning: %s\n", line.c_str());
+    }
+  }
+
+  // A store hit, or nullopt. A store that cannot be read is a miss (counted).
+  std::optional<Artifact> look(const Key& key) {
+    auto got = store.get(key);
+    if (!got) {
+      c.store_errors++;
+      return std::nullopt;
+    }
+    if (!*got || (*got)->passport.key != key) {
+      return std::nullopt;
+    }
+    return std::move(**got);
+  }
+
+  Result<Artifact> hit(Artifact a, CacheOutcome kind, CacheOutcome* outcome) {
+    c.hits++;
+    if (kind == CacheOutcome::hit_after_wait) {
+      c.hits_after_wait++;
+    }
+    c.compile_us_saved += a.passport.compile_duration_us;
+    if (outcome != nullptr) {
+      *outcome = kind;
+    }
+    return a;
+  }
+
+  Result<Artifact> run(const Key& key, const std::function<Result<CompileOutput>()>& compile,
+                       CacheOutcome* outcome) {
+    c.lookups++;
+    if (auto a = look(key)) {
+      return hit(std::move(*a), CacheOutcome::hit, outcome);
+    }
+    // While another process holds the key, peek at the store between polls:
+    // its published entry ends the wait without queueing for the lock.
+    std::optional<Artifact> published;
+    auto lease = flight.acquire(key, options.lock_timeout, [&] {
+      published = look(key);
+      return published.has_value();
+    });
+    if (lease && !lease->held() && published) {
+      c.waits++;
+      return hit(std::move(*published), CacheOutcome::hit_after_wait, outcome);
+    }
+    if (!lease) {
+      // Never let a lock problem break the compile: go on without the lease.
+      (lease.error().code == ErrorCode::timeout ? c.lock_timeouts : c.lock_errors)++;
+      warn("single-flight lock for key " + key.hex() + " not taken (" + lease.error().describe() +
+           "); compiling without it");
+    } else if (lease->waited()) {
+      c.waits++;
+    }
+    // Look again: a holder may have published between the first look and the lease.
+    if (auto a = look(key)) {
+      return hit(std::move(*a), lease && lease->waited() ? CacheOutcome::hit_after_wait : CacheOutcome::hit,
+                 outcome);
+    }
+    c.compiles++;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto out = compile();
+    const auto us = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+            .count());
+    c.compile_us += us;
+    if (!out) {
+      c.compile_failures++;
+      return tl::unexpected(out.error());  // the lease is released: a waiter compiles itself
+    }
+    Artifact& a = out->artifact;
+    if (a.passport.key != key) {
+      c.compile_failures++;
+      return make_error(ErrorCode::internal, "compiler returned an artifact for key " +
+                                                 a.passport.key.hex() + " when asked for " + key.hex());
+    }
+    if (a.passport.compile_duration_us == 0) {
+      a.passport.compile_duration_us = us;
+    }
+    CacheOutcome kind = CacheOutcome::compiled;
+    if (!out->cacheable) {
+      c.not_cacheable++;
+      kind = CacheOutcome::compiled_only;
+    } else if (auto put = store.put(a); !put) {
+      c.store_errors++;
+      kind = CacheOutcome::compiled_only;
+      std::call_once(warned, [&] {
+        warn("could not publish to the " + std::string(store.name()) +
+             " store: " + put.error().describe() + " (compiles go on; further failures are counted)");
+      });
+    }
+    if (outcome != nullptr) {
+      *outcome = kind;
+    }
+    return std::move(a);
+  }
+};
+
+Result<CompileOutput> compile_in_process(const CompileRequest& request) {
+  CompileInfo info;
+  auto a = compile_uncached(request, &info);
+  if (!a) {
+    return tl::unexpected(a.error());
+  }
+  return CompileOutput{std::move(*a), info.cacheable};
+}
+
+Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutcome* outcome) {
+  const CompileFunction& fn = m_impl->options.compile;
+  auto compile_it = [&]() -> Result<CompileOutput> { return fn ? fn(request) : compile_in_process(request); };
+  auto key = derive_key(request);
+  if (!key) {
+    if (key.error().code != ErrorCode::unsupported) {
+      return tl::unexpected(key.error());
+    }
+    // Not cacheable (an include kcache cannot resolve ...): compile, never store.
+    m_impl->c.not_cacheable++;
+    m_impl->c.compiles++;
+    auto out = compile_it();
+    if (!out) {
+      m_impl->c.compile_failures++;
+      return tl::unexpected(out.error());
+    }
+    if (outcome != nullptr) {
+      *outcome = CacheOutcome::compiled_only;
+    }
+    return std::move(out->artifact);
+  }
+  return m_impl->run(key->key(), compile_it, outcome);
+}
+
+Cache::Cache(Store& store, CacheOptions options)
+    : m_impl(std::make_unique<Impl>(store, std::move(options))) {}
+
+Cache::~Cache() = default;
+
+Result<Artifact> Cache::get_or_compile(const Key& key,
+                                       const std::function<Result<CompileOutput>()>& compile,
+                                       CacheOutcome* outcome) {
+  return m_impl->run(key, compile, outcome);
+}
+
+CacheStats Cache::stats() const {
+  const auto& c = m_impl->c;
+  CacheStats s;
+  s.lookups = c.lookups;
+  s.hits = c.hits;
+  s.hits_after_wait = c.hits_after_wait;
+  s.compiles = c.compiles;
+  s.compile_failures = c.compile_failures;
+  s.waits = c.waits;
+  s.lock_timeouts = c.lock_timeouts;
+  s.lock_errors = c.lock_errors;
+  s.store_errors = c.store_errors;
+  s.not_cacheable = c.not_cacheable;
+  s.compile_us = c.compile_us;
+  s.compile_us_saved = c.compile_us_saved;
+  return s;
+}
+
+Store& Cache::store() noexcept { return m_impl->store; }
+SingleFlight& Cache::single_flight() noexcept { return m_impl->flight; }
+
+}  // namespace kcache

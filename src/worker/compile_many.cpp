@@ -1,0 +1,87 @@
+// WorkerPool::compile_many: deduplicate by key, fan out over the workers,
+// optionally through a single-flight Cache, and return results in order.
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "kcache/compiler.hpp"
+#include "kcache/worker_pool.hpp"
+#include "util/sha256.hpp"
+#include "worker/worker_protocol.hpp"
+
+namespace kcache {
+
+std::vector<Result<Artifact>> WorkerPool::compile_many(const std::vector<CompileRequest>& requests, Cache* cache,
+                                                       const CompileProgress& progress) {
+  const std::size_t n = requests.size();
+  std::vector<Result<Artifact>> results(n, make_error(ErrorCode::internal, "not compiled"));
+  // One job per distinct key. A request that cannot be keyed is grouped with
+  // requests identical to it byte for byte (its encoded form).
+  struct Job {
+    std::size_t first = 0;        // index of the request that is compiled
+    std::optional<Key> key;       // absent: not cacheable
+    std::vector<std::size_t> members;
+  };
+  std::vector<Job> jobs;
+  std::map<std::string, std::size_t> job_of;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto kb = derive_key(requests[i]);
+    std::string id;
+    std::optional<Key> key;
+    if (kb) {
+      key = kb->key();
+      id = "k" + key->hex();
+    } else if (kb.error().code == ErrorCode::unsupported) {
+      id = "r" + util::sha256_hex(worker::encode_request(requests[i]));
+    } else {
+      results[i] = tl::unexpected(kb.error());
+      continue;
+    }
+    auto [it, inserted] = job_of.emplace(id, jobs.size());
+    if (inserted) {
+      jobs.push_back(Job{i, key, {}});
+    } else {
+      note_deduplicated();
+    }
+    jobs[it->second].members.push_back(i);
+  }
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> done{0};
+  std::mutex progress_mutex;
+  auto work = [&] {
+    for (std::size_t j = next++; j < jobs.size(); j = next++) {
+      const Job& job = jobs[j];
+      const CompileRequest& request = requests[job.first];
+      Result<Artifact> r = make_error(ErrorCode::internal, "unset");
+      if (cache != nullptr && job.key) {
+        r = cache->get_or_compile(*job.key, [&] { return compile(request); });
+      } else {
+        auto out = compile(request);
+        r = out ? Result<Artifact>(std::move(out->artifact)) : Result<Artifact>(tl::unexpected(out.error()));
+      }
+      for (std::size_t i : job.members) {
+        results[i] = r;
+      }
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        progress(++done, jobs.size(), request, r);
+      }
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>(size(), jobs.size());
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) {
+    pool.emplace_back(work);
+  }
+  if (threads > 0) {
+    work();
+  }
+  for (auto& t : pool) {
+    t.join();
+  }
+  return results;
+}
+
+}  // namespace kcache
