@@ -93,12 +93,17 @@ int run_inspect(const InspectArgs& args) {
   return bad ? k_exit_corrupt : k_exit_ok;
 }
 
-void register_inspect(CLI::App& app, Context& /*ctx*/, std::function<int()>& run) {
+void register_inspect(CLI::App& app, Context& ctx, std::function<int()>& run) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show and check a plan artifact: name parts, sidecar, passport, ONNX stamp");
   cmd->add_option("FILE", args->file, "The artifact file")->required();
   cmd->add_flag("--json", args->json, "Print JSON");
-  cmd->callback([&run, args] { run = [args] { return run_inspect(*args); }; });
+  cmd->callback([&run, &ctx, args] {
+    run = [&ctx, args] {
+      args->json = args->json || ctx.json;
+      return run_inspect(*args);
+    };
+  });
 }
 
 }  // namespace

@@ -179,7 +179,12 @@ void register_plan(CLI::App& app, Context& ctx, std::function<int()>& run) {
   build->add_flag("--json", args->json, "Print the full report as JSON instead of a table");
   build->add_option("--log-json", args->log_json, "Append JSON-lines events to FILE ('-' for stdout)")->type_name("FILE|-");
   build->add_flag("--no-cache", args->no_cache, "Do not fetch from or put into the content cache");
-  build->callback([&run, &ctx, args] { run = [&ctx, args] { return run_build(*args, ctx); }; });
+  build->callback([&run, &ctx, args] {
+    run = [&ctx, args] {
+      args->json = args->json || ctx.json;  // `kcache --json plan build ...` too
+      return run_build(*args, ctx);
+    };
+  });
 
   CLI::App* check = plan->add_subcommand("check", "Validate a plan file (and each entry's builder settings); build nothing");
   check->add_option("PLAN", args->plan, "The plan file")->required();
