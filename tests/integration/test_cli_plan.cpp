@@ -41,8 +41,8 @@ struct Ran {
 
 // Runs the kcache command with `args` in `cwd`, KCACHE_DIR under `cwd`.
 Ran kcache(const fs::path& cwd, const std::vector<std::string>& args) {
-  const fs::path out = cwd / ".stdout";
-  const fs::path err = cwd / ".stderr";
+  const fs::path out = cwd / (".stdout-" + std::to_string(::getpid()));
+  const fs::path err = cwd / (".stderr-" + std::to_string(::getpid()));
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::setenv("KCACHE_DIR", (cwd / "cache").c_str(), 1);
@@ -211,6 +211,37 @@ TEST_F(CliPlan, StampAndInspectOnnxModels) {
   auto doc = nlohmann::json::parse(inspect.out);
   EXPECT_EQ(doc["onnx_stamp"]["compiled"], "v1");
   EXPECT_EQ(doc["onnx_stamp"]["labels"]["team"], "vision");
+}
+
+TEST_F(CliPlan, TwoConcurrentBuildsOfOnePlanBothSucceed) {
+  std::string plan = "version = 1\n[defaults]\nbuilder = \"command\"\n";
+  for (int i = 0; i < 6; ++i) {
+    plan += "[[entry]]\nname = \"c" + std::to_string(i) + "\"\ncommand = [\"sh\", \"-c\", \"sleep 0.05; echo c" +
+            std::to_string(i) + " > {output}\"]\n";
+  }
+  write(m_dir.path() / "plan.toml", plan);
+  std::vector<pid_t> pids;
+  for (int p = 0; p < 2; ++p) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const Ran r = kcache(m_dir.path(), {"plan", "build", "plan.toml", "--host", "sm=87", "--no-cache", "-j", "3"});
+      ::_exit(r.code);
+    }
+    pids.push_back(pid);
+  }
+  for (const pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  for (int i = 0; i < 6; ++i) {
+    const fs::path engine = m_dir.path() / "engines" / ("c" + std::to_string(i) + "_sm87_jpna_trtna_fp32.engine");
+    EXPECT_EQ(read(engine), "c" + std::to_string(i) + "\n");
+    EXPECT_EQ(plan::check_sidecar(engine).state, plan::SidecarState::ok);
+  }
+  Ran again = kcache(m_dir.path(), {"--json", "plan", "build", "plan.toml", "--host", "sm=87", "--no-cache"});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["summary"]["reused"], 6);
 }
 
 // P01: the plan build killed (SIGKILL / SIGTERM) at random points. Afterwards

@@ -159,3 +159,74 @@ TEST_F(PlanTest, LoadReportsAMissingFile) {
 
 }  // namespace
 }  // namespace kcache
+
+namespace kcache {
+namespace {
+
+// F09 (in-suite part): random byte edits of a valid plan never crash the
+// parser; every failure names the file and a line inside the text.
+TEST(PlanFuzz, MutatedPlansParseOrFailWithALine) {
+  test::TempDir dir;
+  std::ofstream(dir.path() / "model.onnx") << "x";
+  const std::string base = R"(version = 1
+output_dir = "out"
+[defaults]
+builder = "command"
+precision = "fp16"
+labels = { a = "b" }
+[[entry]]
+name = "m"
+inputs = ["model.onnx"]
+command = ["tool", "{input}", "{output}"]
+shapes = { x = [1, 3, 224, 224] }
+options = { k = 1, f = true, s = "v" }
+timeout_s = 10
+)";
+  const std::string alphabet = "[]{}=\"',.#\n 0123456789-_abcxyz\\\xff";
+  std::uint64_t state = 88172645463325252ull;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  int ok = 0;
+  int failed = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string text = base;
+    const int edits = 1 + static_cast<int>(next() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const std::size_t pos = next() % (text.size() + 1);
+      switch (next() % 3) {
+        case 0:
+          text.insert(pos, 1, alphabet[next() % alphabet.size()]);
+          break;
+        case 1:
+          if (pos < text.size()) {
+            text.erase(pos, 1 + next() % 8);
+          }
+          break;
+        default:
+          if (pos < text.size()) {
+            text[pos] = alphabet[next() % alphabet.size()];
+          }
+      }
+    }
+    auto plan = Plan::parse(text, dir.path(), "fuzz.toml");
+    if (plan) {
+      ++ok;
+      continue;
+    }
+    ++failed;
+    const std::string& log = plan.error().log;
+    ASSERT_EQ(log.rfind("fuzz.toml:", 0), 0u) << log;
+    const int line = std::atoi(log.c_str() + std::string("fuzz.toml:").size());
+    EXPECT_GE(line, 1) << log;
+    EXPECT_LE(line, static_cast<int>(std::count(text.begin(), text.end(), '\n')) + 1) << log;
+  }
+  EXPECT_GT(ok, 0);
+  EXPECT_GT(failed, 0);
+}
+
+}  // namespace
+}  // namespace kcache
