@@ -13,6 +13,7 @@
 #include "cli/exit_codes.hpp"
 #include "kcache/onnx_stamp.hpp"
 #include "kcache/orchestrator.hpp"
+#include "plan/process.hpp"
 
 namespace kcache::cli {
 
@@ -81,6 +82,8 @@ int run_build(const PlanArgs& args, const Context& ctx) {
     }
     log = log_file.get();
   }
+  // A Ctrl-C or SIGTERM also ends the builder tools (they run in their own process groups).
+  plan::kill_children_on_termination_signals();
   const bool progress = !args.json && ::isatty(STDERR_FILENO) != 0;
   OrchestratorOptions options;
   options.builders = &registry;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -15,6 +16,52 @@
 extern char** environ;
 
 namespace kcache::plan {
+
+namespace {
+
+// Process groups of the tools running now, for the signal handler. Slots hold
+// 0 when free; the handler only reads them and calls kill() (async-signal-safe).
+constexpr std::size_t k_child_slots = 256;
+std::atomic<pid_t> g_children[k_child_slots];
+
+std::size_t register_child(pid_t pid) {
+  for (std::size_t i = 0; i < k_child_slots; ++i) {
+    pid_t expected = 0;
+    if (g_children[i].compare_exchange_strong(expected, pid)) {
+      return i;
+    }
+  }
+  return k_child_slots;  // full: this child is not killed on a signal (still bounded by its timeout)
+}
+
+void unregister_child(std::size_t slot) {
+  if (slot < k_child_slots) {
+    g_children[slot].store(0);
+  }
+}
+
+extern "C" void kill_children_and_exit(int sig) {
+  for (auto& slot : g_children) {
+    const pid_t pid = slot.load();
+    if (pid > 0) {
+      ::kill(-pid, SIGKILL);
+    }
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+}  // namespace
+
+void kill_children_on_termination_signals() {
+  struct sigaction action {};
+  action.sa_handler = kill_children_and_exit;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    ::sigaction(sig, &action, nullptr);
+  }
+}
 
 std::string ProcessResult::describe(std::chrono::seconds timeout) const {
   if (timed_out) {
@@ -69,6 +116,11 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const st
     return make_errno_error(rc, "cannot run '" + argv[0] + "'");
   }
 
+  const std::size_t slot = register_child(pid);
+  struct Unregister {
+    std::size_t slot;
+    ~Unregister() { unregister_child(slot); }
+  } unregister{slot};
   ProcessResult result;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto nap = std::chrono::microseconds(200);

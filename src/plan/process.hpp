@@ -29,6 +29,12 @@ struct ProcessResult {
 Result<ProcessResult> run_process(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
                                   const std::filesystem::path& log_file, std::chrono::milliseconds timeout);
 
+// Makes SIGINT, SIGTERM and SIGHUP first kill (SIGKILL) the process group of
+// every tool run_process() is running, then end this process with the same
+// signal. Tools run in their own process groups, so without this a Ctrl-C on
+// `kcache plan build` would leave them running. Call once, from main code.
+void kill_children_on_termination_signals();
+
 // Returns the last `max_bytes` of a log file (for error messages).
 std::string read_log_tail(const std::filesystem::path& log_file, std::size_t max_bytes = 4096);
 

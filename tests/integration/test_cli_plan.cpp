@@ -244,6 +244,56 @@ TEST_F(CliPlan, TwoConcurrentBuildsOfOnePlanBothSucceed) {
   EXPECT_EQ(nlohmann::json::parse(again.out)["summary"]["reused"], 6);
 }
 
+// True while `pid` is a live process (not gone, not a zombie).
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) {
+    return false;
+  }
+  const auto close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+}
+
+TEST_F(CliPlan, SigtermEndsTheRunningBuilderToolsToo) {
+  const fs::path marker = m_dir.path() / "tool.pid";
+  write(m_dir.path() / "plan.toml", "version = 1\n[[entry]]\nname = \"slow\"\nbuilder = \"command\"\n"
+                                    "command = [\"sh\", \"-c\", \"echo $$ > " + marker.string() +
+                                    "; exec sleep 30\", \"{output}\"]\n");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const Ran r = kcache(m_dir.path(), {"plan", "build", "plan.toml", "--host", "sm=87", "--no-cache"});
+    ::_exit(r.code);
+  }
+  pid_t tool = 0;
+  for (int i = 0; i < 1000 && tool == 0; ++i) {  // up to 10 s for the tool to start
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    tool = static_cast<pid_t>(std::atol(read(marker).c_str()));
+  }
+  ASSERT_GT(tool, 0);
+  ASSERT_TRUE(alive(tool));
+  // The kcache process is the child of our forked helper: find it as the tool's parent.
+  std::ifstream stat("/proc/" + std::to_string(tool) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const pid_t kcache_pid = static_cast<pid_t>(std::atol(text.c_str() + text.rfind(')') + 4));
+  ASSERT_GT(kcache_pid, 1);
+  ASSERT_EQ(::kill(kcache_pid, SIGTERM), 0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  bool gone = false;
+  for (int i = 0; i < 500 && !gone; ++i) {  // bounded: 5 s
+    gone = !alive(tool);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "builder tool " << tool << " still runs after kcache got SIGTERM";
+  if (!gone) {
+    ::kill(tool, SIGKILL);
+  }
+  EXPECT_FALSE(fs::exists(m_dir.path() / "engines" / "slow_sm87_jpna_trtna_fp32.engine"));
+}
+
 // P01: the plan build killed (SIGKILL / SIGTERM) at random points. Afterwards
 // every engine is complete and verified, or absent.
 TEST_F(CliPlan, P01KilledPlanBuildLeavesEveryEngineCompleteOrAbsent) {
