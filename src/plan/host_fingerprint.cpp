@@ -26,9 +26,9 @@ struct DlCloser {
 };
 using DlHandle = std::unique_ptr<void, DlCloser>;
 
-DlHandle open_first(const std::vector<std::string>& names) {
+DlHandle open_first(const std::vector<std::string>& names, int extra_flags = 0) {
   for (const auto& name : names) {
-    if (void* h = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+    if (void* h = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | extra_flags)) {
       return DlHandle(h);
     }
   }
@@ -141,7 +141,10 @@ void probe_libcuda(HostFingerprint& host) {
 // Toolkit version: ask the loaded NVRTC, else read version.json under the CUDA home.
 void probe_toolkit(HostFingerprint& host, const std::filesystem::path& cuda_home) {
   DlHandle lib = open_first({(cuda_home / "lib64" / "libnvrtc.so").string(), (cuda_home / "lib" / "libnvrtc.so").string(),
-                             "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"});
+                             "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"},
+                           // NVRTC stays mapped: the JIT path loads it again anyway, and
+                           // unloading it would drop the memory its static initialisers took.
+                           RTLD_NODELETE);
   if (lib) {
     using VersionFn = int (*)(int*, int*);
     if (auto fn = symbol<VersionFn>(lib, "nvrtcVersion")) {
