@@ -1,11 +1,10 @@
 // kcache/arch_compat.hpp: can this artifact run on that device? Checked from
 // the passport and the payload alone, before any driver call (docs/loading.md).
 //
-// Rules (CUDA's compatibility model):
-// - cubin for sm_XY runs on a device of compute capability X.Z with Z >= Y
-//   (same major version, equal or newer minor);
-// - cubin for an arch-specific target sm_XYa runs only on exactly X.Y;
-// - cubin for a family target sm_XYf runs on X.Z with Z >= Y;
+// Rules (CUDA's compatibility model, stricter for SASS):
+// - cubin for sm_XY, sm_XYa or sm_XYf runs only on a device of compute
+//   capability exactly X.Y (the driver would accept X.Z with Z >= Y; kcache
+//   serves each SM its own binary);
 // - PTX for compute_XY (`.target sm_XY`) is JIT-compiled by the driver for any
 //   device of capability >= X.Y, provided the driver understands its PTX ISA
 //   version (`.version A.B`); PTX for an `a` target runs only on exactly X.Y,

@@ -24,10 +24,16 @@ std::string cc_text(const DeviceInfo& d) { return std::to_string(d.cc_major) + "
 // newer major; real code only within its major.
 bool runs_on(const ArchName& code, const DeviceInfo& device) {
   const unsigned dev = static_cast<unsigned>(device.cc_major * 10 + device.cc_minor);
-  if (code.suffix == 'a') {
+  // SASS is loaded only on exactly the SM it was compiled for. The driver
+  // would also run sm_80 SASS on an sm_86 device, and an sm_100f cubin across
+  // its family, but kcache keys binaries by their exact arch and serves each
+  // device its own: a binary built for one variant is never used on another.
+  if (!code.is_virtual || code.suffix == 'a') {
     return dev == code.number;
   }
-  if (code.suffix == 'f' || !code.is_virtual) {
+  // PTX is JIT-compiled by the driver for any device at or above its target
+  // (family-specific PTX only within its major).
+  if (code.suffix == 'f') {
     return static_cast<unsigned>(device.cc_major) == code.major() && static_cast<unsigned>(device.cc_minor) >= code.minor();
   }
   return dev >= code.number;
