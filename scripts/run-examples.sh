@@ -54,6 +54,27 @@ echo "exit code: $rc"
 say "C++ API: examples/store_fetch.cpp puts an artifact and fetches it from memory, then from disk"
 run "$store_fetch"
 
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+say "compile: CUDA C++ with NVRTC through the cache, then the same compile again in a new process"
+src=examples/plans/kernels/saxpy.cu
+set +e
+t0=$(ms); "$kcache" compile "$src" --target cubin --arch sm_90 -o "$work/saxpy.cubin" --explain; rc=$?; t1=$(ms)
+set -e
+if [ "$rc" -eq 6 ]; then
+  echo "no CUDA toolkit found (set KCACHE_CUDA_HOME): skipping the compile and plan examples"
+else
+  [ "$rc" -eq 0 ]
+  echo "first process: $((t1 - t0)) ms"
+  t0=$(ms); run "$kcache" compile "$src" --target cubin --arch sm_90 -o "$work/saxpy2.cubin" --explain; t1=$(ms)
+  echo "second process: $((t1 - t0)) ms (a hit: NVRTC is not even loaded)"
+  cmp "$work/saxpy.cubin" "$work/saxpy2.cubin"
+  echo "the cubin is a CUDA ELF file; its kernels:"
+  readelf -sW "$work/saxpy.cubin" | awk '/ FUNC / {print "  " $NF}'
+
+  say "plan: build the example kernel set for this hardware, cold (BUILT) then warm (REUSED)"
+  run examples/plans/run.sh "$kcache"
+fi
+
 say "ls: what the cache holds"
 run "$kcache" ls
 

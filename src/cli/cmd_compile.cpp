@@ -5,8 +5,11 @@
 #include <vector>
 
 #include "cli/compile_cli_support.hpp"
+#include "kcache/cache.hpp"
 #include "kcache/compiler.hpp"
 #include "kcache/passport.hpp"
+#include "kcache/worker_pool.hpp"
+#include "worker/compile_progress.hpp"
 
 namespace kcache::cli {
 
@@ -25,6 +28,7 @@ struct CompileArgs {
   bool no_cache = false;
   bool json = false;
   bool explain = false;
+  unsigned jobs = 0;  // 0: the `jobs` setting (0 there: the number of cores)
 };
 
 // With --explain on a miss: the stored entry of the same backend whose key
@@ -68,6 +72,82 @@ void explain_miss(Store* store, const Key& key, const KeyBuilder& record) {
   print_key_diff(best->key_record, record.record(), "cached", "this");
 }
 
+CompileRequest make_request(const CompileArgs& args, const std::string& file, std::string source) {
+  CompileRequest r;
+  r.backend = "nvrtc";
+  r.name = file;  // NVRTC resolves quoted includes relative to the name's directory
+  r.source = std::move(source);
+  r.source_path = file;
+  r.target_kind = args.target;
+  if (!args.arch.empty()) {
+    r.options.push_back("--gpu-architecture=" + args.arch);
+  }
+  for (const auto& d : args.include_dirs) {
+    r.options.push_back("--include-path=" + d);
+  }
+  for (const auto& d : args.defines) {
+    r.options.push_back("--define-macro=" + d);
+  }
+  for (const auto& o : args.extra_options) {
+    r.options.push_back(o);
+  }
+  r.name_expressions = args.name_expressions;
+  r.extra_digest = args.extra_digest;
+  return r;
+}
+
+std::string output_path(const CompileArgs& args, const std::string& file) {
+  if (!args.output.empty()) {
+    return args.output;
+  }
+  return std::filesystem::path(file).filename().replace_extension("." + args.target).string();
+}
+
+// Several files with more than one job: compile in the worker pool, one
+// compile per key across processes (single-flight), results in input order.
+int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
+                        const std::vector<CompileRequest>& requests, unsigned jobs) {
+  WorkerPoolOptions options;
+  options.workers = jobs;
+  auto pool = WorkerPool::create(options);
+  if (!pool) {
+    return report_error(pool.error());
+  }
+  std::unique_ptr<Cache> cache;
+  if (env.store) {
+    CacheOptions cache_options;
+    cache_options.lock_dir = env.config.cache_dir / "v1" / "locks";
+    cache = std::make_unique<Cache>(*env.store, cache_options);
+  }
+  const auto results = (*pool)->compile_many(
+      requests, cache.get(), worker::make_progress_printer(stderr, worker::progress_style_for(stderr)));
+  nlohmann::json report = nlohmann::json::array();
+  int status = k_exit_ok;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const std::string& file = requests[i].source_path;
+    if (!results[i]) {
+      status = report_error(results[i].error());
+      continue;
+    }
+    const std::string out = output_path(args, file);
+    if (auto w = write_atomically(out, results[i]->payload); !w) {
+      return report_error(w.error());
+    }
+    if (args.json) {
+      nlohmann::json j;
+      j["input"] = file;
+      j["output"] = out;
+      j["key"] = results[i]->passport.key.hex();
+      j["passport"] = nlohmann::json::parse(results[i]->passport.to_json());
+      report.push_back(std::move(j));
+    }
+  }
+  if (args.json) {
+    std::printf("%s\n", report.dump(2).c_str());
+  }
+  return status;
+}
+
 int run_compile(const Context& ctx, const CompileArgs& args) {
   if (args.files.size() > 1 && !args.output.empty()) {
     std::fputs("kcache: error: -o needs exactly one input file\n", stderr);
@@ -77,8 +157,7 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
   if (!env) {
     return report_error(env.error());
   }
-  nlohmann::json results = nlohmann::json::array();
-  int status = k_exit_ok;
+  std::vector<CompileRequest> requests;
   for (const auto& file : args.files) {
     std::string read_error;
     auto source = read_whole_file(file, read_error);
@@ -86,26 +165,16 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
       std::fprintf(stderr, "kcache: error: %s\n", read_error.c_str());
       return k_exit_error;
     }
-    CompileRequest r;
-    r.backend = "nvrtc";
-    r.name = file;  // NVRTC resolves quoted includes relative to the name's directory
-    r.source = std::move(*source);
-    r.source_path = file;
-    r.target_kind = args.target;
-    if (!args.arch.empty()) {
-      r.options.push_back("--gpu-architecture=" + args.arch);
-    }
-    for (const auto& d : args.include_dirs) {
-      r.options.push_back("--include-path=" + d);
-    }
-    for (const auto& d : args.defines) {
-      r.options.push_back("--define-macro=" + d);
-    }
-    for (const auto& o : args.extra_options) {
-      r.options.push_back(o);
-    }
-    r.name_expressions = args.name_expressions;
-    r.extra_digest = args.extra_digest;
+    requests.push_back(make_request(args, file, std::move(*source)));
+  }
+  const unsigned jobs = args.jobs != 0 ? args.jobs : env->config.jobs;  // 0: number of cores
+  if (requests.size() > 1 && jobs != 1 && !args.explain) {
+    return run_compile_in_pool(args, *env, requests, jobs);
+  }
+  nlohmann::json results = nlohmann::json::array();
+  int status = k_exit_ok;
+  for (const auto& r : requests) {
+    const std::string& file = r.source_path;
     CompileInfo info;
     auto artifact = compile(r, env->store.get(), &info);
     if (!artifact) {
@@ -115,10 +184,7 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
     if (!info.store_warning.empty()) {
       std::fprintf(stderr, "kcache: warning: %s\n", info.store_warning.c_str());
     }
-    std::string out = args.output;
-    if (out.empty()) {
-      out = std::filesystem::path(file).filename().replace_extension("." + args.target).string();
-    }
+    const std::string out = output_path(args, file);
     if (auto w = write_atomically(out, artifact->payload); !w) {
       return report_error(w.error());
     }
@@ -165,6 +231,10 @@ void register_compile(CLI::App& app, Context& ctx, std::function<int()>& run) {
   cmd->add_option("-o,--output", args->output, "Output file (default: <stem>.<target> here), written atomically");
   cmd->add_option("--extra-digest", args->extra_digest, "Mix anything kcache cannot see into the key");
   cmd->add_flag("--no-cache", args->no_cache, "Compile without looking up or storing");
+  cmd->add_option("-j,--jobs", args->jobs,
+                  "With several files: compile in N worker processes (default: the jobs setting, "
+                  "0 = number of cores; 1 = one after another in this process)")
+      ->type_name("N");
   cmd->add_flag("--json", args->json, "Print what happened and the passport as JSON");
   cmd->add_flag("--explain", args->explain, "Say why the compile missed: the fields that differ from the nearest entry");
   cmd->callback([&ctx, &run, args] { run = [&ctx, args] { return run_compile(ctx, *args); }; });

@@ -92,5 +92,53 @@ TEST(CliCompile, CompileErrorExitsWithCompileCodeAndLog) {
   EXPECT_FALSE(fs::exists(tmp.path() / "bad.ptx"));
 }
 
+// Several files with -j: compiled in worker processes, outputs in input order
+// with the same bytes as one-at-a-time compiles; a second run is all hits.
+TEST(CliCompile, SeveralFilesCompileInTheWorkerPoolAndHitTheSecondTime) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto src = tmp.path() / "src";
+  const auto out = tmp.path() / "out";
+  fs::create_directories(src);
+  fs::create_directories(out);
+  std::string files;
+  for (int i = 0; i < 3; ++i) {
+    const auto f = src / ("k" + std::to_string(i) + ".cu");
+    test::write_file(f.string(), "__global__ void k(int* p) { *p = " + std::to_string(100 + i) + "; }\n");
+    files += " '" + f.string() + "'";
+  }
+  auto run_in = [&](const fs::path& dir, const std::string& args) {
+    const std::string cmd = "cd '" + dir.string() + "' && KCACHE_DIR='" + (tmp.path() / "cache").string() +
+                            "' '" + KCACHE_CLI_PATH + "' " + args + " 2>&1";
+    ::kcache::Run r;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) {
+      r.out.append(buf, n);
+    }
+    const int st = ::pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+  };
+  auto cold = run_in(out, "compile" + files + " --target cubin --arch sm_90 -j 2");
+  ASSERT_EQ(cold.status, 0) << cold.out;
+  EXPECT_NE(cold.out.find("[3/3]"), std::string::npos) << cold.out;  // plain progress lines off a terminal
+  for (int i = 0; i < 3; ++i) {
+    const auto name = "k" + std::to_string(i);
+    const auto single = (tmp.path() / (name + ".single.cubin")).string();
+    auto one = run_in(out, "compile '" + (src / (name + ".cu")).string() +
+                               "' --no-cache --target cubin --arch sm_90 -o '" + single + "'");
+    ASSERT_EQ(one.status, 0) << one.out;
+    EXPECT_EQ(test::read_file((out / (name + ".cubin")).string()), test::read_file(single)) << name;
+  }
+  auto warm = run_in(out, "compile" + files + " --target cubin --arch sm_90 -j 2");
+  ASSERT_EQ(warm.status, 0) << warm.out;
+  auto stats = run_cli(tmp.path() / "cache", "stats --json");
+  ASSERT_EQ(stats.status, 0) << stats.out;
+  const auto js = nlohmann::json::parse(stats.out);
+  EXPECT_EQ(js["puts"].get<int>(), 3);
+  EXPECT_GE(js["hits"].get<int>(), 3);
+}
+
 }  // namespace
 }  // namespace kcache
