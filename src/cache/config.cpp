@@ -4,6 +4,7 @@
 // To add a setting: add a member to Config (include/kcache/config.hpp), one
 // row to k_settings below, and one row to docs/configuration.md.
 #include "kcache/config.hpp"
+#include "util/edit_distance.hpp"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -242,26 +243,10 @@ const Setting* find_setting(std::string_view key) {
   return nullptr;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> prev(b.size() + 1);
-  std::vector<std::size_t> cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) {
-    prev[j] = j;
-  }
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 std::string known_keys_hint(std::string_view unknown) {
   std::string out;
   for (const Setting& s : k_settings) {
-    if (edit_distance(unknown, s.key) <= 2) {
+    if (util::edit_distance(unknown, s.key) <= 2) {
       return fmt::format("did you mean '{}'?", s.key);
     }
   }

@@ -17,24 +17,11 @@ struct GetArgs {
 };
 
 int run_get(const Context& ctx, const GetArgs& args) {
-  auto key = Key::parse(args.key);
-  if (!key) {
-    return report(Error{ErrorCode::invalid_argument, "'" + args.key + "' is not a key", {}},
-                  "a key is exactly 64 lowercase hex characters, as printed by `kcache put` or `kcache ls`");
+  Artifact entry;
+  if (const int status = fetch_entry(ctx, args.key, entry); status != k_exit_ok) {
+    return status;
   }
-  auto store = open_file_store(ctx);
-  if (!store) {
-    return report(store.error());
-  }
-  auto got = (*store)->get(*key);
-  if (!got) {
-    return report(got.error());
-  }
-  if (!got->has_value()) {
-    note("no entry for " + key->hex() + " (a miss)");
-    return k_exit_miss;
-  }
-  const Artifact& artifact = **got;
+  const Artifact& artifact = entry;
   if (args.output.empty()) {
     if (!write_stdout(artifact.payload)) {
       return report(Error{ErrorCode::io, "cannot write to standard output", {}});

@@ -11,26 +11,11 @@ namespace kcache::cli {
 namespace {
 
 int run_show(const Context& ctx, const std::string& text) {
-  auto key = Key::parse(text);
-  if (!key) {
-    return report(Error{ErrorCode::invalid_argument, "'" + text + "' is not a key", {}},
-                  "a key is exactly 64 lowercase hex characters, as printed by `kcache put` or `kcache ls`");
+  Artifact entry;
+  if (const int status = fetch_entry(ctx, text, entry); status != k_exit_ok) {
+    return status;
   }
-  auto store = open_file_store(ctx);
-  if (!store) {
-    return report(store.error());
-  }
-  // get() verifies the payload too: a passport is only shown for an entry
-  // that would be served.
-  auto got = (*store)->get(*key);
-  if (!got) {
-    return report(got.error());
-  }
-  if (!got->has_value()) {
-    note("no entry for " + key->hex() + " (a miss)");
-    return k_exit_miss;
-  }
-  std::printf("%s\n", (*got)->passport.to_pretty_json().c_str());
+  std::printf("%s\n", entry.passport.to_pretty_json().c_str());
   return k_exit_ok;
 }
 

@@ -136,4 +136,27 @@ bool write_stdout(std::string_view bytes) {
   return true;
 }
 
+int fetch_entry(const Context& ctx, const std::string& key_text, Artifact& out) {
+  auto key = Key::parse(key_text);
+  if (!key) {
+    return report(Error{ErrorCode::invalid_argument, "'" + key_text + "' is not a key", {}},
+                  "a key is exactly 64 lowercase hex characters, as printed by `kcache put` or `kcache ls`");
+  }
+  auto store = open_file_store(ctx);
+  if (!store) {
+    return report(store.error());
+  }
+  // get() verifies the payload: only an entry that would be served is shown or written.
+  auto got = (*store)->get(*key);
+  if (!got) {
+    return report(got.error());
+  }
+  if (!got->has_value()) {
+    note("no entry for " + key->hex() + " (a miss)");
+    return k_exit_miss;
+  }
+  out = std::move(**got);
+  return k_exit_ok;
+}
+
 }  // namespace kcache::cli

@@ -36,6 +36,11 @@ void note(std::string_view line);
 // the FileStore at the configured cache directory.
 Result<std::unique_ptr<FileStore>> open_file_store(const Context& ctx);
 
+// Parses `key_text`, opens the file store and fetches the verified entry.
+// Returns k_exit_ok and fills `out` on a hit; otherwise prints what went wrong
+// (not a key, the store cannot be read, a miss) and returns its exit code.
+int fetch_entry(const Context& ctx, const std::string& key_text, Artifact& out);
+
 // "2025-03-01 14:02:11" (UTC) for a Unix time in milliseconds; "-" for 0.
 std::string format_time(std::int64_t unix_ms);
 // "850 us", "12.3 ms", "4.20 s", "3 min 12 s", "2 h 05 min".

@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "kcache/engine_name.hpp"
+#include "util/edit_distance.hpp"
 
 namespace kcache {
 
@@ -18,23 +19,6 @@ const std::vector<std::string> k_top_keys{"version", "output_dir", "defaults", "
 const std::vector<std::string> k_default_keys{"builder", "kind", "precision", "timeout_s", "labels"};
 const std::vector<std::string> k_entry_keys{"name",   "builder", "kind",   "precision", "inputs", "command",
                                             "flags",  "shapes",  "options", "labels",    "timeout_s"};
-
-// Levenshtein distance, for "did you mean".
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> prev(b.size() + 1);
-  std::vector<std::size_t> cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) {
-    prev[j] = j;
-  }
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 std::string join(const std::vector<std::string>& words) {
   std::string out;
@@ -48,7 +32,7 @@ std::string suggest(std::string_view word, const std::vector<std::string>& known
   std::string best;
   std::size_t best_d = 3;
   for (const auto& k : known) {
-    const std::size_t d = edit_distance(word, k);
+    const std::size_t d = util::edit_distance(word, k);
     if (d < best_d) {
       best_d = d;
       best = k;

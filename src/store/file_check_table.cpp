@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "store/shared_file.hpp"
 #include "util/fd.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
@@ -18,63 +19,11 @@ namespace kcache::store {
 
 namespace {
 
-constexpr char k_magic[8] = {'K', 'C', 'C', 'H', 'K', '0', '0', '1'};
-constexpr std::uint32_t k_version = 1;
-constexpr const char* k_name = "checks";
+constexpr SharedFileFormat k_format{"checks", {'K', 'C', 'C', 'H', 'K', '0', '0', '1'}, 1, FileCheckTable::k_slots,
+                                    FileCheckTable::k_file_size};
 constexpr std::uint64_t k_seal_salt = 0x6b63616368653031ULL;  // "kcache01"
 constexpr std::size_t k_words = FileCheckTable::k_slot_bytes / 8;  // 12
 constexpr std::size_t k_sealed_words = 10;                          // key(4) + 6 fields
-
-bool header_ok(const void* p) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  std::uint32_t version = 0;
-  std::uint32_t slots = 0;
-  std::memcpy(&version, b + 8, 4);
-  std::memcpy(&slots, b + 12, 4);
-  return std::memcmp(b, k_magic, 8) == 0 && version == k_version && slots == FileCheckTable::k_slots;
-}
-
-bool create_file(int dir_fd, mode_t mode, bool replace) {
-  std::random_device rd;
-  const std::string tmp = std::string(".checks-") + std::to_string(::getpid()) + "-" + std::to_string(rd()) + ".tmp";
-  util::Fd fd(util::io::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
-  if (!fd) {
-    return false;
-  }
-  std::string image(FileCheckTable::k_file_size, '\0');
-  std::memcpy(image.data(), k_magic, 8);
-  std::memcpy(image.data() + 8, &k_version, 4);
-  const std::uint32_t slots = FileCheckTable::k_slots;
-  std::memcpy(image.data() + 12, &slots, 4);
-  bool ok = util::io::fchmod(fd.get(), mode) == 0 && util::io::write_all(fd.get(), image) == 0;
-  if (ok) {
-    ok = replace ? util::io::renameat(dir_fd, tmp.c_str(), dir_fd, k_name) == 0
-                 : (util::io::linkat(dir_fd, tmp.c_str(), dir_fd, k_name, 0) == 0 || errno == EEXIST);
-  }
-  util::io::unlinkat(dir_fd, tmp.c_str(), 0);
-  return ok;
-}
-
-void* map_file(int dir_fd) {
-  util::Fd fd(util::io::openat(dir_fd, k_name, O_RDWR | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd) {
-    return nullptr;
-  }
-  struct stat st {};
-  if (util::io::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      static_cast<std::size_t>(st.st_size) != FileCheckTable::k_file_size) {
-    return nullptr;
-  }
-  void* p = ::mmap(nullptr, FileCheckTable::k_file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (p == MAP_FAILED) {
-    return nullptr;
-  }
-  if (!header_ok(p)) {
-    ::munmap(p, FileCheckTable::k_file_size);
-    return nullptr;
-  }
-  return p;
-}
 
 std::uint64_t load(std::uint64_t* w) noexcept {
   return std::atomic_ref<std::uint64_t>(*w).load(std::memory_order_relaxed);
@@ -110,21 +59,14 @@ CheckRecord CheckRecord::from_stat(const struct stat& st, std::uint64_t xxh3, st
 }
 
 std::unique_ptr<FileCheckTable> FileCheckTable::open(int stats_dir_fd, mode_t mode) {
-  void* p = map_file(stats_dir_fd);
-  if (p == nullptr) {
-    struct stat st {};
-    const bool exists = util::io::fstatat(stats_dir_fd, k_name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-    if (create_file(stats_dir_fd, mode, exists)) {
-      p = map_file(stats_dir_fd);
-    }
-  }
+  void* p = map_shared_file(stats_dir_fd, k_format, mode).data;
   if (p == nullptr) {
     return nullptr;
   }
   return std::unique_ptr<FileCheckTable>(new FileCheckTable(p));
 }
 
-FileCheckTable::~FileCheckTable() { ::munmap(m_mapped, k_file_size); }
+FileCheckTable::~FileCheckTable() { unmap_shared_file(m_mapped, k_format); }
 
 std::uint64_t* FileCheckTable::slot(const Key& key) const noexcept {
   const auto& b = key.bytes();

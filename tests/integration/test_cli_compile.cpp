@@ -20,8 +20,10 @@ struct Run {
   std::string out;
 };
 
-Run run_cli(const fs::path& cache, const std::string& args) {
-  const std::string cmd = "KCACHE_DIR='" + cache.string() + "' '" + KCACHE_CLI_PATH + "' " + args + " 2>&1";
+// Runs the kcache command with KCACHE_DIR=`cache`, in `cwd` when given.
+Run run_cli(const fs::path& cache, const std::string& args, const fs::path& cwd = {}) {
+  const std::string cd = cwd.empty() ? std::string() : "cd '" + cwd.string() + "' && ";
+  const std::string cmd = cd + "KCACHE_DIR='" + cache.string() + "' '" + KCACHE_CLI_PATH + "' " + args + " 2>&1";
   Run r;
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];
@@ -107,19 +109,8 @@ TEST(CliCompile, SeveralFilesCompileInTheWorkerPoolAndHitTheSecondTime) {
     test::write_file(f.string(), "__global__ void k(int* p) { *p = " + std::to_string(100 + i) + "; }\n");
     files += " '" + f.string() + "'";
   }
-  auto run_in = [&](const fs::path& dir, const std::string& args) {
-    const std::string cmd = "cd '" + dir.string() + "' && KCACHE_DIR='" + (tmp.path() / "cache").string() +
-                            "' '" + KCACHE_CLI_PATH + "' " + args + " 2>&1";
-    ::kcache::Run r;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    char buf[4096];
-    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) {
-      r.out.append(buf, n);
-    }
-    const int st = ::pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-  };
+  const auto cache = tmp.path() / "cache";
+  auto run_in = [&](const fs::path& dir, const std::string& args) { return run_cli(cache, args, dir); };
   auto cold = run_in(out, "compile" + files + " --target cubin --arch sm_90 -j 2");
   ASSERT_EQ(cold.status, 0) << cold.out;
   EXPECT_NE(cold.out.find("[3/3]"), std::string::npos) << cold.out;  // plain progress lines off a terminal

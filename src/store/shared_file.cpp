@@ -1,0 +1,97 @@
+#include "store/shared_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "util/fd.hpp"
+#include "util/posix_io.hpp"
+
+namespace kcache::store {
+
+namespace {
+
+bool header_ok(const void* mapped, const SharedFileFormat& format) {
+  const auto* bytes = static_cast<const unsigned char*>(mapped);
+  std::uint32_t version = 0;
+  std::uint32_t count = 0;
+  std::memcpy(&version, bytes + 8, 4);
+  std::memcpy(&count, bytes + 12, 4);
+  return std::memcmp(bytes, format.magic.data(), 8) == 0 && version == format.version && count == format.count;
+}
+
+// Writes a fresh, fully allocated file and links it in place. With `replace`,
+// a damaged file is replaced; otherwise an existing file (another process's)
+// wins.
+bool create_file(int dir_fd, const SharedFileFormat& format, mode_t mode, bool replace) {
+  std::random_device rd;
+  const std::string tmp = std::string(".") + format.name + "-" + std::to_string(::getpid()) + "-" +
+                          std::to_string(rd()) + ".tmp";
+  util::Fd fd(util::io::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
+  if (!fd) {
+    return false;
+  }
+  std::string image(format.size, '\0');
+  std::memcpy(image.data(), format.magic.data(), 8);
+  std::memcpy(image.data() + 8, &format.version, 4);
+  std::memcpy(image.data() + 12, &format.count, 4);
+  bool ok = util::io::fchmod(fd.get(), mode) == 0 && util::io::write_all(fd.get(), image) == 0 &&
+            util::io::fsync(fd.get()) == 0;
+  if (ok) {
+    ok = replace ? util::io::renameat(dir_fd, tmp.c_str(), dir_fd, format.name) == 0
+                 : (util::io::linkat(dir_fd, tmp.c_str(), dir_fd, format.name, 0) == 0 || errno == EEXIST);
+  }
+  util::io::unlinkat(dir_fd, tmp.c_str(), 0);
+  return ok;
+}
+
+void* map_file(int dir_fd, const SharedFileFormat& format) {
+  util::Fd fd(util::io::openat(dir_fd, format.name, O_RDWR | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd) {
+    return nullptr;
+  }
+  struct stat st {};
+  if (util::io::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<std::size_t>(st.st_size) != format.size) {
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, format.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) {
+    return nullptr;
+  }
+  if (!header_ok(p, format)) {
+    ::munmap(p, format.size);
+    return nullptr;
+  }
+  return p;
+}
+
+}  // namespace
+
+MappedSharedFile map_shared_file(int dir_fd, const SharedFileFormat& format, mode_t mode) {
+  MappedSharedFile out;
+  out.data = map_file(dir_fd, format);
+  if (out.data == nullptr) {
+    struct stat st {};
+    const bool exists = util::io::fstatat(dir_fd, format.name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (create_file(dir_fd, format, mode, exists)) {
+      out.data = map_file(dir_fd, format);
+      out.fresh = out.data != nullptr;
+    }
+  }
+  return out;
+}
+
+void unmap_shared_file(void* data, const SharedFileFormat& format) noexcept {
+  if (data != nullptr) {
+    ::munmap(data, format.size);
+  }
+}
+
+}  // namespace kcache::store

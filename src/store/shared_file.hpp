@@ -1,0 +1,41 @@
+// store/shared_file.hpp: a fixed-size file under v1/stats that every process
+// maps MAP_SHARED (the shared counters, the check table).
+//
+// Each such file starts with the same header (docs/on-disk-format.md):
+//
+//   header := magic[8] u32 version u32 count      (count: shards or slots)
+//
+// and is written in full when created (no holes: a store into a hole of a
+// full filesystem would SIGBUS), then linked in place, so a reader never maps
+// a partial file. Thread-safety: the functions are thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace kcache::store {
+
+struct SharedFileFormat {
+  const char* name = nullptr;  // file name inside the stats directory
+  std::array<char, 8> magic{};
+  std::uint32_t version = 0;
+  std::uint32_t count = 0;
+  std::size_t size = 0;  // of the whole file
+};
+
+struct MappedSharedFile {
+  void* data = nullptr;  // null: the file cannot be used (the caller falls back)
+  bool fresh = false;    // true: created (or replaced) by this call, all zero past the header
+};
+
+// Maps `format.name` in `dir_fd`. A missing file is created; a file with the
+// wrong size or header is replaced. Never follows a symlink.
+MappedSharedFile map_shared_file(int dir_fd, const SharedFileFormat& format, mode_t mode);
+
+// Unmaps what map_shared_file returned.
+void unmap_shared_file(void* data, const SharedFileFormat& format) noexcept;
+
+}  // namespace kcache::store
