@@ -69,6 +69,11 @@ std::int64_t now_unix_ms() noexcept {
       .count();
 }
 
+std::int64_t now_unix_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::int64_t mtime_ns(const struct stat& st) noexcept {
   return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
@@ -526,7 +531,7 @@ Result<std::optional<Artifact>> FileStore::get(const Key& key) {
   // Refresh the last-use stamp at coarse granularity (LRU). This changes the
   // passport's mtime and ctime, so the memo is re-bound to the new identity.
   const std::int64_t interval_ns = static_cast<std::int64_t>(m.options.touch_interval.count()) * 1'000'000'000;
-  if (now_unix_ms() * 1'000'000 - mtime_ns(pass_st) >= interval_ns) {
+  if (now_unix_ns() - mtime_ns(pass_st) >= interval_ns) {
     util::Fd touch_fd(io::openat(shard_fd.get(), pass_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
     struct stat touched {};
     if (touch_fd && io::fstat(touch_fd.get(), &touched) == 0 && same_file(touched, pass_st) &&

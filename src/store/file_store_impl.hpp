@@ -136,6 +136,9 @@ struct FileStore::Impl {
 int for_each_dir_entry(int dir_fd, const std::function<void(std::string_view, unsigned char)>& fn);
 
 std::int64_t now_unix_ms() noexcept;
+// Nanoseconds: compare with file times (a millisecond "now" can be earlier
+// than the mtime of a file written in the same millisecond).
+std::int64_t now_unix_ns() noexcept;
 std::int64_t mtime_ns(const struct stat& st) noexcept;
 
 // RAII flock on a shard (or any) directory fd.

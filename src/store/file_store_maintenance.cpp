@@ -213,7 +213,7 @@ std::uint64_t FileStore::Impl::sweep_temps(std::int64_t min_age_s, std::vector<s
     return 0;
   }
   std::uint64_t removed = 0;
-  const std::int64_t now_ns = now_unix_ms() * 1'000'000;
+  const std::int64_t now_ns = now_unix_ns();
   for_each_dir_entry(tmp_fd.get(), [&](std::string_view name, unsigned char) {
     const std::string n(name);
     struct stat st {};
@@ -349,7 +349,7 @@ Result<VerifyReport> FileStore::verify(Repair repair) {
     report.orphans += n;
     report.orphans_removed += n;
   } else if (m.tmp_fd) {
-    const std::int64_t now_ns = now_unix_ms() * 1'000'000;
+    const std::int64_t now_ns = now_unix_ns();
     for_each_dir_entry(m.tmp_fd.get(), [&](std::string_view name, unsigned char) {
       struct stat st {};
       const std::string n(name);
