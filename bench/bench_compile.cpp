@@ -116,6 +116,28 @@ void BM_DeriveKey(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
+// The same on real kernel text (the medium corpus kernel, which includes no
+// header, repeated to the size): comments, literals and directives to scan.
+std::string kernel_text_of_size(std::size_t size) {
+  const std::string unit = corpus("medium.cu");
+  std::string text;
+  while (text.size() < size) {
+    text += unit;
+  }
+  text.resize(size);
+  return text;
+}
+
+void BM_DeriveKeyKernelText(benchmark::State& state) {
+  auto r = request_for(1);
+  r.source = kernel_text_of_size(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) {
+    auto k = kcache::derive_key(r);
+    benchmark::DoNotOptimize(k);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
 void BM_RawSha256(benchmark::State& state) {
   const std::string bytes(static_cast<std::size_t>(state.range(0)), 'x');
   for (auto _ : state) {
@@ -128,6 +150,7 @@ BENCHMARK(BM_ColdCompile)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_WarmHitFileStore)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ColdOverhead)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_DeriveKey)->Arg(1 << 16)->Arg(1 << 20);
+BENCHMARK(BM_DeriveKeyKernelText)->Arg(1 << 16)->Arg(1 << 20);
 BENCHMARK(BM_RawSha256)->Arg(1 << 16)->Arg(1 << 20);
 
 }  // namespace
