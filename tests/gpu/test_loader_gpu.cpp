@@ -1,6 +1,7 @@
 // GPU tests: real loads and kernel launches with checked results. Each test
 // skips with a clear message when there is no driver or no device. Run with
 // `build/ci/tests/gpu/test_gpu` or `ctest --preset ci -L gpu`.
+#include "support/child.hpp"
 #include "kcache/loader.hpp"
 
 #include <sys/wait.h>
@@ -170,21 +171,9 @@ TEST(LoaderGpu, SecondRunLoadsFromTheCacheWithoutInvokingTheCompiler) {
   };
   std::vector<std::string> lines;
   for (int i = 0; i < 2; ++i) {
-    int p[2];
-    ASSERT_EQ(::pipe(p), 0);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(p[0]);
-      run(p[1]);
-    }
-    ::close(p[1]);
-    char buf[64] = {};
-    const ssize_t n = ::read(p[0], buf, sizeof buf - 1);
-    ::close(p[0]);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "run " << i << " status " << status;
-    lines.emplace_back(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+    const auto child = kcache::test::run_reporting_child(run);
+    ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << "run " << i << " " << kcache::test::describe_status(child.status);
+    lines.push_back(child.output);
   }
   EXPECT_EQ(lines[0].substr(0, 2), "1 ");
   EXPECT_EQ(lines[1], "0 0\n");

@@ -17,6 +17,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "plan/sidecar.hpp"
+#include "support/files.hpp"
 #include "support/temp_dir.hpp"
 #include "util/sha256.hpp"
 
@@ -25,13 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-void write(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
 
 struct Ran {
   int code = -1;
@@ -63,17 +57,17 @@ Ran kcache(const fs::path& cwd, const std::vector<std::string>& args) {
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
-  return Ran{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read(out), read(err)};
+  return Ran{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), test::read_file(out), test::read_file(err)};
 }
 
 class CliPlan : public ::testing::Test {
  protected:
-  void SetUp() override { write(m_dir.path() / "in.txt", "input"); }
+  void SetUp() override { test::write_file(m_dir.path() / "in.txt", "input"); }
   test::TempDir m_dir;
 };
 
 TEST_F(CliPlan, BuildsThenReusesAndReportsJson) {
-  write(m_dir.path() / "plan.toml", R"(version = 1
+  test::write_file(m_dir.path() / "plan.toml", R"(version = 1
 output_dir = "out"
 [defaults]
 builder = "command"
@@ -93,13 +87,13 @@ command = ["sh", "-c", "echo {name}-{precision} > {output}"]
   EXPECT_EQ(report["summary"]["built"], 2);
   EXPECT_EQ(report["entries"][0]["outcome"], "BUILT");
   EXPECT_EQ(report["entries"][0]["path"], (m_dir.path() / "out" / "a_sm87_jp62_trt103_fp16.engine").string());
-  EXPECT_EQ(read(m_dir.path() / "out" / "a_sm87_jp62_trt103_fp16.engine"), "input");
-  EXPECT_EQ(read(m_dir.path() / "out" / "b_sm87_jp62_trt103_fp16.engine"), "b-fp16\n");
+  EXPECT_EQ(test::read_file(m_dir.path() / "out" / "a_sm87_jp62_trt103_fp16.engine"), "input");
+  EXPECT_EQ(test::read_file(m_dir.path() / "out" / "b_sm87_jp62_trt103_fp16.engine"), "b-fp16\n");
   Ran warm = kcache(m_dir.path(), {"plan", "build", "plan.toml", "--host", "sm=87,jp=6.2,trt=10.3", "--log-json", "events.jsonl"});
   ASSERT_EQ(warm.code, 0) << warm.err;
   EXPECT_NE(warm.out.find("2 reused"), std::string::npos) << warm.out;
   EXPECT_NE(warm.out.find("REUSED"), std::string::npos);
-  std::istringstream events(read(m_dir.path() / "events.jsonl"));
+  std::istringstream events(test::read_file(m_dir.path() / "events.jsonl"));
   std::string line;
   std::vector<std::string> names;
   while (std::getline(events, line)) {
@@ -112,18 +106,18 @@ command = ["sh", "-c", "echo {name}-{precision} > {output}"]
 }
 
 TEST_F(CliPlan, ContentCacheRefillsADeletedOutputDirectory) {
-  write(m_dir.path() / "plan.toml", "version = 1\n[[entry]]\nname = \"a\"\nbuilder = \"command\"\ninputs = [\"in.txt\"]\n"
+  test::write_file(m_dir.path() / "plan.toml", "version = 1\n[[entry]]\nname = \"a\"\nbuilder = \"command\"\ninputs = [\"in.txt\"]\n"
                                     "command = [\"sh\", \"-c\", \"cat {input} > {output}\"]\n");
   ASSERT_EQ(kcache(m_dir.path(), {"plan", "build", "plan.toml", "--host", "sm=87"}).code, 0);
   fs::remove_all(m_dir.path() / "engines");
   Ran again = kcache(m_dir.path(), {"plan", "build", "plan.toml", "--host", "sm=87", "--json"});
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(again.out)["entries"][0]["outcome"], "FETCHED");
-  EXPECT_EQ(read(m_dir.path() / "engines" / "a_sm87_jpna_trtna_fp32.engine"), "input");
+  EXPECT_EQ(test::read_file(m_dir.path() / "engines" / "a_sm87_jpna_trtna_fp32.engine"), "input");
 }
 
 TEST_F(CliPlan, InvalidPlanExitsWithFileLineAndFix) {
-  write(m_dir.path() / "plan.toml", "version = 1\n[[entry]]\nname = \"a\"\nbuilder = \"comand\"\n[[entry]]\nname = \"a\"\n"
+  test::write_file(m_dir.path() / "plan.toml", "version = 1\n[[entry]]\nname = \"a\"\nbuilder = \"comand\"\n[[entry]]\nname = \"a\"\n"
                                     "builder = \"command\"\nshapes = { x = [0] }\ninputs = [\"missing.onnx\"]\n");
   for (const char* sub : {"check", "build"}) {
     Ran r = kcache(m_dir.path(), {"plan", sub, "plan.toml", "--host", "sm=87"});
@@ -141,7 +135,7 @@ TEST_F(CliPlan, InvalidPlanExitsWithFileLineAndFix) {
 }
 
 TEST_F(CliPlan, FailingEntryExitsSevenWithAnErrorEvent) {
-  write(m_dir.path() / "plan.toml", R"(version = 1
+  test::write_file(m_dir.path() / "plan.toml", R"(version = 1
 [defaults]
 builder = "command"
 [[entry]]
@@ -191,7 +185,7 @@ TEST_F(CliPlan, StampAndInspectOnnxModels) {
   model.mutable_graph()->add_output()->set_name("y");
   std::string bytes;
   model.SerializeToString(&bytes);
-  write(m_dir.path() / "m.onnx", bytes);
+  test::write_file(m_dir.path() / "m.onnx", bytes);
   Ran unstamped = kcache(m_dir.path(), {"stamp", "m.onnx", "--check"});
   EXPECT_EQ(unstamped.code, 4);
   EXPECT_NE(unstamped.err.find("no kcache stamp"), std::string::npos) << unstamped.err;
@@ -199,10 +193,10 @@ TEST_F(CliPlan, StampAndInspectOnnxModels) {
   Ran stamped = kcache(m_dir.path(), {"stamp", "m.onnx", "--label", "team=vision"});
   ASSERT_EQ(stamped.code, 0) << stamped.err;
   EXPECT_NE(stamped.out.find("stamped"), std::string::npos);
-  const std::string once = read(m_dir.path() / "m.onnx");
+  const std::string once = test::read_file(m_dir.path() / "m.onnx");
   Ran twice = kcache(m_dir.path(), {"stamp", "m.onnx", "--label", "team=vision"});
   EXPECT_NE(twice.out.find("unchanged"), std::string::npos) << twice.out;
-  EXPECT_EQ(read(m_dir.path() / "m.onnx"), once);
+  EXPECT_EQ(test::read_file(m_dir.path() / "m.onnx"), once);
   EXPECT_EQ(kcache(m_dir.path(), {"stamp", "m.onnx", "--check"}).code, 0);
   Ran wrong = kcache(m_dir.path(), {"stamp", "m.onnx", "--check", "--key", std::string(64, 'a')});
   EXPECT_EQ(wrong.code, 4);
@@ -219,7 +213,7 @@ TEST_F(CliPlan, TwoConcurrentBuildsOfOnePlanBothSucceed) {
     plan += "[[entry]]\nname = \"c" + std::to_string(i) + "\"\ncommand = [\"sh\", \"-c\", \"sleep 0.05; echo c" +
             std::to_string(i) + " > {output}\"]\n";
   }
-  write(m_dir.path() / "plan.toml", plan);
+  test::write_file(m_dir.path() / "plan.toml", plan);
   std::vector<pid_t> pids;
   for (int p = 0; p < 2; ++p) {
     const pid_t pid = ::fork();
@@ -236,7 +230,7 @@ TEST_F(CliPlan, TwoConcurrentBuildsOfOnePlanBothSucceed) {
   }
   for (int i = 0; i < 6; ++i) {
     const fs::path engine = m_dir.path() / "engines" / ("c" + std::to_string(i) + "_sm87_jpna_trtna_fp32.engine");
-    EXPECT_EQ(read(engine), "c" + std::to_string(i) + "\n");
+    EXPECT_EQ(test::read_file(engine), "c" + std::to_string(i) + "\n");
     EXPECT_EQ(plan::check_sidecar(engine).state, plan::SidecarState::ok);
   }
   Ran again = kcache(m_dir.path(), {"--json", "plan", "build", "plan.toml", "--host", "sm=87", "--no-cache"});
@@ -257,7 +251,7 @@ bool alive(pid_t pid) {
 
 TEST_F(CliPlan, SigtermEndsTheRunningBuilderToolsToo) {
   const fs::path marker = m_dir.path() / "tool.pid";
-  write(m_dir.path() / "plan.toml", "version = 1\n[[entry]]\nname = \"slow\"\nbuilder = \"command\"\n"
+  test::write_file(m_dir.path() / "plan.toml", "version = 1\n[[entry]]\nname = \"slow\"\nbuilder = \"command\"\n"
                                     "command = [\"sh\", \"-c\", \"echo $$ > " + marker.string() +
                                     "; exec sleep 30\", \"{output}\"]\n");
   const pid_t pid = ::fork();
@@ -268,7 +262,7 @@ TEST_F(CliPlan, SigtermEndsTheRunningBuilderToolsToo) {
   pid_t tool = 0;
   for (int i = 0; i < 1000 && tool == 0; ++i) {  // up to 10 s for the tool to start
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    tool = static_cast<pid_t>(std::atol(read(marker).c_str()));
+    tool = static_cast<pid_t>(std::atol(test::read_file(marker).c_str()));
   }
   ASSERT_GT(tool, 0);
   ASSERT_TRUE(alive(tool));
@@ -314,19 +308,19 @@ TEST_F(CliPlan, P01KilledPlanBuildLeavesEveryEngineCompleteOrAbsent) {
             "$(printf '%2000s' '' | tr ' ' '" + std::string(1, static_cast<char>('a' + i)) +
             "') >> {output}; c=$((c+1)); done\"]\n";
   }
-  write(m_dir.path() / "plan.toml", plan);
+  test::write_file(m_dir.path() / "plan.toml", plan);
   // Sanity: an uninterrupted build produces exactly the expected bytes; its
   // duration bounds the random kill times so kills land everywhere in a build.
   int full_us = 0;
   {
     test::TempDir ref;
-    write(ref.path() / "plan.toml", plan);
+    test::write_file(ref.path() / "plan.toml", plan);
     const auto t0 = std::chrono::steady_clock::now();
     Ran r = kcache(ref.path(), {"plan", "build", "plan.toml", "--host", "sm=87", "--no-cache", "-j", "2"});
     full_us = static_cast<int>(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
     ASSERT_EQ(r.code, 0) << r.err;
-    ASSERT_EQ(read(ref.path() / "out" / "e2_sm87_jpna_trtna_fp32.engine"), expected(2));
+    ASSERT_EQ(test::read_file(ref.path() / "out" / "e2_sm87_jpna_trtna_fp32.engine"), expected(2));
   }
   std::mt19937 rng(1234);
   int kills = 0;
@@ -359,7 +353,7 @@ TEST_F(CliPlan, P01KilledPlanBuildLeavesEveryEngineCompleteOrAbsent) {
     for (int i = 0; i < k_entries; ++i) {
       const fs::path engine = m_dir.path() / "out" / ("e" + std::to_string(i) + "_sm87_jpna_trtna_fp32.engine");
       if (fs::exists(engine)) {
-        if (read(engine) != expected(i)) {
+        if (test::read_file(engine) != expected(i)) {
           ++wrong;
           ADD_FAILURE() << "partial or wrong engine " << engine << " after round " << round;
         }
@@ -382,7 +376,7 @@ TEST_F(CliPlan, P01KilledPlanBuildLeavesEveryEngineCompleteOrAbsent) {
   ASSERT_EQ(last.code, 0) << last.err;
   for (int i = 0; i < k_entries; ++i) {
     const fs::path engine = m_dir.path() / "out" / ("e" + std::to_string(i) + "_sm87_jpna_trtna_fp32.engine");
-    EXPECT_EQ(read(engine), expected(i));
+    EXPECT_EQ(test::read_file(engine), expected(i));
     EXPECT_EQ(plan::check_sidecar(engine).state, plan::SidecarState::ok);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // orphaned tool processes finish

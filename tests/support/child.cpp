@@ -22,6 +22,35 @@ pid_t fork_child(const std::function<int()>& fn) {
   return pid;
 }
 
+ChildReport run_reporting_child(const std::function<void(int fd)>& fn) {
+  ChildReport report;
+  int p[2];
+  if (::pipe(p) != 0) {
+    return report;
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(p[0]);
+    fn(p[1]);
+    ::_exit(127);  // fn must _exit itself
+  }
+  ::close(p[1]);
+  if (pid < 0) {
+    ::close(p[0]);
+    return report;
+  }
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = ::read(p[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) {
+      report.output.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(p[0]);
+  report.status = wait_child(pid);
+  return report;
+}
+
 int wait_child(pid_t pid) {
   int status = 0;
   for (;;) {

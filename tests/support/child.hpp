@@ -22,6 +22,17 @@ int wait_child(pid_t pid);
 int run_program(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env,
                 std::string* out = nullptr);
 
+// What run_reporting_child saw: the child's wait status and what it wrote.
+struct ChildReport {
+  int status = -1;
+  std::string output;
+};
+
+// Forks; the child runs `fn(fd)`, which writes its report to `fd` and must
+// _exit (it never returns into the test framework). Returns once the child
+// has exited, with everything it wrote.
+ChildReport run_reporting_child(const std::function<void(int fd)>& fn);
+
 // Describes a wait status: "exit 0", "signal 9".
 std::string describe_status(int status);
 

@@ -16,6 +16,7 @@
 
 #include "kcache/store.hpp"
 #include "kcache/toolkit.hpp"
+#include "support/files.hpp"
 
 namespace kcache::test {
 
@@ -41,18 +42,6 @@ inline std::string toolkit_problem(ToolkitLibrary lib) {
   } while (false)
 
 #define KCACHE_REQUIRE_TOOLKIT() KCACHE_REQUIRE_LIBRARY(::kcache::ToolkitLibrary::nvrtc)
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-inline void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
 
 // A small, real, thread-safe Store over a std::map that counts its calls; it
 // verifies on put like every store. Used until tests here switch to MemoryStore.

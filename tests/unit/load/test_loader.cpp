@@ -1,5 +1,6 @@
 // The loader without a GPU: clear errors with no driver or a stub driver, and
 // a program compiled in one run is served in the next without the compiler.
+#include "support/child.hpp"
 #include "kcache/loader.hpp"
 
 #include <sys/wait.h>
@@ -81,21 +82,9 @@ TEST(Loader, CompiledInOneRunIsServedInTheNextWithoutTheCompiler) {
   };
   std::vector<std::string> lines;
   for (int i = 0; i < 2; ++i) {
-    int p[2];
-    ASSERT_EQ(::pipe(p), 0);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(p[0]);
-      run(p[1]);
-    }
-    ::close(p[1]);
-    char buf[128] = {};
-    const ssize_t n = ::read(p[0], buf, sizeof buf - 1);
-    ::close(p[0]);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-    lines.emplace_back(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+    const auto child = kcache::test::run_reporting_child(run);
+    ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << kcache::test::describe_status(child.status);
+    lines.push_back(child.output);
   }
   EXPECT_EQ(lines[0].substr(0, 2), "1 ");  // run 1 compiled once
   EXPECT_EQ(lines[1], "0 0 1\n");          // run 2: no compile, no toolkit load, loadable

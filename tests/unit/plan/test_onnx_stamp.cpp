@@ -8,6 +8,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "kcache/key_builder.hpp"
+#include "support/files.hpp"
 #include "support/temp_dir.hpp"
 
 namespace kcache {
@@ -15,12 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A small valid ONNX model (Identity on a float[1,4]), built with the protobuf API.
 std::string make_model(float weight, const std::string& user_prop = "") {
@@ -86,7 +81,7 @@ TEST_F(OnnxStampTest, StampWritesThePassportIntoMetadataProps) {
   ASSERT_TRUE(done) << done.error().message;
   EXPECT_EQ(*done, StampChange::stamped);
   onnx::ModelProto model;
-  ASSERT_TRUE(model.ParseFromString(read(p)));
+  ASSERT_TRUE(model.ParseFromString(test::read_file(p)));
   std::map<std::string, std::string> props;
   for (const auto& kv : model.metadata_props()) {
     props[kv.key()] = kv.value();
@@ -107,16 +102,16 @@ TEST_F(OnnxStampTest, StampingTwiceChangesNothing) {
   const fs::path p = write_model(make_model(1.0f));
   const Key key = key_of("a");
   ASSERT_EQ(*stamp_onnx_file(p, key, {{"l", "1"}}), StampChange::stamped);
-  const std::string once = read(p);
+  const std::string once = test::read_file(p);
   const auto mtime = fs::last_write_time(p);
   ASSERT_EQ(*stamp_onnx_file(p, key, {{"l", "1"}}), StampChange::unchanged);
-  EXPECT_EQ(read(p), once);
+  EXPECT_EQ(test::read_file(p), once);
   EXPECT_EQ(fs::last_write_time(p), mtime);
   // A new key replaces the old stamp (no duplicates), and the first key can be restored exactly.
   ASSERT_EQ(*stamp_onnx_file(p, key_of("b"), {{"l", "1"}}), StampChange::stamped);
   EXPECT_EQ(read_onnx_stamp(p)->value().key, key_of("b").hex());
   ASSERT_EQ(*stamp_onnx_file(p, key, {{"l", "1"}}), StampChange::stamped);
-  EXPECT_EQ(read(p), once);
+  EXPECT_EQ(test::read_file(p), once);
 }
 
 TEST_F(OnnxStampTest, UnstampedModelIsRefused) {
@@ -139,7 +134,7 @@ TEST_F(OnnxStampTest, WrongKeyIsRefused) {
   EXPECT_NE(loaded.error().message.find("not the expected"), std::string::npos) << loaded.error().message;
   EXPECT_TRUE(load_onnx_model(p, key_of("a")));
   ASSERT_TRUE(install_onnx(p, m_dir.path() / "dest.onnx", key_of("a")));
-  EXPECT_EQ(read(m_dir.path() / "dest.onnx"), read(p));
+  EXPECT_EQ(test::read_file(m_dir.path() / "dest.onnx"), test::read_file(p));
 }
 
 TEST_F(OnnxStampTest, ModelChangedAfterStampingIsRefused) {
@@ -147,7 +142,7 @@ TEST_F(OnnxStampTest, ModelChangedAfterStampingIsRefused) {
   ASSERT_TRUE(stamp_onnx_file(p, key_of("a")));
   // Swap the weights but keep the stamp properties.
   onnx::ModelProto model;
-  ASSERT_TRUE(model.ParseFromString(read(p)));
+  ASSERT_TRUE(model.ParseFromString(test::read_file(p)));
   model.mutable_graph()->mutable_initializer(0)->set_float_data(0, 42.0f);
   std::string tampered;
   model.SerializeToString(&tampered);
@@ -162,7 +157,7 @@ TEST_F(OnnxStampTest, NonOnnxBytesAreCorrupt) {
   auto stamp = stamp_onnx_file(p, key_of("a"));
   ASSERT_FALSE(stamp);
   EXPECT_EQ(stamp.error().code, ErrorCode::corrupt);
-  EXPECT_EQ(read(p), "this is not a protobuf at all \xff\xff\xff");
+  EXPECT_EQ(test::read_file(p), "this is not a protobuf at all \xff\xff\xff");
 }
 
 TEST_F(OnnxStampTest, PlanBuiltOnnxArtifactIsStampedAndCheckedOnReuse) {
@@ -201,7 +196,7 @@ command = ["cp", "{input}", "{output}"]
   EXPECT_EQ(make().run(*plan, host)->entries[0].outcome, Outcome::reused);
   // A model whose stamp was stripped (sidecar updated to match) is not reused: it is rebuilt.
   onnx::ModelProto model;
-  ASSERT_TRUE(model.ParseFromString(read(out)));
+  ASSERT_TRUE(model.ParseFromString(test::read_file(out)));
   model.clear_metadata_props();
   std::string stripped;
   model.SerializeToString(&stripped);

@@ -14,6 +14,7 @@
 
 #include "kcache/memory_store.hpp"
 #include "plan/sidecar.hpp"
+#include "support/files.hpp"
 #include "support/temp_dir.hpp"
 #include "util/sha256.hpp"
 
@@ -22,13 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-void write(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
 
 // A builder for tests: its output is a pure function of the entry, so every
 // published file can be checked byte for byte. It counts its calls and fails
@@ -49,13 +43,13 @@ class ScriptedBuilder final : public Builder {
         return make_error(ErrorCode::compile_failed, "scripted failure for " + r.entry.name, "log line\n");
       }
     }
-    write(r.output, expected(r.entry, r.host));
+    test::write_file(r.output, expected(r.entry, r.host));
     return BuildOutput{Producer{"scripted", "1"}, "ok\n"};
   }
   static std::string expected(const PlanEntry& e, const HostFingerprint& h) {
     std::string out = "engine:" + e.name + ":" + e.precision + ":sm" + h.sm + ":";
     for (const auto& in : e.inputs) {
-      out += read(in);
+      out += test::read_file(in);
     }
     return out;
   }
@@ -87,7 +81,7 @@ class OrchestratorTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) {
       const std::string name = "m" + std::to_string(i);
       if (!fs::exists(m_dir.path() / (name + ".onnx"))) {
-        write(m_dir.path() / (name + ".onnx"), "input-of-" + name);
+        test::write_file(m_dir.path() / (name + ".onnx"), "input-of-" + name);
       }
       text += "[[entry]]\nname = \"" + name + "\"\ninputs = [\"" + name + ".onnx\"]\n";
     }
@@ -130,9 +124,9 @@ class OrchestratorTest : public ::testing::Test {
     ASSERT_EQ(report.entries.size(), p.entries.size());
     for (std::size_t i = 0; i < p.entries.size(); ++i) {
       const auto& r = report.entries[i];
-      EXPECT_EQ(read(r.path), ScriptedBuilder::expected(p.entries[i], host)) << r.name;
+      EXPECT_EQ(test::read_file(r.path), ScriptedBuilder::expected(p.entries[i], host)) << r.name;
       EXPECT_EQ(plan::check_sidecar(r.path).state, plan::SidecarState::ok) << r.name;
-      EXPECT_EQ(r.sha256, util::sha256_hex(read(r.path)));
+      EXPECT_EQ(r.sha256, util::sha256_hex(test::read_file(r.path)));
       EXPECT_TRUE(fs::exists(plan_passport_path(r.path)));
     }
   }
@@ -213,7 +207,7 @@ TEST_F(OrchestratorTest, HostChangeBuildsNewNamesAndLeavesOldFilesUntouched) {
   std::map<std::string, std::pair<std::string, fs::file_time_type>> old;
   for (const auto& f : fs::directory_iterator(m_dir.path() / "out")) {
     if (f.is_regular_file()) {
-      old[f.path().string()] = {read(f.path()), f.last_write_time()};
+      old[f.path().string()] = {test::read_file(f.path()), f.last_write_time()};
     }
   }
   EXPECT_EQ(old.size(), 6u);  // 2 x (file, passport, sidecar)
@@ -226,7 +220,7 @@ TEST_F(OrchestratorTest, HostChangeBuildsNewNamesAndLeavesOldFilesUntouched) {
   EXPECT_EQ(second.entries[0].path, (m_dir.path() / "out" / "m0_sm90_jpna_trt108_fp16.engine").string());
   expect_verified(p, second, other);
   for (const auto& [path, content] : old) {
-    EXPECT_EQ(read(path), content.first) << path;
+    EXPECT_EQ(test::read_file(path), content.first) << path;
     EXPECT_EQ(fs::last_write_time(path), content.second) << path;
   }
 }
@@ -235,9 +229,9 @@ TEST_F(OrchestratorTest, FlippedBitInAnEngineIsDetectedAndRebuilt) {
   const Plan p = plan(2);
   run(p);
   const fs::path engine = m_dir.path() / "out" / "m0_sm87_jp62_trt103_fp16.engine";
-  std::string bytes = read(engine);
+  std::string bytes = test::read_file(engine);
   bytes[3] = static_cast<char>(bytes[3] ^ 0x10);
-  write(engine, bytes);
+  test::write_file(engine, bytes);
   const PlanReport again = run(p);
   EXPECT_EQ(again.entries[0].outcome, Outcome::built);
   EXPECT_EQ(again.entries[0].reason, "sidecar mismatch");
@@ -257,9 +251,9 @@ TEST_F(OrchestratorTest, FlippedBitInASidecarIsDetectedAndRebuilt) {
   const Plan p = plan(2);
   run(p);
   const fs::path sidecar = m_dir.path() / "out" / "m1_sm87_jp62_trt103_fp16.engine.sha256";
-  std::string text = read(sidecar);
+  std::string text = test::read_file(sidecar);
   text[0] = text[0] == '0' ? '1' : '0';
-  write(sidecar, text);
+  test::write_file(sidecar, text);
   const PlanReport again = run(p);
   EXPECT_EQ(again.entries[0].outcome, Outcome::reused);
   EXPECT_EQ(again.entries[1].outcome, Outcome::built);
@@ -277,7 +271,7 @@ TEST_F(OrchestratorTest, BuilderErrorOnSecondOfThreeStopsTheBuild) {
   EXPECT_NE(report.entries[1].error.find("scripted failure for m1"), std::string::npos);
   EXPECT_EQ(report.entries[2].outcome, Outcome::not_started);
   EXPECT_EQ(m_builder->builds(), 2);  // the third was never started
-  EXPECT_EQ(read(report.entries[0].path), ScriptedBuilder::expected(p.entries[0], m_host));
+  EXPECT_EQ(test::read_file(report.entries[0].path), ScriptedBuilder::expected(p.entries[0], m_host));
   EXPECT_EQ(plan::check_sidecar(report.entries[0].path).state, plan::SidecarState::ok);
   EXPECT_FALSE(fs::exists(report.entries[1].path));
   EXPECT_FALSE(fs::exists(report.entries[1].sidecar));
@@ -345,7 +339,7 @@ TEST_F(OrchestratorTest, ContentCacheHitIsFetchedAndPublished) {
 TEST_F(OrchestratorTest, ChangedInputMakesTheEntryStale) {
   const Plan p = plan(2);
   run(p);
-  write(m_dir.path() / "m0.onnx", "new weights");
+  test::write_file(m_dir.path() / "m0.onnx", "new weights");
   const PlanReport again = run(p);
   EXPECT_EQ(again.entries[0].outcome, Outcome::built);
   EXPECT_EQ(again.entries[0].reason.rfind("stale", 0), 0u) << again.entries[0].reason;
@@ -397,13 +391,13 @@ TEST_F(OrchestratorTest, StagingLeftByADeadProcessIsSwept) {
   ::waitpid(child, nullptr, 0);
   const fs::path stale = m_dir.path() / "out" / ".kcache-staging" / (std::to_string(child) + "-0-m0_sm87_jp62_trt103_fp16.engine");
   fs::create_directories(stale);
-  write(stale / "m0_sm87_jp62_trt103_fp16.engine", "half");
+  test::write_file(stale / "m0_sm87_jp62_trt103_fp16.engine", "half");
   run(plan(1));
   EXPECT_FALSE(fs::exists(stale));
 }
 
 TEST_F(OrchestratorTest, CommandBuilderRunsTheToolWithPlaceholders) {
-  write(m_dir.path() / "in.txt", "payload");
+  test::write_file(m_dir.path() / "in.txt", "payload");
   const Plan p = from_text(R"(version = 1
 output_dir = "out"
 [[entry]]
@@ -418,7 +412,7 @@ command = ["sh", "-c", "printf '%s|' {precision} {sm} {jp} {trt} {shapes} {opt.t
   const PlanReport report = run(p);
   ASSERT_EQ(report.entries[0].outcome, Outcome::built) << report.entries[0].error;
   EXPECT_EQ(report.entries[0].path, (m_dir.path() / "out" / "cmd_sm87_jp62_trt103_int8.engine").string());
-  EXPECT_EQ(read(report.entries[0].path), "int8|87|62|103|x:1x2|t1|cmd|payload");
+  EXPECT_EQ(test::read_file(report.entries[0].path), "int8|87|62|103|x:1x2|t1|cmd|payload");
   EXPECT_EQ(run(p).entries[0].outcome, Outcome::reused);
 }
 
@@ -487,7 +481,7 @@ TEST_F(OrchestratorTest, NvccBuilderCompilesACubinForTheHostSm) {
   if (!fs::exists(resolve_cuda_home() / "bin" / "nvcc")) {
     GTEST_SKIP() << "no nvcc under " << resolve_cuda_home();
   }
-  write(m_dir.path() / "k.cu", "extern \"C\" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n");
+  test::write_file(m_dir.path() / "k.cu", "extern \"C\" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n");
   const Plan p = from_text(R"(version = 1
 output_dir = "out"
 [[entry]]
@@ -499,7 +493,7 @@ flags = ["-O3"]
   const PlanReport report = run(p);
   ASSERT_EQ(report.entries[0].outcome, Outcome::built) << report.entries[0].error << report.entries[0].log;
   EXPECT_EQ(report.entries[0].path, (m_dir.path() / "out" / "kernels_sm87_jp62_trt103_fp32.cubin").string());
-  const std::string cubin = read(report.entries[0].path);
+  const std::string cubin = test::read_file(report.entries[0].path);
   ASSERT_GT(cubin.size(), 4u);
   EXPECT_EQ(cubin.substr(0, 4), "\x7f" "ELF");
   EXPECT_NE(cubin.find("twice"), std::string::npos);
@@ -517,7 +511,7 @@ TEST_F(OrchestratorTest, NvrtcBuilderCompilesThroughTheJitPath) {
   if (!fs::exists(resolve_cuda_home() / "lib64" / "libnvrtc.so", ec)) {
     GTEST_SKIP() << "no NVRTC under " << resolve_cuda_home();
   }
-  write(m_dir.path() / "k.cu", "extern \"C\" __global__ void thrice(float* x) { x[threadIdx.x] *= 3.0f; }\n");
+  test::write_file(m_dir.path() / "k.cu", "extern \"C\" __global__ void thrice(float* x) { x[threadIdx.x] *= 3.0f; }\n");
   const Plan p = from_text(R"(version = 1
 output_dir = "out"
 [[entry]]
@@ -527,13 +521,13 @@ inputs = ["k.cu"]
 )");
   const PlanReport report = run(p);
   ASSERT_EQ(report.entries[0].outcome, Outcome::built) << report.entries[0].error << report.entries[0].log;
-  const std::string cubin = read(report.entries[0].path);
+  const std::string cubin = test::read_file(report.entries[0].path);
   ASSERT_GT(cubin.size(), 4u);
   EXPECT_EQ(cubin.substr(0, 4), "\x7f" "ELF");
   EXPECT_NE(cubin.find("thrice"), std::string::npos);
   EXPECT_EQ(run(p).entries[0].outcome, Outcome::reused);
   // A changed source changes the key: rebuilt.
-  write(m_dir.path() / "k.cu", "extern \"C\" __global__ void thrice(float* x) { x[threadIdx.x] *= 4.0f; }\n");
+  test::write_file(m_dir.path() / "k.cu", "extern \"C\" __global__ void thrice(float* x) { x[threadIdx.x] *= 4.0f; }\n");
   EXPECT_EQ(run(p).entries[0].outcome, Outcome::built);
 }
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "kcache/file_store.hpp"
+#include "support/files.hpp"
 #include "support/payload.hpp"
 
 namespace kcache::test {
@@ -43,16 +44,6 @@ inline std::filesystem::path payload_path(const std::filesystem::path& root, con
 
 inline std::filesystem::path passport_path(const std::filesystem::path& root, const Key& key) {
   return root / "v1" / "entries" / key.shard() / (key.hex() + ".pass");
-}
-
-inline std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-inline void write_file(const std::filesystem::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // Counts files left in v1/tmp and payloads without passport.
