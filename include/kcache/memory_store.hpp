@@ -33,11 +33,15 @@ class MemoryStore final : public Store {
   std::string_view name() const noexcept override { return "memory"; }
   Result<std::optional<Artifact>> get(const Key& key) override;
   Result<PutOutcome> put(const Artifact& artifact) override;
+  // Checks the passport's shape and size but does not re-hash the payload.
+  Result<PutOutcome> fill(const Artifact& artifact) override;
   Result<bool> remove(const Key& key) override;
   Result<std::vector<EntryInfo>> list() override;
   Result<StoreStats> stats() override;
 
  private:
+  // Stores an artifact that has passed `check`.
+  Result<PutOutcome> insert(const Artifact& artifact, Result<void> check);
   struct Impl;
   std::unique_ptr<Impl> m_impl;
 };

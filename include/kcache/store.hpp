@@ -66,6 +66,12 @@ class Store {
   virtual Result<std::optional<Artifact>> get(const Key& key) = 0;
   virtual Result<PutOutcome> put(const Artifact& artifact) = 0;
 
+  // Stores an artifact that another store has just returned from get(), so
+  // its payload was checked against its passport moments ago (TieredStore
+  // filling an upper tier). A store may skip re-hashing the payload; it still
+  // refuses a malformed passport or a size mismatch. Default: put().
+  virtual Result<PutOutcome> fill(const Artifact& artifact) { return put(artifact); }
+
   // Returns true when an entry was removed, false when there was none.
   virtual Result<bool> remove(const Key& key) = 0;
 

@@ -24,6 +24,16 @@ Artifact Artifact::make(const KeyBuilder& key, std::string kind, std::string pay
 }
 
 Result<void> Artifact::verify() const {
+  if (auto shape = verify_shape(); !shape) {
+    return shape;
+  }
+  if (util::sha256_hex(payload) != passport.payload_sha256) {
+    return make_error(ErrorCode::corrupt, "payload SHA-256 does not match the passport");
+  }
+  return {};
+}
+
+Result<void> Artifact::verify_shape() const {
   const Passport& p = passport;
   if (p.format != k_passport_format_version) {
     return make_error(ErrorCode::corrupt, "passport format version is not supported");
@@ -35,9 +45,6 @@ Result<void> Artifact::verify() const {
     return make_error(ErrorCode::corrupt, "payload is " + std::to_string(payload.size()) +
                                               " bytes, passport says " +
                                               std::to_string(p.payload_size));
-  }
-  if (util::sha256_hex(payload) != p.payload_sha256) {
-    return make_error(ErrorCode::corrupt, "payload SHA-256 does not match the passport");
   }
   return {};
 }

@@ -73,7 +73,16 @@ Result<std::optional<Artifact>> MemoryStore::get(const Key& key) {
 
 Result<PutOutcome> MemoryStore::put(const Artifact& artifact) {
   // Verify outside the lock: hashing the payload is the expensive part.
-  if (auto ok = artifact.verify(); !ok) {
+  return insert(artifact, artifact.verify());
+}
+
+Result<PutOutcome> MemoryStore::fill(const Artifact& artifact) {
+  // The payload matched its digest in the lower tier that just returned it.
+  return insert(artifact, artifact.verify_shape());
+}
+
+Result<PutOutcome> MemoryStore::insert(const Artifact& artifact, Result<void> check) {
+  if (auto& ok = check; !ok) {
     const std::lock_guard lock(m_impl->mutex);
     ++m_impl->counters.errors;
     return tl::unexpected(ok.error());

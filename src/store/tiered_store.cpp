@@ -74,7 +74,7 @@ Result<std::optional<Artifact>> TieredStore::get(const Key& key) {
       continue;
     }
     for (std::size_t upper = 0; upper < i; ++upper) {
-      if (auto filled = m_impl->tiers[upper]->store->put(**got); !filled) {
+      if (auto filled = m_impl->tiers[upper]->store->fill(**got); !filled) {
         m_impl->failed(upper, "fill", filled.error());
       }
     }

@@ -30,3 +30,22 @@ TEST(Artifact, VerifyCatchesEveryFlippedBitAndSizeChange) {
     EXPECT_FALSE(b.verify().has_value()) << len;
   }
 }
+
+// verify_shape() is verify() without the digest: size, kind and format only.
+TEST(Artifact, VerifyShapeChecksSizeKindAndFormatButNotTheDigest) {
+  auto a = Artifact::make(KeyBuilder("blob"), "blob", std::string(64, 'a'));
+  EXPECT_TRUE(a.verify_shape().has_value());
+  Artifact flipped = a;
+  flipped.payload[0] = 'b';
+  EXPECT_TRUE(flipped.verify_shape().has_value());
+  EXPECT_FALSE(flipped.verify().has_value());
+  Artifact longer = a;
+  longer.payload.push_back('a');
+  EXPECT_FALSE(longer.verify_shape().has_value());
+  Artifact kind = a;
+  kind.passport.kind = "";
+  EXPECT_FALSE(kind.verify_shape().has_value());
+  Artifact format = a;
+  format.passport.format = 2;
+  EXPECT_FALSE(format.verify_shape().has_value());
+}

@@ -193,3 +193,26 @@ TEST(MemoryStore, ConcurrentPutsAndGetsNeverReturnWrongBytesAndKeepTheCap) {
               k_rounds, total_hits, static_cast<unsigned long long>(s.evictions),
               static_cast<unsigned long long>(s.size_bytes), static_cast<unsigned long long>(k_cap));
 }
+
+// fill() is for artifacts a lower tier has just verified: it may skip the
+// SHA-256, but still refuses a malformed passport or a size mismatch.
+TEST(MemoryStore, FillStoresAVerifiedArtifactAndKeepsTheShapeChecks) {
+  MemoryStore store(1 << 20);
+  const Artifact a = blob("fill", 1000);
+  auto filled = store.fill(a);
+  ASSERT_TRUE(filled.has_value()) << filled.error().describe();
+  EXPECT_EQ(*filled, PutOutcome::stored);
+  auto got = store.get(a.passport.key);
+  ASSERT_TRUE(got.has_value() && got->has_value());
+  EXPECT_EQ(**got, a);
+
+  Artifact shorter = blob("short", 1000);
+  shorter.payload.pop_back();
+  auto r1 = store.fill(shorter);
+  ASSERT_FALSE(r1.has_value());
+  EXPECT_EQ(r1.error().code, ErrorCode::corrupt);
+  Artifact bad_kind = blob("kind", 10);
+  bad_kind.passport.kind = "Not A Kind";
+  EXPECT_FALSE(store.fill(bad_kind).has_value());
+  EXPECT_FALSE(store.get(shorter.passport.key)->has_value());
+}

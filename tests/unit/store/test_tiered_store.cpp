@@ -123,6 +123,50 @@ TEST(TieredStore, LowerTierHitFillsTheUpperTierAndReportsWhichTierServed) {
   EXPECT_EQ(c->upper->stats()->entries, 1U);
 }
 
+// Counts how it is written to, and forwards to a real MemoryStore.
+class RecordingTier final : public Store {
+ public:
+  std::string_view name() const noexcept override { return "recording"; }
+  Result<std::optional<Artifact>> get(const Key& key) override { return m_inner.get(key); }
+  Result<PutOutcome> put(const Artifact& a) override {
+    ++puts;
+    return m_inner.put(a);
+  }
+  Result<PutOutcome> fill(const Artifact& a) override {
+    ++fills;
+    return m_inner.fill(a);
+  }
+  Result<bool> remove(const Key& key) override { return m_inner.remove(key); }
+  Result<std::vector<EntryInfo>> list() override { return m_inner.list(); }
+  Result<StoreStats> stats() override { return m_inner.stats(); }
+  int puts = 0;
+  int fills = 0;
+
+ private:
+  MemoryStore m_inner{1 << 20};
+};
+
+// A lower-tier hit was verified by that tier: the upper tiers are filled
+// through fill(), which need not hash the payload again.
+TEST(TieredStore, LowerTierHitFillsUpperTiersWithoutAPut) {
+  auto upper = std::make_unique<RecordingTier>();
+  RecordingTier* recorder = upper.get();
+  auto lower = std::make_unique<MemoryStore>(1 << 20);
+  const Artifact a = Artifact::make(KeyBuilder("test").add("n", "fill"), "blob", std::string(4096, 'f'));
+  ASSERT_TRUE(lower->put(a).has_value());
+  std::vector<std::unique_ptr<Store>> tiers;
+  tiers.push_back(std::move(upper));
+  tiers.push_back(std::move(lower));
+  TieredStore chain(std::move(tiers));
+  auto got = chain.get(a.passport.key);
+  ASSERT_TRUE(got.has_value() && got->has_value());
+  EXPECT_EQ(recorder->fills, 1);
+  EXPECT_EQ(recorder->puts, 0);
+  auto again = recorder->get(a.passport.key);
+  ASSERT_TRUE(again.has_value() && again->has_value());
+  EXPECT_EQ((*again)->payload, a.payload);
+}
+
 TEST(TieredStore, MissEverywhereIsAMissAndLastHitTierIsMinusOne) {
   auto c = make_chain();
   auto got = c->store->get(blob("nothing").passport.key);
