@@ -3,7 +3,7 @@
 // NVRTC cannot report dependencies (NVRTC 13 rejects -M, -MD, -MF and
 // --dependency-output), so kcache finds them itself: it scans the source and
 // every header it reaches for `#include`, `#include_next`, `#import` and
-// `__has_include` directives (comments removed, continuations joined, every
+// `__has_include` directives (compile/directive_scanner.hpp: every
 // conditional branch taken), and resolves each name the way NVRTC does:
 // in-memory headers first (they win over files), then the includer's
 // directory, then each --include-path. Every file that exists on ANY candidate
@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compile/directive_scanner.hpp"
 #include "kcache/compile_request.hpp"
 #include "kcache/compiler.hpp"
 #include "kcache/error.hpp"
@@ -45,15 +46,5 @@ struct ScanResult {
 
 // Scans as described above. Fails only with io when a file that exists cannot be read.
 Result<ScanResult> scan_headers(const ScanInput& input);
-
-// One directive found in a file.
-struct IncludeDirective {
-  std::string name;
-  bool angled = false;
-};
-
-// Lists the include-like directives of `text`. Sets `computed` to a
-// description ("line 12: #include MACRO") when a directive names no literal file.
-std::vector<IncludeDirective> find_directives(std::string_view text, std::string* computed);
 
 }  // namespace kcache::jit

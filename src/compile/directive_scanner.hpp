@@ -1,0 +1,41 @@
+// compile/directive_scanner.hpp: lists the include-like directives of one
+// CUDA C++ file in a single pass, without copying it (private).
+//
+// The scan lexes the file as translation phases 1-3 do, as far as the
+// directives need: it skips block and line comments, string, character and
+// raw string literals (digit separators are not literals), joins
+// backslash-newline continuations, and looks at a `#` or `%:` only where it
+// is the first token of a line. Only those directive lines are copied. A scan
+// may take more lines for directives than the compiler does (an `#include`
+// inside `#if 0`, or after a comment that ends a line of code), which only adds
+// inputs to a key; it must never miss one the compiler acts on.
+//
+// `__has_include` is looked for on directive lines only: the compiler
+// evaluates it nowhere else (a macro that expands to it is defined on a
+// `#define` line, which is scanned).
+//
+// Not handled (and not before either): trigraphs (`??=include`), and a
+// backslash followed by blanks before the newline as a continuation.
+//
+// Thread-safety: find_directives() keeps no state; it is thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kcache::jit {
+
+// One directive found in a file.
+struct IncludeDirective {
+  std::string name;
+  bool angled = false;
+};
+
+// Lists the `#include`, `#include_next`, `#import` and `__has_include`
+// directives of `text` that name a literal file, in order. Sets `computed`
+// (when not null and still empty) to a description ("line 12: #include MACRO")
+// when a directive names no literal file; kcache then cannot know the inputs.
+std::vector<IncludeDirective> find_directives(std::string_view text, std::string* computed);
+
+} // namespace kcache::jit
