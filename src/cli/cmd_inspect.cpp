@@ -9,8 +9,8 @@
 
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
+#include "cli/onnx_module.hpp"
 #include "kcache/engine_name.hpp"
-#include "kcache/onnx_stamp.hpp"
 #include "kcache/passport.hpp"
 #include "plan/sidecar.hpp"
 
@@ -63,7 +63,8 @@ int run_inspect(const InspectArgs& args) {
     }
   }
   if (file.extension() == ".onnx") {
-    auto stamp = read_onnx_stamp(file);
+    auto module = OnnxModule::get();
+    auto stamp = module ? (*module)->read(file) : Result<std::optional<OnnxStamp>>(tl::unexpected(module.error()));
     if (!stamp) {
       doc["onnx_stamp"] = "unreadable: " + stamp.error().message;
       bad = true;
@@ -74,7 +75,7 @@ int run_inspect(const InspectArgs& args) {
       const OnnxStamp& st = **stamp;
       doc["onnx_stamp"] = {{"compiled", st.compiled}, {"key", st.key}, {"content", st.content_sha256},
                            {"producer", st.producer}, {"labels", st.labels}};
-      auto verified = verify_onnx_stamp(file, key);
+      auto verified = (*module)->verify(file, key);
       doc["onnx_stamp_ok"] = verified.has_value();
       if (!verified) {
         doc["onnx_stamp_error"] = verified.error().message;

@@ -11,7 +11,7 @@
 
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
-#include "kcache/onnx_stamp.hpp"
+#include "cli/onnx_module.hpp"
 #include "kcache/orchestrator.hpp"
 #include "plan/process.hpp"
 
@@ -90,7 +90,7 @@ int run_build(const PlanArgs& args, const Context& ctx) {
   options.cache = cache.get();
   options.jobs = args.jobs;
   options.keep_going = args.keep_going ? KeepGoing::yes : KeepGoing::no;
-  options.finishers["onnx"] = make_onnx_stamp_finisher();
+  options.finishers["onnx"] = OnnxModule::stamp_finisher();
   if (log != nullptr) {
     options.on_event = [log](std::string_view line) {
       *log << line << '\n';

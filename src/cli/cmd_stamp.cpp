@@ -7,7 +7,7 @@
 
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
-#include "kcache/onnx_stamp.hpp"
+#include "cli/onnx_module.hpp"
 #include "kcache/passport.hpp"
 
 namespace kcache::cli {
@@ -22,7 +22,7 @@ struct StampArgs {
 };
 
 // The key to stamp: --key, else the passport beside the file, else a key over the model's content.
-Result<Key> stamp_key(const StampArgs& args) {
+Result<Key> stamp_key(const OnnxModule& module, const StampArgs& args) {
   if (!args.key.empty()) {
     return Key::parse(args.key);
   }
@@ -40,7 +40,7 @@ Result<Key> stamp_key(const StampArgs& args) {
   std::ifstream in(args.file, std::ios::binary);
   std::ostringstream s;
   s << in.rdbuf();
-  auto content = onnx_content_sha256(s.str());
+  auto content = module.content_sha256(s.str());
   if (!content) {
     return tl::unexpected(content.error());
   }
@@ -59,8 +59,13 @@ int run_stamp(const StampArgs& args) {
     }
     expected = *k;
   }
+  auto module = OnnxModule::get();
+  if (!module) {
+    std::fprintf(stderr, "kcache: %s\n", module.error().message.c_str());
+    return k_exit_error;
+  }
   if (args.check) {
-    auto stamp = verify_onnx_stamp(args.file, expected);
+    auto stamp = (*module)->verify(args.file, expected);
     if (!stamp) {
       std::fprintf(stderr, "kcache: %s\n", stamp.error().message.c_str());
       return stamp.error().code == ErrorCode::corrupt ? k_exit_corrupt : k_exit_error;
@@ -68,7 +73,7 @@ int run_stamp(const StampArgs& args) {
     std::printf("%s: stamp ok (key %s)\n", args.file.c_str(), stamp->key.c_str());
     return k_exit_ok;
   }
-  auto key = stamp_key(args);
+  auto key = stamp_key(**module, args);
   if (!key) {
     std::fprintf(stderr, "kcache: %s\n", key.error().message.c_str());
     return k_exit_error;
@@ -82,7 +87,7 @@ int run_stamp(const StampArgs& args) {
     }
     labels[l.substr(0, eq)] = l.substr(eq + 1);
   }
-  auto done = stamp_onnx_file(args.file, *key, labels);
+  auto done = (*module)->stamp(args.file, *key, labels);
   if (!done) {
     std::fprintf(stderr, "kcache: %s\n", done.error().message.c_str());
     return done.error().code == ErrorCode::corrupt ? k_exit_corrupt : k_exit_error;

@@ -23,6 +23,7 @@
 #include "kcache/compiler.hpp"
 #include "kcache/config.hpp"
 #include "kcache/toolkit.hpp"
+#include "util/atomic_write.hpp"
 
 namespace kcache::cli {
 
@@ -38,42 +39,11 @@ inline std::optional<std::string> read_whole_file(const std::string& path, std::
   return ss.str();
 }
 
-// Writes `bytes` to `path` atomically: a temporary file in the same directory,
-// fsync, rename. A reader sees the old file or the new one, never a part.
+// Writes an output file (-o) atomically: a temporary file in the same
+// directory, then a rename, so a reader sees the old file or the new one,
+// never a part. Like a compiler's output it is not fsynced (docs/cli.md).
 inline Result<void> write_atomically(const std::string& path, const std::string& bytes) {
-  const std::filesystem::path target(path);
-  const auto dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::string tmp = (dir / ("." + target.filename().string() + ".kcache-XXXXXX")).string();
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) {
-    return make_errno_error(errno, "create a temporary file beside " + path);
-  }
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return make_errno_error(err, "write " + tmp);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  ::fchmod(fd, 0644);
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return make_errno_error(err, "write " + tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return make_errno_error(err, "rename onto " + path);
-  }
-  return {};
+  return util::write_file_atomically(path, bytes, 0666, util::FileSync::none);
 }
 
 inline int exit_code_for(const Error& e) {
@@ -120,7 +90,11 @@ inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, b
     Toolkit::instance().set_memo_dir(env.config.cache_dir / "v1" / "toolkit");
   }
   if (!no_cache) {
-    auto store = open_configured_store(env.config);
+    // One command, a few files: a memory tier in front of the disk would only
+    // copy each payload once more before the process ends.
+    Config store_config = env.config;
+    store_config.memory_size_bytes = 0;
+    auto store = open_configured_store(store_config);
     if (store) {
       env.store = std::move(*store);
     } else {

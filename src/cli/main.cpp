@@ -1,6 +1,7 @@
 // The kcache command line. Subcommands register themselves (command.hpp);
 // this file only holds the global options, the registry, and the mapping of
 // command-line mistakes to exit code 2 with a pointer to --help.
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -52,7 +53,10 @@ std::string first_word(int argc, char** argv) {
 }  // namespace
 
 bool register_command(const std::string& name, Registration registration) {
-  registry().emplace(name, std::move(registration));
+  // KCACHE_COMMAND(why_miss, ...) is the command `why-miss`.
+  std::string spelled = name;
+  std::replace(spelled.begin(), spelled.end(), '_', '-');
+  registry().emplace(std::move(spelled), std::move(registration));
   return true;
 }
 
@@ -96,8 +100,16 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", ctx.verbose, "Say more on stderr");
   app.add_flag("--json", ctx.json, "Machine-readable output (ls, stats, config, verify, put, prune, clear)");
   std::function<int()> run;
-  for (const auto& [name, reg] : commands()) {
-    reg(app, ctx, run);
+  // Building every command's options costs more than a whole cache hit
+  // (docs/performance.md, "Process start"): when the command is known, only
+  // it is registered; help and mistakes see them all.
+  const std::string named = first_word(argc, argv);
+  if (const auto it = commands().find(named); it != commands().end()) {
+    it->second(app, ctx, run);
+  } else {
+    for (const auto& [name, reg] : commands()) {
+      reg(app, ctx, run);
+    }
   }
   try {
     app.parse(argc, argv);
@@ -110,7 +122,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (app.get_subcommands().empty()) {
       // CLI11 says "A subcommand is required" for a misspelt command; say what was wrong.
-      if (const std::string word = first_word(argc, argv); !word.empty()) {
+      if (const std::string& word = named; !word.empty() && !commands().contains(word)) {
         std::string known;
         for (const auto& [name, reg] : commands()) {
           known += " " + name;

@@ -107,13 +107,16 @@ bool valid_version_text(std::string_view v) {
 
 std::optional<std::string> read_small_file(const fs::path& p, std::size_t max_bytes) {
   util::Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) {
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) {
     return std::nullopt;
   }
-  std::string out;
-  char buf[65536];
-  while (true) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+  // Sized by fstat, one byte over to see a file that grew; no large stack
+  // buffer (stack-clash probes would touch every page of it, on every hit).
+  std::string out(static_cast<std::size_t>(st.st_size) + 1, '\0');
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd.get(), out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) {
       continue;
     }
@@ -123,11 +126,12 @@ std::optional<std::string> read_small_file(const fs::path& p, std::size_t max_by
     if (n == 0) {
       break;
     }
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > max_bytes) {
-      return std::nullopt;
-    }
+    done += static_cast<std::size_t>(n);
   }
+  if (done > max_bytes) {
+    return std::nullopt;
+  }
+  out.resize(done);
   return out;
 }
 
@@ -163,6 +167,95 @@ void write_memo(const fs::path& memo_file, const std::string& value) {
   if (!ok || ::rename(tmp.c_str(), memo_file.c_str()) != 0) {
     ::unlink(tmp.c_str());
   }
+}
+
+// Adds `p` and its stat identity (exists, device, inode, size, mtime, ctime) to `h`.
+void add_stat_identity(util::Sha256& h, const fs::path& p) {
+  struct stat st {};
+  const bool ok = ::stat(p.c_str(), &st) == 0;
+  const std::int64_t v[] = {ok ? 1 : 0, static_cast<std::int64_t>(st.st_dev), static_cast<std::int64_t>(st.st_ino),
+                            static_cast<std::int64_t>(st.st_size), st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                            st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
+  h.update(p.string());
+  h.update(v, sizeof v);
+}
+
+// The files the toolkit-header fingerprint covers: version.json and every
+// dist-info/*/RECORD under the toolkit home, and libnvrtc-builtins.so.*
+// beside libnvrtc. Listing the two directories cost more than the rest of a
+// hit's toolkit check, so the lists are remembered in a memo named by the
+// directories' identity: adding, removing or renaming an entry changes its
+// directory's mtime and ctime, and a changed directory is listed again.
+struct FingerprintInputs {
+  std::vector<fs::path> inputs;
+  std::vector<fs::path> builtins;
+};
+
+FingerprintInputs list_fingerprint_inputs(const fs::path& home, const fs::path& nvrtc_dir, const fs::path& memos) {
+  FingerprintInputs out;
+  util::Sha256 dirs;
+  dirs.update("kcache-toolkit-listing-1");
+  add_stat_identity(dirs, home);
+  add_stat_identity(dirs, home.empty() ? fs::path() : home / "dist-info");
+  add_stat_identity(dirs, nvrtc_dir);
+  const auto d = dirs.finish();
+  const fs::path memo_file = memos.empty() ? fs::path() : memos / ("listing-" + util::to_hex(d.data(), 16) + ".memo");
+  if (!memo_file.empty()) {
+    if (auto text = read_small_file(memo_file, 1 << 20)) {
+      std::istringstream in(*text);
+      std::string line;
+      bool ok = std::getline(in, line) && line == k_memo_magic;
+      bool ended = false;
+      while (ok && std::getline(in, line)) {
+        if (line == "end") {
+          ended = true;
+        } else if (line.rfind("i ", 0) == 0) {
+          out.inputs.emplace_back(line.substr(2));
+        } else if (line.rfind("b ", 0) == 0) {
+          out.builtins.emplace_back(line.substr(2));
+        } else {
+          ok = false;
+        }
+      }
+      if (ok && ended) {
+        return out;
+      }
+      out = {};
+    }
+  }
+  std::error_code ec;
+  if (!home.empty()) {
+    out.inputs.push_back(home / "version.json");
+    std::vector<fs::path> records;
+    for (fs::directory_iterator it(home / "dist-info", ec), end; !ec && it != end; it.increment(ec)) {
+      records.push_back(it->path() / "RECORD");
+    }
+    std::sort(records.begin(), records.end());
+    out.inputs.insert(out.inputs.end(), records.begin(), records.end());
+  }
+  if (!nvrtc_dir.empty()) {
+    for (fs::directory_iterator it(nvrtc_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const auto name = it->path().filename().string();
+      if (name.rfind("libnvrtc-builtins.so.", 0) == 0) {
+        out.builtins.push_back(it->path());
+      }
+    }
+    std::sort(out.builtins.begin(), out.builtins.end());
+  }
+  if (!memo_file.empty()) {
+    std::string text;
+    bool plain = true;
+    for (const auto& [tag, group] : {std::pair{"i ", &out.inputs}, std::pair{"b ", &out.builtins}}) {
+      for (const auto& p : *group) {
+        plain = plain && p.string().find('\n') == std::string::npos;
+        text += tag + p.string() + "\n";
+      }
+    }
+    if (plain) {
+      write_memo(memo_file, text + "end");
+    }
+  }
+  return out;
 }
 
 template <class Fn>
@@ -443,45 +536,20 @@ Result<std::string> Toolkit::headers_fingerprint() {
       nvrtc_dir = it->second.parent_path();
     }
   }
-  // The inputs of the fingerprint, found by listing (cheap); their stat
-  // identity names a memo file so a new process does not re-read them.
-  std::vector<fs::path> inputs;
-  std::error_code ec;
-  if (!home.empty()) {
-    inputs.push_back(home / "version.json");
-    std::vector<fs::path> records;
-    for (fs::directory_iterator it(home / "dist-info", ec), end; !ec && it != end; it.increment(ec)) {
-      records.push_back(it->path() / "RECORD");
-    }
-    std::sort(records.begin(), records.end());
-    inputs.insert(inputs.end(), records.begin(), records.end());
-  }
-  std::vector<fs::path> builtins;
-  if (!nvrtc_dir.empty()) {
-    for (fs::directory_iterator it(nvrtc_dir, ec), end; !ec && it != end; it.increment(ec)) {
-      const auto name = it->path().filename().string();
-      if (name.rfind("libnvrtc-builtins.so.", 0) == 0) {
-        builtins.push_back(it->path());
-      }
-    }
-    std::sort(builtins.begin(), builtins.end());
-  }
+  // The inputs of the fingerprint; their stat identity names a memo file so
+  // a new process does not re-read them.
+  const fs::path memos = memo_dir();
+  auto [inputs, builtins] = list_fingerprint_inputs(home, nvrtc_dir, memos);
   util::Sha256 stamp;
   for (const auto& group : {inputs, builtins}) {
     for (const auto& p : group) {
-      struct stat st {};
-      const bool ok = ::stat(p.c_str(), &st) == 0;
-      const std::int64_t v[] = {ok ? 1 : 0, static_cast<std::int64_t>(st.st_dev), static_cast<std::int64_t>(st.st_ino),
-                                static_cast<std::int64_t>(st.st_size), st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-                                st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
-      stamp.update(p.string());
-      stamp.update(v, sizeof v);
+      add_stat_identity(stamp, p);
     }
   }
   const auto sd = stamp.finish();
   fs::path memo_file;
-  if (const auto dir = memo_dir(); !dir.empty()) {
-    memo_file = dir / ("headers-" + util::to_hex(sd.data(), 16) + ".fingerprint");
+  if (!memos.empty()) {
+    memo_file = memos / ("headers-" + util::to_hex(sd.data(), 16) + ".fingerprint");
     if (auto text = read_small_file(memo_file, 256)) {
       std::istringstream in(*text);
       std::string magic, value;
@@ -507,8 +575,14 @@ Result<std::string> Toolkit::headers_fingerprint() {
     }
   }
   for (const auto& b : builtins) {
+    // The build-id names the built-in headers compiled into the library; a
+    // library without one is named by its bytes.
     auto bid = jit::read_build_id(b);
-    add(b.filename().string(), bid && *bid ? **bid : std::string("no-build-id"));
+    if (bid && *bid) {
+      add(b.filename().string(), **bid);
+    } else {
+      add(b.filename().string(), file_sha256(b).value_or("unreadable"));
+    }
   }
   const auto d = h.finish();
   auto fp = util::to_hex(d.data(), d.size());

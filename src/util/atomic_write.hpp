@@ -10,12 +10,20 @@
 
 namespace kcache::util {
 
+// Whether the bytes reach the disk before the rename publishes them.
+enum class FileSync {
+  fsync,  // survives a power cut: the cache's own files (DESIGN rule 2)
+  none,   // survives a crash of the process, as a compiler's output does: the
+          // rename is still atomic, the kernel writes the bytes back later
+};
+
 // Writes `bytes` to a temporary file beside `path` (same directory, so the
-// same filesystem), fsyncs it, and renames it over `path`: a reader sees the
-// old file or the whole new one, never a part. The temporary is removed on
-// any failure. The new file gets `mode` (subject to the umask). Returns the
-// errno-based error of the step that failed, naming `path`.
+// same filesystem), optionally fsyncs it, and renames it over `path`: a
+// reader sees the old file or the whole new one, never a part. The temporary
+// is removed on any failure. The new file gets `mode` (subject to the umask).
+// Returns the errno-based error of the step that failed, naming `path`.
 // Thread-safety: thread-safe (no shared state).
-Result<void> write_file_atomically(const std::filesystem::path& path, std::string_view bytes, mode_t mode = 0666);
+Result<void> write_file_atomically(const std::filesystem::path& path, std::string_view bytes, mode_t mode = 0666,
+                                   FileSync sync = FileSync::fsync);
 
 }  // namespace kcache::util

@@ -3,7 +3,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include <openssl/evp.h>
+// The direct SHA256_* functions are deprecated in OpenSSL 3 (see below).
+#define OPENSSL_SUPPRESS_DEPRECATED 1
+#include <openssl/sha.h>
+#define XXH_INLINE_ALL 1
 #include <xxhash.h>
 
 #include "util/hex.hpp"
@@ -15,45 +18,39 @@ namespace {
   std::fprintf(stderr, "kcache: fatal: OpenSSL %s failed\n", what);
   std::abort();
 }
-EVP_MD_CTX* ctx_of(void* p) { return static_cast<EVP_MD_CTX*>(p); }
-
-// OpenSSL 3 looks the algorithm up in its provider tables on every init that
-// names EVP_sha256(); fetching it once makes a new digest cheap (keys are made
-// of many small digests). The fetched method lives as long as the process.
-const EVP_MD* sha256_method() {
-  static EVP_MD* const md = [] {
-    EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-    if (fetched == nullptr) {
-      die("EVP_MD_fetch(SHA256)");
-    }
-    return fetched;
-  }();
-  return md;
-}
 }  // namespace
 
-void Sha256::CtxDeleter::operator()(void* ctx) const noexcept { EVP_MD_CTX_free(ctx_of(ctx)); }
+// OpenSSL's direct SHA256_Init/Update/Final run the same assembly (SHA-NI,
+// AVX2) as an EVP digest, but EVP first builds OpenSSL 3's provider and method
+// tables: 5.3 M instructions, about 1.5 ms, in every process that hashes
+// anything. kcache is often a command that lives a few milliseconds (a cache
+// hit), so it uses the direct functions, which OpenSSL 3 marks deprecated but
+// keeps (docs/performance.md, "Process start").
+#if defined(OPENSSL_NO_DEPRECATED_3_0)
+#error "kcache needs OpenSSL's SHA256_Init/Update/Final (this OpenSSL was built without deprecated APIs)"
+#endif
 
-Sha256::Sha256() : m_ctx(EVP_MD_CTX_new()) {
-  if (!m_ctx || EVP_DigestInit_ex(ctx_of(m_ctx.get()), sha256_method(), nullptr) != 1) {
-    die("EVP_DigestInit_ex");
+namespace {
+static_assert(sizeof(SHA256_CTX) <= 112 && alignof(SHA256_CTX) <= 8, "Sha256::m_state is too small");
+SHA256_CTX* ctx_of(unsigned char* state) { return reinterpret_cast<SHA256_CTX*>(state); }
+}  // namespace
+
+Sha256::Sha256() {
+  if (SHA256_Init(ctx_of(m_state)) != 1) {
+    die("SHA256_Init");
   }
 }
-Sha256::~Sha256() = default;
-Sha256::Sha256(Sha256&&) noexcept = default;
-Sha256& Sha256::operator=(Sha256&&) noexcept = default;
 
 void Sha256::update(const void* data, std::size_t size) {
-  if (size != 0 && EVP_DigestUpdate(ctx_of(m_ctx.get()), data, size) != 1) {
-    die("EVP_DigestUpdate");
+  if (size != 0 && SHA256_Update(ctx_of(m_state), data, size) != 1) {
+    die("SHA256_Update");
   }
 }
 
 Digest256 Sha256::finish() {
   Digest256 out{};
-  unsigned int len = 0;
-  if (EVP_DigestFinal_ex(ctx_of(m_ctx.get()), out.data(), &len) != 1 || len != out.size()) {
-    die("EVP_DigestFinal_ex");
+  if (SHA256_Final(out.data(), ctx_of(m_state)) != 1) {
+    die("SHA256_Final");
   }
   return out;
 }

@@ -1,4 +1,4 @@
-// util/sha256.hpp: SHA-256 (OpenSSL EVP) and XXH3 helpers.
+// util/sha256.hpp: SHA-256 (OpenSSL) and XXH3 helpers.
 //
 // Thread-safety: Sha256 is a value; the free functions are thread-safe.
 #pragma once
@@ -6,7 +6,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 
@@ -15,15 +14,11 @@ namespace kcache::util {
 using Digest256 = std::array<std::uint8_t, 32>;
 
 // Incremental SHA-256. Never fails for valid use; an OpenSSL failure aborts,
-// since a wrong digest must never be produced silently.
+// since a wrong digest must never be produced silently. A plain value: the
+// state lives inside the object (no allocation).
 class Sha256 {
  public:
   Sha256();
-  ~Sha256();
-  Sha256(Sha256&&) noexcept;
-  Sha256& operator=(Sha256&&) noexcept;
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
 
   void update(const void* data, std::size_t size);
   void update(std::string_view bytes) { update(bytes.data(), bytes.size()); }
@@ -31,10 +26,9 @@ class Sha256 {
   Digest256 finish();
 
  private:
-  struct CtxDeleter {
-    void operator()(void* ctx) const noexcept;
-  };
-  std::unique_ptr<void, CtxDeleter> m_ctx;
+  // OpenSSL's SHA256_CTX (112 bytes on every platform OpenSSL supports);
+  // sha256.cpp checks the size and alignment.
+  alignas(8) unsigned char m_state[112];
 };
 
 Digest256 sha256(std::string_view bytes);

@@ -33,13 +33,18 @@ struct Ran {
   std::string err;
 };
 
-// Runs the kcache command with `args` in `cwd`, KCACHE_DIR under `cwd`.
-Ran kcache(const fs::path& cwd, const std::vector<std::string>& args) {
+// Runs the kcache command with `args` in `cwd`, KCACHE_DIR under `cwd`, and
+// the extra environment `env`.
+Ran kcache(const fs::path& cwd, const std::vector<std::string>& args,
+           const std::vector<std::pair<std::string, std::string>>& env = {}) {
   const fs::path out = cwd / (".stdout-" + std::to_string(::getpid()));
   const fs::path err = cwd / (".stderr-" + std::to_string(::getpid()));
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::setenv("KCACHE_DIR", (cwd / "cache").c_str(), 1);
+    for (const auto& [name, value] : env) {
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
     if (::chdir(cwd.c_str()) != 0) {
       ::_exit(126);
     }
@@ -58,6 +63,22 @@ Ran kcache(const fs::path& cwd, const std::vector<std::string>& args) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return Ran{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), test::read_file(out), test::read_file(err)};
+}
+
+// A small valid ONNX model (one Identity node).
+std::string identity_model() {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  auto* node = model.mutable_graph()->add_node();
+  node->set_op_type("Identity");
+  node->add_input("x");
+  node->add_output("y");
+  model.mutable_graph()->add_input()->set_name("x");
+  model.mutable_graph()->add_output()->set_name("y");
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  return bytes;
 }
 
 class CliPlan : public ::testing::Test {
@@ -174,18 +195,7 @@ command = ["sh", "-c", "echo 3 > {output}"]
 }
 
 TEST_F(CliPlan, StampAndInspectOnnxModels) {
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.add_opset_import()->set_version(13);
-  auto* node = model.mutable_graph()->add_node();
-  node->set_op_type("Identity");
-  node->add_input("x");
-  node->add_output("y");
-  model.mutable_graph()->add_input()->set_name("x");
-  model.mutable_graph()->add_output()->set_name("y");
-  std::string bytes;
-  model.SerializeToString(&bytes);
-  test::write_file(m_dir.path() / "m.onnx", bytes);
+  test::write_file(m_dir.path() / "m.onnx", identity_model());
   Ran unstamped = kcache(m_dir.path(), {"stamp", "m.onnx", "--check"});
   EXPECT_EQ(unstamped.code, 4);
   EXPECT_NE(unstamped.err.find("no kcache stamp"), std::string::npos) << unstamped.err;
@@ -205,6 +215,82 @@ TEST_F(CliPlan, StampAndInspectOnnxModels) {
   auto doc = nlohmann::json::parse(inspect.out);
   EXPECT_EQ(doc["onnx_stamp"]["compiled"], "v1");
   EXPECT_EQ(doc["onnx_stamp"]["labels"]["team"], "vision");
+}
+
+// The command loads ONNX support (protobuf) on demand: it is not among the
+// libraries the dynamic loader maps for every kcache process.
+TEST(CliStartup, TheCommandDoesNotLinkProtobufOrOnnx) {
+  test::TempDir dir;
+  // LD_TRACE_LOADED_OBJECTS makes the dynamic loader list what it would map, then exit (as ldd does).
+  Ran trace = kcache(dir.path(), {"--version"}, {{"LD_TRACE_LOADED_OBJECTS", "1"}});
+  ASSERT_EQ(trace.code, 0) << trace.err;
+  ASSERT_NE(trace.out.find("libc.so"), std::string::npos) << trace.out;
+  EXPECT_EQ(trace.out.find("protobuf"), std::string::npos) << trace.out;
+  EXPECT_EQ(trace.out.find("onnx"), std::string::npos) << trace.out;
+#if KCACHE_STATIC_DEPS
+  EXPECT_EQ(trace.out.find("libstdc++"), std::string::npos) << trace.out;
+  EXPECT_EQ(trace.out.find("libcrypto"), std::string::npos) << trace.out;
+#endif
+}
+
+TEST_F(CliPlan, OnnxCommandsSayWhenTheModuleIsMissingAndOthersStillWork) {
+  test::write_file(m_dir.path() / "m.onnx", identity_model());
+  const std::vector<std::pair<std::string, std::string>> env{{"KCACHE_ONNX_MODULE", "/nonexistent/kcache_onnx.so"}};
+  Ran stamp = kcache(m_dir.path(), {"stamp", "m.onnx"}, env);
+  EXPECT_EQ(stamp.code, 1);
+  EXPECT_NE(stamp.err.find("ONNX support is not available"), std::string::npos) << stamp.err;
+  EXPECT_NE(stamp.err.find("/nonexistent/kcache_onnx.so"), std::string::npos) << stamp.err;
+  EXPECT_NE(stamp.err.find("KCACHE_ONNX_MODULE"), std::string::npos) << stamp.err;
+  Ran inspect = kcache(m_dir.path(), {"inspect", "m.onnx", "--json"}, env);
+  EXPECT_EQ(inspect.code, 4);
+  EXPECT_NE(inspect.out.find("ONNX support is not available"), std::string::npos) << inspect.out;
+  // A plan without ONNX entries, and the store commands, never need the module.
+  test::write_file(m_dir.path() / "plan.toml", "version = 1\noutput_dir = \"out\"\n[[entry]]\nname = \"a\"\n"
+                                               "builder = \"command\"\ninputs = [\"in.txt\"]\n"
+                                               "command = [\"sh\", \"-c\", \"cat {input} > {output}\"]\n");
+  Ran plan = kcache(m_dir.path(), {"plan", "build", "plan.toml", "--host", "sm=87,jp=6.2,trt=10.3"}, env);
+  EXPECT_EQ(plan.code, 0) << plan.err;
+  EXPECT_EQ(kcache(m_dir.path(), {"ls"}, env).code, 0);
+}
+
+TEST_F(CliPlan, OnnxPlanEntriesAreStampedThenCheckedOnReuseThroughTheModule) {
+  test::write_file(m_dir.path() / "model.onnx", identity_model());
+  test::write_file(m_dir.path() / "plan.toml", R"(version = 1
+output_dir = "out"
+[[entry]]
+name = "m"
+builder = "command"
+kind = "onnx"
+inputs = ["model.onnx"]
+command = ["sh", "-c", "cp {input} {output}"]
+)");
+  const std::vector<std::string> args{"plan", "build", "plan.toml", "--host", "sm=87,jp=6.2,trt=10.3", "--json"};
+  Ran cold = kcache(m_dir.path(), args);
+  ASSERT_EQ(cold.code, 0) << cold.err;
+  const auto report = nlohmann::json::parse(cold.out);
+  ASSERT_EQ(report["entries"][0]["outcome"], "BUILT");
+  const std::string out = report["entries"][0]["path"];
+  Ran check = kcache(m_dir.path(), {"stamp", out, "--check"});
+  ASSERT_EQ(check.code, 0) << check.err;
+  Ran inspect = kcache(m_dir.path(), {"inspect", out, "--json"});
+  ASSERT_EQ(inspect.code, 0) << inspect.err << inspect.out;
+  const auto doc = nlohmann::json::parse(inspect.out);
+  EXPECT_EQ(doc["onnx_stamp"]["labels"]["plan.entry"], "m");
+  EXPECT_EQ(doc["onnx_stamp_ok"], true);
+  Ran warm = kcache(m_dir.path(), args);
+  ASSERT_EQ(warm.code, 0) << warm.err;
+  EXPECT_EQ(nlohmann::json::parse(warm.out)["entries"][0]["outcome"], "REUSED");
+  // A model edited after stamping fails the check, so the entry is rebuilt, not reused.
+  onnx::ModelProto edited;
+  ASSERT_TRUE(edited.ParseFromString(test::read_file(out)));
+  edited.mutable_graph()->mutable_node(0)->set_name("edited");
+  std::string bytes;
+  edited.SerializeToString(&bytes);
+  test::write_file(out, bytes);
+  Ran again = kcache(m_dir.path(), args);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(nlohmann::json::parse(again.out)["entries"][0]["outcome"], "REUSED") << again.out;
+  EXPECT_EQ(kcache(m_dir.path(), {"stamp", out, "--check"}).code, 0);
 }
 
 TEST_F(CliPlan, TwoConcurrentBuildsOfOnePlanBothSucceed) {
