@@ -13,12 +13,24 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "compile/directive_scanner.hpp"
 #include "kcache/store.hpp"
 #include "kcache/toolkit.hpp"
 #include "support/files.hpp"
 
 namespace kcache::test {
+
+// The header names of the #include directives find_directives() sees in `text`.
+inline std::vector<std::string> directive_names(std::string_view text, std::string* computed = nullptr) {
+  std::vector<std::string> out;
+  for (const auto& d : jit::find_directives(text, computed)) {
+    out.push_back(d.name);
+  }
+  return out;
+}
 
 inline bool toolkit_required() {
   const char* v = std::getenv("KCACHE_REQUIRE_TOOLKIT");

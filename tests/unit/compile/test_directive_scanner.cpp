@@ -15,11 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::vector<std::string> names(std::string_view text, std::string* computed = nullptr) {
-  std::vector<std::string> out;
-  for (const auto& d : find_directives(text, computed)) {
-    out.push_back(d.name);
-  }
-  return out;
+  return test::directive_names(text, computed);
 }
 
 using Names = std::vector<std::string>;
