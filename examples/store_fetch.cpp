@@ -15,6 +15,7 @@
 #include "kcache/blob.hpp"
 #include "kcache/config.hpp"
 #include "kcache/tiered_store.hpp"
+#include "kcache/write_behind_store.hpp"
 
 namespace {
 
@@ -79,7 +80,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "store_fetch: put failed: %s\n", put.error().describe().c_str());
     return 1;
   }
-  std::printf("put: %s\n", *put == kcache::PutOutcome::stored ? "stored" : "already present");
+  std::printf("put: %s\n", *put == kcache::PutOutcome::stored    ? "stored"
+                          : *put == kcache::PutOutcome::queued  ? "queued (a background thread publishes it)"
+                                                                : "already present");
+  // With the default `put = background` the store is a WriteBehindStore:
+  // flush() waits for the publish (its destructor would too).
+  if (auto* behind = dynamic_cast<kcache::WriteBehindStore*>(store->get())) {
+    if (auto flushed = behind->flush(); !flushed) {
+      std::printf("flush: not kept (%s); the program goes on without the cache\n",
+                  flushed.error().describe().c_str());
+    }
+  }
 
   // 5. Fetch it back twice: from this process's memory tier, then through a
   //    fresh store (as another process would) from disk, verified.

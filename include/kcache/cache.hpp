@@ -6,6 +6,12 @@
 //      processes on this machine) -> look again (the holder we waited for
 //      published it: return it) -> compile -> put -> release -> return.
 //
+// The lease is released only once the entry is published (Store::put_then):
+// with a WriteBehindStore the put returns at once and the lease is released
+// by the store's background thread after the inner store has published, so
+// get_or_compile returns before the publish but no other process ever finds
+// the key unlocked while the entry is still queued.
+//
 // However many threads and processes ask for one cold key at once, one
 // compiles and the others get its published result (TESTING C05). A holder
 // that fails or dies releases the lease (the kernel drops a dead process's
@@ -74,7 +80,7 @@ struct CacheOptions {
 enum class CacheOutcome {
   hit,             // found in the store at the first look
   hit_after_wait,  // another thread or process compiled it while we waited
-  compiled,        // compiled here and published
+  compiled,        // compiled here and published (or queued to be, by a write-behind store)
   compiled_only,   // compiled here, not published (not cacheable, or the store failed)
 };
 std::string_view to_string(CacheOutcome outcome) noexcept;

@@ -53,14 +53,19 @@ struct CompileInfo {
   bool hit = false;          // served from the store
   bool cacheable = true;     // false: compiled without the cache (see `not_cacheable_reason`)
   std::string not_cacheable_reason;
-  bool stored = false;       // the artifact was put into the store
+  bool stored = false;       // the store accepted the artifact (published, or queued: see below)
+  // The store queued the artifact to publish after compile() returned
+  // (WriteBehindStore). A failure then is warned about and counted by the
+  // store (WriteBehindStats), never reported here.
+  bool store_queued = false;
   bool toolkit_loaded = false;  // this call loaded a toolkit library (a miss on a cold process)
   std::string store_warning;    // a store error that was skipped (the compile still succeeded)
   std::vector<HeaderDependency> headers;  // disk headers in the key
   std::uint64_t key_us = 0;      // time to derive the key (headers included)
   std::uint64_t lookup_us = 0;   // store get
   std::uint64_t compile_us = 0;  // backend
-  std::uint64_t store_us = 0;    // store put
+  std::uint64_t store_us = 0;    // store put: the time this call waited for it (with a
+                                 // write-behind store: checking and queueing, not the disk write)
 };
 
 // Derives the complete key of `request` without loading the toolkit (the

@@ -36,6 +36,12 @@
 namespace kcache {
 
 enum class SettingSource { default_value, config_file, environment, command_line };
+
+// When a put reaches the disk (the `put` setting).
+enum class PutMode {
+  background,  // queued and published by a background thread (WriteBehindStore); default
+  sync,        // published before put() returns
+};
 // Returns "default", "config file", "environment" or "command line".
 std::string_view to_string(SettingSource source) noexcept;
 
@@ -58,6 +64,7 @@ struct Config {
   FsyncPolicy fsync = FsyncPolicy::file;           // fsync / KCACHE_FSYNC
   Sharing sharing = Sharing::private_to_user;      // sharing / KCACHE_SHARING
   ReadVerify verify = ReadVerify::fast_when_unchanged;  // verify / KCACHE_VERIFY
+  PutMode put = PutMode::background;               // put / KCACHE_PUT
   bool disable = false;                            // disable / KCACHE_DISABLE
   std::string cuda_home;                           // cuda_home / KCACHE_CUDA_HOME
   unsigned jobs = 0;                               // jobs / KCACHE_JOBS (0 = number of cores)
@@ -111,7 +118,10 @@ std::string format_size(std::uint64_t bytes);
 
 // Opens the stores the settings describe: a MemoryStore of
 // `memory_size_bytes` (none when 0) in front of the FileStore at `cache_dir`,
-// as a TieredStore. With `disable`, returns a store that never hits and never
+// as a TieredStore; with `put` = background (the default) the chain is wrapped
+// in a WriteBehindStore, so puts are published by a background thread and the
+// store must be destroyed (or flushed) before the process exits for its last
+// puts to be kept. With `disable`, returns a store that never hits and never
 // keeps anything. Fails as FileStore::open fails (a root owned by another
 // user, a root that cannot be created). The caller owns the store.
 Result<std::unique_ptr<Store>> open_configured_store(const Config& config);

@@ -10,12 +10,15 @@
 //   A damaged entry is a miss, never an error and never returned: it is
 //   counted in `corrupt` and removed.
 // - put() returns `stored`, or `already_present` when an entry for the key
-//   exists (a success: the content of a key never changes). It fails only when
-//   the artifact does not verify or the store cannot be written.
+//   exists (a success: the content of a key never changes), or `queued` from a
+//   store that publishes later (WriteBehindStore: its get() already returns
+//   the artifact in this process). It fails only when the artifact does not
+//   verify or the store cannot be written.
 // - Every method is thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,7 +30,15 @@
 
 namespace kcache {
 
-enum class PutOutcome { stored, already_present };
+enum class PutOutcome {
+  stored,           // written (and published) by this call
+  already_present,  // an entry for the key was there already
+  queued,           // accepted; a background thread publishes it (WriteBehindStore)
+};
+
+// Receives the outcome of one put once it is final: the entry is published
+// (visible to other processes) or the put failed. See Store::put_then.
+using PutDone = std::function<void(const Result<PutOutcome>&)>;
 
 // What list() reports of one entry.
 struct EntryInfo {
@@ -71,6 +82,21 @@ class Store {
   // filling an upper tier). A store may skip re-hashing the payload; it still
   // refuses a malformed passport or a size mismatch. Default: put().
   virtual Result<PutOutcome> fill(const Artifact& artifact) { return put(artifact); }
+
+  // put(), plus a callback: `done` is called exactly once with the final
+  // outcome, after the entry is published where other processes can see it
+  // (or once the put has failed). Returns what put() returns. A store that
+  // publishes in the background (WriteBehindStore) returns `queued` and calls
+  // `done` later, from its own thread; the default calls put() and then
+  // `done` on this thread, before returning. The single-flight cache releases
+  // its lease in `done`. `done` must not call back into the store.
+  virtual Result<PutOutcome> put_then(const Artifact& artifact, PutDone done) {
+    auto outcome = put(artifact);
+    if (done) {
+      done(outcome);
+    }
+    return outcome;
+  }
 
   // Returns true when an entry was removed, false when there was none.
   virtual Result<bool> remove(const Key& key) = 0;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 
 #include "kcache/compiler.hpp"
@@ -122,13 +123,25 @@ struct Cache::Impl {
     if (!out->cacheable) {
       c.not_cacheable++;
       kind = CacheOutcome::compiled_only;
-    } else if (auto put = store.put(a); !put) {
-      c.store_errors++;
-      kind = CacheOutcome::compiled_only;
-      std::call_once(warned, [&] {
-        warn("could not publish to the " + std::string(store.name()) +
-             " store: " + put.error().describe() + " (compiles go on; further failures are counted)");
-      });
+    } else {
+      // The lease goes with the put and is released once the entry is
+      // published where other processes look: a write-behind store publishes
+      // after we return, and a waiter must never find the key unlocked while
+      // the entry is still queued. (std::function needs a copyable callable,
+      // hence the shared_ptr; the store's thread is its last owner.)
+      PutDone release;
+      if (lease && lease->held()) {
+        auto held = std::make_shared<Lease>(std::move(*lease));
+        release = [held](const Result<PutOutcome>&) { held->release(); };
+      }
+      if (auto put = store.put_then(a, std::move(release)); !put) {
+        c.store_errors++;
+        kind = CacheOutcome::compiled_only;
+        std::call_once(warned, [&] {
+          warn("could not publish to the " + std::string(store.name()) +
+               " store: " + put.error().describe() + " (compiles go on; further failures are counted)");
+        });
+      }
     }
     if (outcome != nullptr) {
       *outcome = kind;

@@ -163,6 +163,17 @@ Result<void> parse_verify(Config& c, const std::string& v, const Origin&) {
   return {};
 }
 
+Result<void> parse_put(Config& c, const std::string& v, const Origin&) {
+  if (v == "background") {
+    c.put = PutMode::background;
+  } else if (v == "sync") {
+    c.put = PutMode::sync;
+  } else {
+    return bad_value(v);
+  }
+  return {};
+}
+
 Result<void> parse_disable(Config& c, const std::string& v, const Origin&) {
   auto b = parse_bool(v);
   if (!b) {
@@ -202,7 +213,7 @@ Result<void> parse_log_level(Config& c, const std::string& v, const Origin&) {
 }
 
 // THE table. Order here is the order of `kcache config` and of the docs.
-const std::array<Setting, 10> k_settings{{
+const std::array<Setting, 11> k_settings{{
     {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
      "Directory of the on-disk cache (never defaults to /tmp)",
      "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
@@ -222,6 +233,9 @@ const std::array<Setting, 10> k_settings{{
      "fast (full SHA-256 once, then a cheap check while the file is unchanged) or full (SHA-256 on every read)",
      parse_verify,
      [](const Config& c) { return std::string(c.verify == ReadVerify::always_full ? "full" : "fast"); }},
+    {"put", "KCACHE_PUT", "background", "When a put reaches the disk: queued and published by a background thread, or before the call returns",
+     "background (write-behind: the caller does not wait for the disk) or sync", parse_put,
+     [](const Config& c) { return std::string(c.put == PutMode::sync ? "sync" : "background"); }},
     {"disable", "KCACHE_DISABLE", "false", "Turn the cache off: nothing is read or kept, everything is compiled",
      "true or false (also 1/0, yes/no, on/off)", parse_disable,
      [](const Config& c) { return std::string(c.disable ? "true" : "false"); }},

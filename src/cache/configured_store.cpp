@@ -7,6 +7,7 @@
 #include "kcache/file_store.hpp"
 #include "kcache/memory_store.hpp"
 #include "kcache/tiered_store.hpp"
+#include "kcache/write_behind_store.hpp"
 #include "store/disabled_store.hpp"
 
 namespace kcache {
@@ -24,7 +25,13 @@ Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
     tiers.push_back(std::make_unique<MemoryStore>(config.memory_size_bytes));
   }
   tiers.push_back(std::move(*file));
-  return std::unique_ptr<Store>(std::make_unique<TieredStore>(std::move(tiers)));
+  auto chain = std::make_unique<TieredStore>(std::move(tiers));
+  if (config.put == PutMode::sync) {
+    return std::unique_ptr<Store>(std::move(chain));
+  }
+  // Outermost, so that Cache's put_then releases its lease only after both
+  // tiers have the entry.
+  return std::unique_ptr<Store>(std::make_unique<WriteBehindStore>(std::move(chain)));
 }
 
 }  // namespace kcache

@@ -113,6 +113,7 @@ inline nlohmann::json info_json(const CompileInfo& info) {
     j["not_cacheable_reason"] = info.not_cacheable_reason;
   }
   j["stored"] = info.stored;
+  j["store_queued"] = info.store_queued;
   j["toolkit_loaded"] = info.toolkit_loaded;
   j["toolkit_loads"] = Toolkit::instance().load_count();
   if (!info.store_warning.empty()) {

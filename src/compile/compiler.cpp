@@ -370,6 +370,7 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
     inf.store_us = micros_since(t2);
     if (put) {
       inf.stored = true;
+      inf.store_queued = *put == PutOutcome::queued;
     } else {
       inf.store_warning = "could not store the result: " + put.error().describe();
     }

@@ -56,6 +56,34 @@ TEST(CliCompile, SecondProcessHitsWithoutLoadingTheToolkitAndWritesSameBytes) {
   EXPECT_EQ(test::read_file(out1).substr(0, 4), "\x7f" "ELF");
 }
 
+// The default `put = background` queues the put; the process publishes it
+// before it exits (the store's destructor), so the entry is complete on disk
+// the moment the command returns and `kcache verify` finds nothing wrong.
+// `--set put=sync` publishes before compile() returns.
+TEST(CliCompile, BackgroundPutIsPublishedBeforeTheProcessExits) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto cache = tmp.path() / "cache";
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  for (const std::string mode : {"background", "sync"}) {
+    const std::string args = "--set put=" + mode + " compile " + src + " --target ptx --arch sm_90 --json" +
+                             " --extra-digest " + mode + " -o " + (tmp.path() / (mode + ".ptx")).string();
+    auto cold = run_cli(cache, args);
+    ASSERT_EQ(cold.status, 0) << cold.out;
+    const auto j = nlohmann::json::parse(cold.out);
+    EXPECT_FALSE(j["hit"].get<bool>());
+    EXPECT_TRUE(j["stored"].get<bool>());
+    EXPECT_EQ(j["store_queued"].get<bool>(), mode == "background");
+    const std::string key = j["key"].get<std::string>();
+    EXPECT_TRUE(fs::exists(cache / "v1" / "entries" / key.substr(0, 2) / (key + ".pass"))) << mode;
+    auto warm = run_cli(cache, args);
+    ASSERT_EQ(warm.status, 0) << warm.out;
+    EXPECT_TRUE(nlohmann::json::parse(warm.out)["hit"].get<bool>()) << mode;
+  }
+  auto verify = run_cli(cache, "verify");
+  EXPECT_EQ(verify.status, 0) << verify.out;
+}
+
 TEST(CliCompile, HeaderEditedBetweenProcessesMissesAndWhyMissNamesIt) {
   KCACHE_REQUIRE_TOOLKIT();
   test::TempDir tmp;

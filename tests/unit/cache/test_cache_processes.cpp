@@ -16,6 +16,7 @@
 #include "kcache/compiler.hpp"
 #include "kcache/file_store.hpp"
 #include "kcache/toolkit.hpp"
+#include "kcache/write_behind_store.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/worker/worker_test_support.hpp"
 #include "util/sha256.hpp"
@@ -35,31 +36,65 @@ struct Report {
   std::uint64_t compiles = 0;
 };
 
-// In a child: opens the store at `root`, runs get_or_compile, writes one
+// How the children put: straight into the FileStore, or through a
+// WriteBehindStore (the default configuration) over a slow disk, whose
+// background thread releases the single-flight lease after the publish.
+enum class Puts { sync, write_behind };
+
+// A disk that takes 300 ms to publish: it forwards to the real FileStore after
+// a sleep, so the window between "compiled" and "published" is wide enough
+// that a lease released before the publish would let waiters miss and
+// compile again (the bug these tests guard against with write-behind).
+class SlowDisk final : public kcache::Store {
+ public:
+  explicit SlowDisk(std::unique_ptr<kcache::Store> inner) : m_inner(std::move(inner)) {}
+  std::string_view name() const noexcept override { return "slow-file"; }
+  kcache::Result<std::optional<kcache::Artifact>> get(const kcache::Key& key) override { return m_inner->get(key); }
+  kcache::Result<kcache::PutOutcome> put(const kcache::Artifact& a) override {
+    std::this_thread::sleep_for(300ms);
+    return m_inner->put(a);
+  }
+  kcache::Result<bool> remove(const kcache::Key& key) override { return m_inner->remove(key); }
+  kcache::Result<std::vector<kcache::EntryInfo>> list() override { return m_inner->list(); }
+  kcache::Result<kcache::StoreStats> stats() override { return m_inner->stats(); }
+
+ private:
+  std::unique_ptr<kcache::Store> m_inner;
+};
+
+// In a child: opens the store at `root`, runs get_or_compile, destroys the
+// cache and the store (a write-behind store publishes then), writes one
 // report line to `fd` and exits. `compile` overrides the compile function.
-[[noreturn]] void child_get(const std::filesystem::path& root, const CompileRequest& request, int fd,
+[[noreturn]] void child_get(const std::filesystem::path& root, const CompileRequest& request, int fd, Puts puts,
                             kcache::CompileFunction compile = {}) {
   kcache::Toolkit::instance().set_memo_dir(root / "memo");
-  kcache::FileStoreOptions fo;
-  fo.root = root;
-  auto store = kcache::FileStore::open(fo);
-  if (!store) {
-    ::_exit(10);
+  std::string line;
+  {
+    kcache::FileStoreOptions fo;
+    fo.root = root;
+    auto file = kcache::FileStore::open(fo);
+    if (!file) {
+      ::_exit(10);
+    }
+    std::unique_ptr<kcache::Store> store = std::move(*file);
+    if (puts == Puts::write_behind) {
+      store = std::make_unique<kcache::WriteBehindStore>(std::make_unique<SlowDisk>(std::move(store)));
+    }
+    CacheOptions co;
+    co.lock_dir = root / "v1" / "locks";
+    co.lock_timeout = 120s;
+    co.compile = std::move(compile);
+    Cache cache(*store, co);
+    CacheOutcome outcome{};
+    auto a = cache.get_or_compile(request, &outcome);
+    if (!a) {
+      std::fprintf(stderr, "child: %s\n", a.error().describe().c_str());
+      ::_exit(11);
+    }
+    const auto s = cache.stats();
+    line = std::string(kcache::to_string(outcome)) + " " + kcache::util::sha256_hex(a->payload) + " " +
+           std::to_string(s.waits) + " " + std::to_string(s.compiles) + "\n";
   }
-  CacheOptions co;
-  co.lock_dir = root / "v1" / "locks";
-  co.lock_timeout = 120s;
-  co.compile = std::move(compile);
-  Cache cache(**store, co);
-  CacheOutcome outcome{};
-  auto a = cache.get_or_compile(request, &outcome);
-  if (!a) {
-    std::fprintf(stderr, "child: %s\n", a.error().describe().c_str());
-    ::_exit(11);
-  }
-  const auto s = cache.stats();
-  const std::string line = std::string(kcache::to_string(outcome)) + " " + kcache::util::sha256_hex(a->payload) +
-                           " " + std::to_string(s.waits) + " " + std::to_string(s.compiles) + "\n";
   (void)!::write(fd, line.data(), line.size());
   ::_exit(0);
 }
@@ -90,14 +125,22 @@ int wait_ok(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+class CacheProcesses : public ::testing::TestWithParam<Puts> {};
+
 }  // namespace
 
+INSTANTIATE_TEST_SUITE_P(Puts, CacheProcesses, ::testing::Values(Puts::sync, Puts::write_behind),
+                         [](const ::testing::TestParamInfo<Puts>& param) {
+                           return param.param == Puts::sync ? std::string("sync") : std::string("write_behind");
+                         });
+
 // C05: 16 processes ask for one cold key at once: exactly one compile, 16
-// identical results.
-TEST(CacheProcesses, SixteenProcessesOnOneColdKeyCompileOnce) {
+// identical results. With write-behind the holder returns before its entry is
+// on disk; its lease is released after the publish, so no waiter compiles.
+TEST_P(CacheProcesses, SixteenProcessesOnOneColdKeyCompileOnce) {
   KCACHE_REQUIRE_NVRTC();
   kcache::test::TempDir dir;
-  const auto request = kcache::test::slow_request("c05");
+  const auto request = kcache::test::slow_request(GetParam() == Puts::sync ? "c05" : "c05wb");
   int results[2];
   int start[2];
   ASSERT_EQ(::pipe(results), 0);
@@ -112,7 +155,7 @@ TEST(CacheProcesses, SixteenProcessesOnOneColdKeyCompileOnce) {
       ::close(start[1]);
       char c = 0;
       (void)!::read(start[0], &c, 1);  // released all at once when the parent closes the pipe
-      child_get(dir.path(), request, results[1]);
+      child_get(dir.path(), request, results[1], GetParam());
     }
     kids.push_back(pid);
   }
@@ -138,7 +181,8 @@ TEST(CacheProcesses, SixteenProcessesOnOneColdKeyCompileOnce) {
   EXPECT_EQ(compiles, 1U);
   EXPECT_EQ(outcomes["compiled"], 1);
   EXPECT_EQ(outcomes["hit"] + outcomes["hit_after_wait"], k_procs - 1);
-  std::printf("[ figures  ] C05: %d processes, %llu compile(s), %d waited, wall %.0f ms\n", k_procs,
+  std::printf("[ figures  ] C05 (%s puts): %d processes, %llu compile(s), %d waited, wall %.0f ms\n",
+              GetParam() == Puts::sync ? "sync" : "write-behind", k_procs,
               static_cast<unsigned long long>(compiles), outcomes["hit_after_wait"],
               std::chrono::duration<double, std::milli>(wall).count());
   EXPECT_TRUE(std::filesystem::is_empty(dir.path() / "v1" / "locks"));  // no lock file left
@@ -161,10 +205,10 @@ TEST(CacheProcesses, SixteenProcessesOnOneColdKeyCompileOnce) {
 
 // C06: the holder is SIGKILLed mid-compile; a waiting process takes over,
 // compiles once, and the other waiters get its result. No deadlock.
-TEST(CacheProcesses, HolderKilledMidCompileAWaiterTakesOver) {
+TEST_P(CacheProcesses, HolderKilledMidCompileAWaiterTakesOver) {
   KCACHE_REQUIRE_NVRTC();
   kcache::test::TempDir dir;
-  const auto request = kcache::test::slow_request("c06");
+  const auto request = kcache::test::slow_request(GetParam() == Puts::sync ? "c06" : "c06wb");
   int signal_pipe[2];
   int results[2];
   ASSERT_EQ(::pipe(signal_pipe), 0);
@@ -175,7 +219,7 @@ TEST(CacheProcesses, HolderKilledMidCompileAWaiterTakesOver) {
     ::close(signal_pipe[0]);
     ::close(results[0]);
     const int sig_fd = signal_pipe[1];
-    child_get(dir.path(), request, results[1], [sig_fd](const CompileRequest& r) -> kcache::Result<kcache::CompileOutput> {
+    child_get(dir.path(), request, results[1], GetParam(), [sig_fd](const CompileRequest& r) -> kcache::Result<kcache::CompileOutput> {
       (void)!::write(sig_fd, "c", 1);  // "I hold the key and am compiling"
       auto out = kcache::compile_in_process(r);
       for (;;) {
@@ -195,7 +239,7 @@ TEST(CacheProcesses, HolderKilledMidCompileAWaiterTakesOver) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       ::close(results[0]);
-      child_get(dir.path(), request, results[1]);
+      child_get(dir.path(), request, results[1], GetParam());
     }
     waiters.push_back(pid);
   }

@@ -274,6 +274,7 @@ TEST(FormatSize, PrintsForPeople) {
 
 #include "kcache/blob.hpp"
 #include "kcache/tiered_store.hpp"
+#include "kcache/write_behind_store.hpp"
 
 TEST(ConfiguredStore, MemoryInFrontOfFileUnlessTurnedOff) {
   kcache::test::TempDir dir;
@@ -281,23 +282,49 @@ TEST(ConfiguredStore, MemoryInFrontOfFileUnlessTurnedOff) {
   ASSERT_TRUE(c.has_value()) << c.error().describe();
   auto store = kcache::open_configured_store(*c);
   ASSERT_TRUE(store.has_value()) << store.error().describe();
-  auto* tiered = dynamic_cast<kcache::TieredStore*>(store->get());
+  // Default `put = background`: the chain is behind a WriteBehindStore.
+  auto* behind = dynamic_cast<kcache::WriteBehindStore*>(store->get());
+  ASSERT_NE(behind, nullptr);
+  auto* tiered = dynamic_cast<kcache::TieredStore*>(&behind->inner());
   ASSERT_NE(tiered, nullptr);
   ASSERT_EQ(tiered->tier_count(), 2U);
   EXPECT_EQ(tiered->tier(0).name(), "memory");
   EXPECT_EQ(tiered->tier(1).name(), "file");
   const auto a = kcache::make_blob("blob", "payload").value();
-  ASSERT_TRUE((*store)->put(a));
+  EXPECT_EQ((*store)->put(a).value(), kcache::PutOutcome::queued);
+  ASSERT_TRUE(behind->flush().has_value());
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "c" / "v1" / "entries" / a.passport.key.shard() /
                                       a.passport.key.hex()));
 
   c->memory_size_bytes = 0;
+  c->put = kcache::PutMode::sync;
   auto no_memory = kcache::open_configured_store(*c);
   ASSERT_TRUE(no_memory.has_value());
   EXPECT_EQ(dynamic_cast<kcache::TieredStore*>(no_memory->get())->tier_count(), 1U);
   auto got = (*no_memory)->get(a.passport.key);
   ASSERT_TRUE(got && got->has_value());
   EXPECT_EQ(**got, a);
+}
+
+TEST(ConfiguredStore, SyncPutPublishesBeforeReturning) {
+  kcache::test::TempDir dir;
+  auto c = Config::load_from(inputs({{"HOME", dir.path().string()},
+                                     {"KCACHE_DIR", (dir.path() / "c").string()},
+                                     {"KCACHE_PUT", "sync"}}));
+  ASSERT_TRUE(c.has_value()) << c.error().describe();
+  EXPECT_EQ(c->put, kcache::PutMode::sync);
+  auto store = kcache::open_configured_store(*c);
+  ASSERT_TRUE(store.has_value());
+  EXPECT_EQ(dynamic_cast<kcache::WriteBehindStore*>(store->get()), nullptr);
+  const auto a = kcache::make_blob("blob", "payload").value();
+  EXPECT_EQ((*store)->put(a).value(), kcache::PutOutcome::stored);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "c" / "v1" / "entries" / a.passport.key.shard() /
+                                      (a.passport.key.hex() + ".pass")));
+  auto bad = Config::load_from(inputs({{"HOME", dir.path().string()}, {"KCACHE_PUT", "later"}}));
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code, kcache::ErrorCode::invalid_argument);
+  EXPECT_NE(bad.error().message.find("KCACHE_PUT"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("background"), std::string::npos) << bad.error().message;
 }
 
 TEST(ConfiguredStore, DisabledNeverHitsAndKeepsNothing) {
