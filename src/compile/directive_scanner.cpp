@@ -8,6 +8,10 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>  // glibc 2.33+
+#define KCACHE_HAVE_GLIBC_X86_FEATURES 1
+#endif
 #elif defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -88,11 +92,19 @@ __attribute__((target("avx2"))) const char* find_special_avx2(const char* p, con
   return p;
 }
 
+// glibc's dynamic loader has already asked the CPU (and the OS) what it can
+// do; reading its answer costs nothing, while __builtin_cpu_init() runs CPUID
+// again, and each CPUID is a trap to the hypervisor in a virtual machine:
+// tens of microseconds of a cache hit that takes a few milliseconds.
 bool cpu_has_avx2() {
+#if KCACHE_HAVE_GLIBC_X86_FEATURES
+  static const bool has = CPU_FEATURE_ACTIVE(AVX2);
+#else
   static const bool has = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") != 0;
   }();
+#endif
   return has;
 }
 #endif

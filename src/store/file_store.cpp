@@ -10,12 +10,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <random>
 
 #include "store/file_store_impl.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
+#include "util/unique_name.hpp"
 
 namespace kcache {
 
@@ -218,8 +218,7 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   impl->options = std::move(options);
   const auto& root = impl->options.root;
   const mode_t dmode = store::dir_mode(impl->options.sharing);
-  std::random_device rd;
-  impl->temp_salt = (std::uint64_t{rd()} << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid());
+  impl->temp_salt = util::unique_nonce();
 
   std::error_code ec;
   if (root.has_parent_path()) {

@@ -7,11 +7,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <string>
 
 #include "util/fd.hpp"
 #include "util/posix_io.hpp"
+#include "util/unique_name.hpp"
 
 namespace kcache::store {
 
@@ -30,9 +30,7 @@ bool header_ok(const void* mapped, const SharedFileFormat& format) {
 // a damaged file is replaced; otherwise an existing file (another process's)
 // wins.
 bool create_file(int dir_fd, const SharedFileFormat& format, mode_t mode, bool replace) {
-  std::random_device rd;
-  const std::string tmp = std::string(".") + format.name + "-" + std::to_string(::getpid()) + "-" +
-                          std::to_string(rd()) + ".tmp";
+  const std::string tmp = std::string(".") + format.name + "-" + util::temp_suffix() + ".tmp";
   util::Fd fd(util::io::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
   if (!fd) {
     return false;

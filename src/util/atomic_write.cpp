@@ -5,10 +5,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
+#include <cstdio>
 #include <string>
 
 #include "util/fd.hpp"
+#include "util/unique_name.hpp"
 
 namespace kcache::util {
 
@@ -19,18 +20,12 @@ Result<void> write_file_atomically(const std::filesystem::path& path, std::strin
   // umask to `mode`, with no process-wide umask() dance.
   std::string tmpl;
   Fd fd;
-  // pid + a nanosecond clock + the attempt make the name unique enough;
-  // O_EXCL makes it safe. (std::random_device costs more than the write
-  // of a small file: it probes the CPU with cpuid, a VM exit.)
-  const auto stamp = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
   for (int attempt = 0; attempt < 100 && !fd; ++attempt) {
     // Appended piecewise: GCC 12 at -O3 warns (-Wrestrict) on "." + std::string&&.
     std::string name(1, '.');
     name += path.filename().string();
     name += ".kcache-";
-    name += std::to_string(::getpid());
-    name += '-';
-    name += std::to_string(stamp + static_cast<unsigned long long>(attempt));
+    name += temp_suffix();
     tmpl = (dir / name).string();
     fd.reset(::open(tmpl.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
     if (!fd && errno != EEXIST) {
@@ -60,6 +55,24 @@ Result<void> write_file_atomically(const std::filesystem::path& path, std::strin
   }
   if (::close(fd.release()) != 0) {
     return fail(errno, "cannot close");
+  }
+  if (sync == FileSync::none) {
+    // Replacing an existing file by rename() makes ext4 start writing the new
+    // file's data back first (auto_da_alloc), which is most of a cache hit
+    // with a large output (0.3-0.6 ms for 150 KiB). Exchanging the two names
+    // is just as atomic for readers and does not, and the old file's name is
+    // then the temporary one. Where there is nothing to exchange with, or the
+    // filesystem cannot exchange, rename() below does the work; only a
+    // regular file is exchanged (rename() refuses to replace a directory).
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::renameat2(AT_FDCWD, tmpl.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
+      if (::unlink(tmpl.c_str()) == 0 || errno == ENOENT) {
+        return {};
+      }
+      // Not the regular file it was a moment ago: put it back, and let rename() decide.
+      ::renameat2(AT_FDCWD, tmpl.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE);
+    }
   }
   if (::rename(tmpl.c_str(), path.c_str()) != 0) {
     return fail(errno, "cannot rename the temporary file to");

@@ -10,13 +10,13 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <random>
 
 #include <xxhash.h>
 
 #include "util/fd.hpp"
 #include "util/sha256.hpp"
 #include "worker/wire_codec.hpp"
+#include "util/unique_name.hpp"
 
 namespace kcache {
 
@@ -187,9 +187,7 @@ Result<void> write_artifact_file(const std::filesystem::path& path, const Artifa
   if (dir.empty()) {
     dir = ".";
   }
-  std::random_device rd;
-  const std::filesystem::path tmp =
-      dir / (".kcart-" + std::to_string(::getpid()) + "-" + std::to_string(rd()) + ".tmp");
+  const std::filesystem::path tmp = dir / (".kcart-" + util::temp_suffix() + ".tmp");
   util::Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd) {
     return make_errno_error(errno, "create " + tmp.string());
