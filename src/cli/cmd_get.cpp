@@ -27,7 +27,7 @@ int run_get(const Context& ctx, const GetArgs& args) {
       return report(Error{ErrorCode::io, "cannot write to standard output", {}});
     }
   } else {
-    if (auto ok = util::write_file_atomically(args.output, artifact.payload, 0666, util::FileSync::none); !ok) {
+    if (auto ok = util::write_output_file(args.output, artifact.payload); !ok) {
       return report(ok.error(), "check that the directory of the output file exists and is writable");
     }
   }

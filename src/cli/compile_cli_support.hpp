@@ -41,9 +41,13 @@ inline std::optional<std::string> read_whole_file(const std::string& path, std::
 
 // Writes an output file (-o) atomically: a temporary file in the same
 // directory, then a rename, so a reader sees the old file or the new one,
-// never a part. Like a compiler's output it is not fsynced (docs/cli.md).
+// never a part. Like a compiler's output it is not fsynced; a file that
+// already holds these bytes is only touched (docs/cli.md).
 inline Result<void> write_atomically(const std::string& path, const std::string& bytes) {
-  return util::write_file_atomically(path, bytes, 0666, util::FileSync::none);
+  if (auto ok = util::write_output_file(path, bytes); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return {};
 }
 
 inline int exit_code_for(const Error& e) {

@@ -10,17 +10,14 @@
 #include "kcache/compile_options.hpp"
 #include "kcache/toolkit.hpp"
 #include "util/hex.hpp"
+#include "util/clock.hpp"
 
 namespace kcache {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-std::uint64_t micros_since(Clock::time_point start) {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-}
+using util::Clock;
+using util::micros_since;
 
 // Everything derive() learns about a request.
 struct Derived {

@@ -14,16 +14,14 @@
 #include <unordered_map>
 #include <utility>
 
+#include "util/clock.hpp"
+
 namespace kcache {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-std::uint64_t micros_since(Clock::time_point start) {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-}
+using util::Clock;
+using util::micros_since;
 
 // What a queued artifact costs the budget: the bytes it holds that can be large.
 std::uint64_t budget_bytes(const Artifact& a) { return a.payload.size() + a.passport.log.size(); }

@@ -1,11 +1,14 @@
 #include "util/atomic_write.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "util/fd.hpp"
@@ -78,6 +81,44 @@ Result<void> write_file_atomically(const std::filesystem::path& path, std::strin
     return fail(errno, "cannot rename the temporary file to");
   }
   return {};
+}
+
+namespace {
+
+// True when `path` is a regular file whose content is exactly `bytes`. The
+// file is mapped, not read into a buffer: comparing costs no fresh memory.
+bool holds_exactly(const std::filesystem::path& path, std::string_view bytes) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<std::uint64_t>(st.st_size) != bytes.size()) {
+    return false;
+  }
+  if (bytes.empty()) {
+    return true;
+  }
+  void* map = ::mmap(nullptr, bytes.size(), PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (map == MAP_FAILED) {
+    return false;
+  }
+  const bool same = std::memcmp(map, bytes.data(), bytes.size()) == 0;
+  ::munmap(map, bytes.size());
+  return same;
+}
+
+}  // namespace
+
+Result<bool> write_output_file(const std::filesystem::path& path, std::string_view bytes, mode_t mode) {
+  if (holds_exactly(path, bytes)) {
+    if (::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) == 0) {
+      return false;
+    }
+    // Cannot touch it (another owner, say): write it anew, which reports why if that fails too.
+  }
+  if (auto ok = write_file_atomically(path, bytes, mode, FileSync::none); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return true;
 }
 
 }  // namespace kcache::util

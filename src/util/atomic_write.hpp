@@ -26,4 +26,13 @@ enum class FileSync {
 Result<void> write_file_atomically(const std::filesystem::path& path, std::string_view bytes, mode_t mode = 0666,
                                    FileSync sync = FileSync::fsync);
 
+// Writes an output file the way a compiler's output should be written when
+// it is often the same as last time (a cache hit rebuilding an unchanged
+// object): when `path` is already a regular file holding exactly `bytes`, it
+// is left as it is and only its modification time is set to now (so a build
+// tool sees it as new); otherwise it is written with write_file_atomically()
+// and FileSync::none. Returns whether the bytes were written.
+// Thread-safety: thread-safe (no shared state).
+Result<bool> write_output_file(const std::filesystem::path& path, std::string_view bytes, mode_t mode = 0666);
+
 }  // namespace kcache::util

@@ -1,6 +1,7 @@
 // util::write_file_atomically: the file is replaced in one step, in both
 // durability modes, and nothing is left beside it.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -89,6 +90,66 @@ TEST_P(AtomicWrite, AMissingDirectoryIsAnErrorNamingThePath) {
   auto r = write_file_atomically(m_dir.path() / "no" / "out.bin", "x", 0666, GetParam());
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("out.bin"), std::string::npos) << r.error().message;
+}
+
+// write_output_file: an output that already holds the bytes is only touched.
+class OutputFile : public ::testing::Test {
+ protected:
+  // Sets `f`'s modification time to 2001-09-09 (long before now).
+  static void make_old(const fs::path& f) {
+    const struct timespec times[2] = {{1000000000, 0}, {1000000000, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+  }
+  static struct stat stat_of(const fs::path& f) {
+    struct stat st {};
+    EXPECT_EQ(::lstat(f.c_str(), &st), 0);
+    return st;
+  }
+  test::TempDir m_dir;
+};
+
+TEST_F(OutputFile, IdenticalBytesAreNotRewrittenButTheFileLooksNew) {
+  const fs::path f = m_dir.path() / "k.cubin";
+  test::write_file(f, std::string(150000, 'c'));
+  make_old(f);
+  const auto before = stat_of(f);
+  auto r = write_output_file(f, std::string(150000, 'c'));
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_FALSE(*r);
+  const auto after = stat_of(f);
+  EXPECT_EQ(after.st_ino, before.st_ino);  // the same file, not a copy
+  EXPECT_GT(after.st_mtim.tv_sec, before.st_mtim.tv_sec + 1000);  // a build tool sees it as new
+}
+
+TEST_F(OutputFile, OtherBytesOfTheSameSizeAreWritten) {
+  const fs::path f = m_dir.path() / "k.cubin";
+  test::write_file(f, "aaaa");
+  auto r = write_output_file(f, "aaab");
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(test::read_file(f), "aaab");
+  EXPECT_EQ(names_in(m_dir.path()), std::vector<std::string>{"k.cubin"});
+}
+
+TEST_F(OutputFile, AnotherSizeIsWrittenAndAMissingFileCreated) {
+  const fs::path f = m_dir.path() / "k.cubin";
+  test::write_file(f, "short");
+  ASSERT_TRUE(write_output_file(f, "longer bytes").value());
+  EXPECT_EQ(test::read_file(f), "longer bytes");
+  const fs::path g = m_dir.path() / "new.cubin";
+  ASSERT_TRUE(write_output_file(g, "").value());
+  EXPECT_TRUE(fs::is_regular_file(g));
+  EXPECT_FALSE(write_output_file(g, "").value());  // empty and empty: the same
+}
+
+TEST_F(OutputFile, ASymlinkToIdenticalBytesIsReplacedNotTouched) {
+  const fs::path target = m_dir.path() / "target.cubin";
+  const fs::path link = m_dir.path() / "k.cubin";
+  test::write_file(target, "same");
+  fs::create_symlink(target, link);
+  ASSERT_TRUE(write_output_file(link, "same").value());
+  EXPECT_FALSE(fs::is_symlink(link));
+  EXPECT_EQ(test::read_file(link), "same");
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, AtomicWrite, ::testing::Values(FileSync::fsync, FileSync::none),
