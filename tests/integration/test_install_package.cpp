@@ -76,6 +76,21 @@ TEST(InstalledPackage, FindPackageAndPkgConfigConsumersBuildAndRun) {
   ASSERT_TRUE(fs::exists(prefix / "include" / "kcache" / "store.hpp"));
   ASSERT_TRUE(fs::exists(prefix / "bin" / "kcache"));
 
+  // The installed command finds its ONNX module in <libdir>/kcache/: a file
+  // that is no ONNX model is reported as such, not as "ONNX support is not available".
+  spit(dir.path() / "bad.onnx", "not a protobuf message");
+  const std::string inspect_log = (dir.path() / "inspect.txt").string();
+  EXPECT_EQ(sh("cd '" + dir.path().string() + "' && env -u KCACHE_ONNX_MODULE KCACHE_DIR='" +
+               (dir.path() / "cache").string() + "' '" + (prefix / "bin" / "kcache").string() +
+               "' inspect bad.onnx --json >'" + inspect_log + "' 2>&1"),
+            4);
+  {
+    std::ifstream in(inspect_log);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_NE(text.find("is not an ONNX model"), std::string::npos) << text;
+    EXPECT_EQ(text.find("not available"), std::string::npos) << text;
+  }
+
   // CMake consumer.
   const fs::path src = dir.path() / "consumer";
   spit(src / "main.cpp", k_consumer);
