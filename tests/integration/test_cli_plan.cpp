@@ -244,6 +244,10 @@ TEST_F(CliPlan, OnnxCommandsSayWhenTheModuleIsMissingAndOthersStillWork) {
   Ran inspect = kcache(m_dir.path(), {"inspect", "m.onnx", "--json"}, env);
   EXPECT_EQ(inspect.code, 4);
   EXPECT_NE(inspect.out.find("ONNX support is not available"), std::string::npos) << inspect.out;
+  // A library that is no kcache ONNX module is refused by name, not called.
+  Ran foreign = kcache(m_dir.path(), {"stamp", "m.onnx"}, {{"KCACHE_ONNX_MODULE", "libc.so.6"}});
+  EXPECT_EQ(foreign.code, 1);
+  EXPECT_NE(foreign.err.find("is not a kcache ONNX module"), std::string::npos) << foreign.err;
   // A plan without ONNX entries, and the store commands, never need the module.
   test::write_file(m_dir.path() / "plan.toml", "version = 1\noutput_dir = \"out\"\n[[entry]]\nname = \"a\"\n"
                                                "builder = \"command\"\ninputs = [\"in.txt\"]\n"
