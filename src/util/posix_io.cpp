@@ -32,28 +32,28 @@ int openat(int dirfd, const char* path, int flags, mode_t mode) noexcept {
   return ::openat(dirfd, path, flags | O_CLOEXEC, mode);
 }
 
-ssize_t read(int fd, void* buf, std::size_t size) noexcept {
-  const fault::Decision d = fault::check(fault::Op::read);
+namespace {
+// The fault seam of a read or write: false (errno set) for an injected
+// failure; an injected short transfer halves `size` (at least one byte).
+bool transfer_allowed(fault::Op op, std::size_t& size) noexcept {
+  const fault::Decision d = fault::check(op);
   if (d.action == fault::Action::fail) {
     errno = d.err;
-    return -1;
+    return false;
   }
   if (d.action == fault::Action::short_transfer && size > 1) {
     size = std::max<std::size_t>(1, size / 2);
   }
-  return ::read(fd, buf, size);
+  return true;
+}
+}  // namespace
+
+ssize_t read(int fd, void* buf, std::size_t size) noexcept {
+  return transfer_allowed(fault::Op::read, size) ? ::read(fd, buf, size) : -1;
 }
 
 ssize_t write(int fd, const void* buf, std::size_t size) noexcept {
-  const fault::Decision d = fault::check(fault::Op::write);
-  if (d.action == fault::Action::fail) {
-    errno = d.err;
-    return -1;
-  }
-  if (d.action == fault::Action::short_transfer && size > 1) {
-    size = std::max<std::size_t>(1, size / 2);
-  }
-  return ::write(fd, buf, size);
+  return transfer_allowed(fault::Op::write, size) ? ::write(fd, buf, size) : -1;
 }
 
 int fsync(int fd) noexcept {

@@ -177,10 +177,9 @@ std::string key_in_child(const CompileRequest& r) {
   return out;
 }
 
-TEST(KeySoundness, HeaderEditedBetweenProcessesMisses) {
-  KCACHE_REQUIRE_TOOLKIT();
-  test::TempDir tmp;
-  const auto inc = (tmp.path() / "inc").string();
+// A request whose source includes v.h (`#define V 1`), written into `inc`
+// and found through -I.
+CompileRequest request_with_disk_header(const std::string& inc) {
   fs::create_directories(inc);
   test::write_file(inc + "/v.h", "#define V 1\n");
   CompileRequest r;
@@ -189,6 +188,14 @@ TEST(KeySoundness, HeaderEditedBetweenProcessesMisses) {
   r.source = "#include \"v.h\"\n__global__ void k(int* p) { *p = V; }\n";
   r.target_kind = "ptx";
   r.options = {"-arch=sm_90", "-I", inc};
+  return r;
+}
+
+TEST(KeySoundness, HeaderEditedBetweenProcessesMisses) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto inc = (tmp.path() / "inc").string();
+  const CompileRequest r = request_with_disk_header(inc);
   const auto a = key_in_child(r);
   const auto b = key_in_child(r);
   ASSERT_EQ(a.size(), 64u) << a;
@@ -203,14 +210,7 @@ TEST(KeySoundness, HeaderEditedBetweenProcessesMissesThroughFileStore) {
   KCACHE_REQUIRE_TOOLKIT();
   test::TempDir tmp;
   const auto inc = (tmp.path() / "inc").string();
-  fs::create_directories(inc);
-  test::write_file(inc + "/v.h", "#define V 1\n");
-  CompileRequest r;
-  r.backend = "nvrtc";
-  r.name = "p.cu";
-  r.source = "#include \"v.h\"\n__global__ void k(int* p) { *p = V; }\n";
-  r.target_kind = "ptx";
-  r.options = {"-arch=sm_90", "-I", inc};
+  const CompileRequest r = request_with_disk_header(inc);
   FileStoreOptions fo;
   fo.root = tmp.path() / "cache";
   // Each child opens the store, compiles through it and reports hit (h) or miss (m) and the value.
