@@ -7,6 +7,7 @@
 #include "compile/backends.hpp"
 #include "compile/elf_file.hpp"
 #include "compile/header_scanner.hpp"
+#include "compile/working_directory.hpp"
 #include "kcache/compile_options.hpp"
 #include "kcache/toolkit.hpp"
 #include "util/hex.hpp"
@@ -82,6 +83,15 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   kb.add("input_kind", "cuda");
   kb.add("target_kind", r.target_kind);
   kb.add("name", r.name);
+  // Only where NVRTC writes it into the output (docs/keys.md), so release
+  // builds of a relocated project still share entries.
+  if (!jit::working_directory_embedded_because(r, *canon).empty()) {
+    auto cwd = jit::nvrtc_working_directory();
+    if (!cwd) {
+      return tl::unexpected(cwd.error());
+    }
+    kb.add("working_directory", *cwd);
+  }
   kb.add_content("source", r.source);
   for (const auto& o : canon->options) {
     kb.add("option", o);
