@@ -85,12 +85,14 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   kb.add("name", r.name);
   // Only where NVRTC writes it into the output (docs/keys.md), so release
   // builds of a relocated project still share entries.
-  if (!jit::working_directory_embedded_because(r, *canon).empty()) {
-    auto cwd = jit::nvrtc_working_directory();
-    if (!cwd) {
-      return tl::unexpected(cwd.error());
+  std::string location_problem;
+  if (const auto why = jit::working_directory_embedded_because(r, *canon); !why.empty()) {
+    if (auto cwd = jit::nvrtc_working_directory()) {
+      kb.add("working_directory", *cwd);
+    } else {
+      location_problem = "NVRTC writes the working directory into this output (" + why +
+                         ") and it cannot be read: " + cwd.error().describe();
     }
-    kb.add("working_directory", *cwd);
   }
   kb.add_content("source", r.source);
   for (const auto& o : canon->options) {
@@ -120,6 +122,9 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
     return tl::unexpected(scanned.error());
   }
   d.not_cacheable = scanned->not_cacheable;
+  if (!location_problem.empty()) {
+    d.not_cacheable = location_problem;
+  }
   for (const auto& h : scanned->headers) {
     auto raw = util::from_hex(h.sha256);
     std::array<std::uint8_t, 32> digest{};

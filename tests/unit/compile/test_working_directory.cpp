@@ -184,5 +184,34 @@ TEST(WorkingDirectory, IsPwdWhenItNamesTheCurrentDirectoryLikeNvrtc) {
   EXPECT_EQ(keys[2], keys[1]);
 }
 
+// A working directory that cannot be read (removed under the process) makes
+// such a request uncacheable, never a failed build.
+TEST(WorkingDirectory, UnreadableWorkingDirectoryCompilesWithoutTheCache) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const fs::path gone = tmp.path() / "gone";
+  fs::create_directories(gone);
+  CompileRequest r;
+  r.backend = "nvrtc";
+  r.name = "k.cu";
+  r.source = "extern \"C\" __global__ void f(float* p) { p[threadIdx.x] *= 2.0f; }\n";
+  r.target_kind = "ltoir";
+  r.options = {"-arch=sm_90"};
+  InDirectory in(gone, gone.string());
+  fs::remove(gone);
+  auto kb = derive_key(r);
+  ASSERT_FALSE(kb);
+  EXPECT_EQ(kb.error().code, ErrorCode::unsupported);
+  EXPECT_NE(kb.error().message.find("working directory"), std::string::npos) << kb.error().message;
+  test::MapStore store;
+  CompileInfo info;
+  auto a = compile(r, &store, &info);
+  ASSERT_TRUE(a) << a.error().describe();
+  EXPECT_FALSE(info.cacheable);
+  EXPECT_FALSE(info.stored);
+  r.target_kind = "ptx";  // release PTX does not name the directory: cacheable as before
+  EXPECT_TRUE(derive_key(r));
+}
+
 }  // namespace
 }  // namespace kcache
