@@ -52,7 +52,7 @@ Bytes = Union[str, bytes, bytearray, memoryview]
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
 _default_lock = threading.Lock()
 _default: Store | None = None
-_default_error: CacheError | None = None
+_default_error: Error | None = None
 
 
 def open_store(config: Config | None = None) -> Store:
@@ -81,11 +81,10 @@ def default_store() -> Store | None:
             return _default
         if _default_error is not None:
             return None
+        config = Config.load()  # a bad setting raises ConfigError
         try:
-            _default = open_store()
-        except ConfigError:
-            raise
-        except CacheError as e:
+            _default = open_store(config)
+        except Error as e:
             _default_error = e
             import warnings
 
@@ -175,9 +174,9 @@ def link(
     ``lto=True`` adds -lto. Raises CompileError with nvJitLink's log.
     """
     items: list[tuple[str, str, Bytes]] = []
-    for i, item in enumerate(inputs):
+    for item in inputs:
         if isinstance(item, Artifact):
-            items.append((f"input{i}.{item.kind}", item.kind, item.payload))
+            items.append((f"{item.key}.{item.kind}", item.kind, item.payload))
         else:
             items.append(item)
     opts = ["-arch=" + arch] if arch else []

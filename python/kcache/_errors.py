@@ -46,7 +46,10 @@ class CorruptEntry(CacheError):
 
 
 class CompileError(Error):
-    """The compiler rejected the input; ``log`` holds its log."""
+    """The compiler rejected the input; ``log`` holds its log (also shown by str())."""
+
+    def __str__(self) -> str:
+        return f"{self.message}\n{self.log.rstrip()}" if self.log else self.message
 
 
 class ToolkitNotFound(Error):

@@ -25,8 +25,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from cuda.core import ObjectCode, Program, ProgramOptions
-from cuda.core.utils import ProgramCacheResource
+# cuda.core ships no top-level py.typed: its names are Any to a type checker.
+from cuda.core import ObjectCode, Program, ProgramOptions  # type: ignore[import-untyped]
+from cuda.core.utils import ProgramCacheResource  # type: ignore[import-untyped]
 
 from . import _kcache, default_store, open_store
 from . import CacheError, Config, Store
@@ -63,7 +64,7 @@ def _value_bytes(value: object) -> bytes | bytearray | memoryview:
     raise TypeError(f"cache values must be bytes-like or ObjectCode, got {type(value).__name__}")
 
 
-class ProgramCache(ProgramCacheResource):
+class ProgramCache(ProgramCacheResource):  # type: ignore[misc]
     """cuda.core's ProgramCacheResource over kcache's stores.
 
     ``store``: a ``kcache.Store`` to use (not closed by ``close()``). Without

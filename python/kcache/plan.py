@@ -53,4 +53,4 @@ def build(
     """
     s = (store if store is not None else default_store()) if cache else None
     rows = _kcache._plan_build(os.fspath(path), host, jobs, keep_going, s, on_event)
-    return [EntryResult(**row) for row in rows]
+    return [EntryResult(**{**row, "outcome": row["outcome"].lower()}) for row in rows]

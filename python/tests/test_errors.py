@@ -78,11 +78,12 @@ def test_a_damaged_entry_is_a_miss_and_is_removed(tmp_path: Path) -> None:
         assert s.get(art.key) is None
 
 
-def test_a_cache_root_that_is_a_file_is_a_cache_error(tmp_path: Path) -> None:
+def test_a_cache_root_that_is_a_file_is_an_error_naming_it(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a directory")
     cfg = kcache.Config.load(cache_dir=tmp_path / "file" / "cache")
-    with pytest.raises(kcache.CacheError):
+    with pytest.raises(kcache.Error) as e:
         kcache.open_store(cfg)
+    assert str(tmp_path / "file") in str(e.value)
 
 
 def test_an_unusable_default_cache_warns_once_and_compiles_anyway(tmp_path: Path) -> None:

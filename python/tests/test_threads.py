@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 import kcache
@@ -44,7 +45,8 @@ def test_store_shared_by_threads(store: kcache.Store) -> None:
 def test_the_gil_is_released_during_a_compile(store: kcache.Store) -> None:
     # A Python thread keeps counting while NVRTC compiles a kernel that takes
     # a while; with the GIL held it could not run at all.
-    src = "#include <cuda/std/complex>\n" + SAXPY + "\n// gil " + os.urandom(8).hex() + "\n"
+    medium = Path(__file__).resolve().parents[2] / "bench" / "corpus" / "medium.cu"
+    src = medium.read_text() + "\n// gil " + os.urandom(8).hex() + "\n"
     ticks = 0
     done = threading.Event()
 

@@ -21,7 +21,9 @@ def mypy(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_package_and_a_typed_user_check_clean() -> None:
     pytest.importorskip("mypy")
-    p = mypy("-p", "kcache", str(HERE / "typing" / "usage.py"))
+    p = mypy("-p", "kcache")
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = mypy(str(HERE / "typing" / "usage.py"))
     assert p.returncode == 0, p.stdout + p.stderr
 
 

@@ -46,7 +46,7 @@ def use_errors() -> str:
 
 
 def use_cuda_core() -> bytes:
-    from cuda.core import ProgramOptions
+    from cuda.core import ProgramOptions  # type: ignore[import-untyped]
 
     cache = kcache.cuda_core.ProgramCache()
     cache[b"k"] = b"v"
