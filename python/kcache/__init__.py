@@ -11,11 +11,13 @@ toolkit is loaded by the first compile that misses.
 
 from __future__ import annotations
 
+# Only cheap modules at import time (no typing, no threading): `import kcache`
+# stays within a few milliseconds.
+import _thread
 import atexit
-import threading
 import weakref
+from collections import namedtuple
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
 from . import _kcache
 from ._errors import (
@@ -33,12 +35,14 @@ from ._errors import (
 )
 from ._kcache import Artifact, Config, Entry, Key, Store, setting_names
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
+    from typing import Any, NamedTuple, Union
 
     from . import cuda_core, plan
 
-__version__: str = _kcache.__version__
+    __version__: str = _kcache.__version__
 
 __all__ = [
     "Artifact", "CacheError", "CompileError", "Config", "ConfigError", "CorruptEntry", "Entry", "Error",
@@ -47,10 +51,8 @@ __all__ = [
     "nvvm_compile", "open_store", "plan", "setting_names", "why_miss",
 ]
 
-Bytes = Union[str, bytes, bytearray, memoryview]
-
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
-_default_lock = threading.Lock()
+_default_lock = _thread.allocate_lock()
 _default: Store | None = None
 _default_error: Error | None = None
 
@@ -206,12 +208,18 @@ def nvvm_compile(
     return _kcache._nvvm_compile(_store_for(store, cache), ir, name, list(modules), opts)
 
 
-class FieldDiff(NamedTuple):
-    """One key-record field that differs; ``left``/``right`` are None where absent."""
+if TYPE_CHECKING:
 
-    name: str
-    left: str | None
-    right: str | None
+    class FieldDiff(NamedTuple):
+        """One key-record field that differs; ``left``/``right`` are None where absent."""
+
+        name: str
+        left: str | None
+        right: str | None
+
+else:
+    FieldDiff = namedtuple("FieldDiff", ["name", "left", "right"])
+    FieldDiff.__doc__ = "One key-record field that differs; ``left``/``right`` are None where absent."
 
 
 def _passport_json(x: Artifact | Key | str | Mapping[str, Any], store: Store | None) -> str:
