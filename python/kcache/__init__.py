@@ -15,6 +15,7 @@ from __future__ import annotations
 # stays within a few milliseconds.
 import _thread
 import atexit
+import os as _os
 import weakref
 from collections import namedtuple
 from collections.abc import Iterable, Mapping, Sequence
@@ -55,6 +56,7 @@ _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
 _default_lock = _thread.allocate_lock()
 _default: Store | None = None
 _default_error: Error | None = None
+_forked = False
 
 
 def open_store(config: Config | None = None) -> Store:
@@ -83,7 +85,8 @@ def default_store() -> Store | None:
             return _default
         if _default_error is not None:
             return None
-        config = Config.load()  # a bad setting raises ConfigError
+        # A bad setting raises ConfigError. In a forked child, puts are synchronous.
+        config = Config.load(put="sync") if _forked else Config.load()
         try:
             _default = open_store(config)
         except Error as e:
@@ -261,6 +264,25 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kcache' has no attribute '{name}'")
+
+
+def _after_fork_in_child() -> None:
+    # A forked child inherits the parent's stores but not their background
+    # threads: forget them (a later default_store() opens a fresh one).
+    global _default, _default_lock, _default_error
+    for store in list(_open_stores):
+        store._abandon()
+    _open_stores.clear()
+    _default = None
+    _default_error = None
+    _default_lock = _thread.allocate_lock()
+    # multiprocessing ends forked workers with os._exit(), which skips atexit:
+    # the default store of a forked child publishes each put before returning.
+    global _forked
+    _forked = True
+
+
+_os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

@@ -294,6 +294,18 @@ void bind_store(nb::module_& m) {
             h.reset();
           },
           "Publishes queued puts and releases the store. Idempotent.")
+      .def(
+          "_abandon",
+          [](PyStore& s) {
+            // In a child after fork(): the background thread of the parent's
+            // store does not exist here, so the store must not be flushed or
+            // destroyed. Its memory is left behind on purpose.
+            auto h = s.take();
+            if (h) {
+              new std::shared_ptr<StoreHandle>(std::move(h));  // NOLINT: intentionally leaked
+            }
+          },
+          "Forgets the store without closing it (used in a forked child).")
       .def_prop_ro("closed", [](PyStore& s) { return s.is_closed(); })
       .def_prop_ro("config", [](const PyStore& s) { return s.config(); }, "The settings it was opened with.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })

@@ -39,3 +39,26 @@ def test_a_new_process_hits_without_loading_nvrtc(tmp_path: Path) -> None:
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["hit", "False"]
+
+
+def test_a_forked_child_uses_the_cache_and_the_parent_goes_on(tmp_path: Path) -> None:
+    # The parent has a default store with its background writer thread; a
+    # child made by fork() must not hang on it, and both keep using the cache.
+    code = (
+        "import os, multiprocessing as mp, kcache\n"
+        f"src = {TEMPLATED + '// fork ' + os.urandom(8).hex()!r}\n"
+        "a = kcache.compile(src)\n"
+        "def child(q):\n"
+        "    b = kcache.compile(src)\n"
+        "    c = kcache.compile(src + '// child only')\n"
+        "    q.put((b.outcome, b.payload == a.payload, c.outcome))\n"
+        "ctx = mp.get_context('fork')\n"
+        "q = ctx.Queue()\n"
+        "p = ctx.Process(target=child, args=(q,))\n"
+        "p.start(); r = q.get(timeout=120); p.join(120)\n"
+        "d = kcache.compile(src + '// child only')\n"
+        "print(a.outcome, *r, p.exitcode, d.outcome)\n"
+    )
+    p = run_python(code, env={"KCACHE_DIR": str(tmp_path / "cache")}, timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["compiled", "hit", "True", "compiled", "0", "hit"]
