@@ -39,7 +39,7 @@ from ._kcache import Artifact, Config, Entry, Key, Store, setting_names
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
-    from typing import Any, NamedTuple, Union
+    from typing import Any, NamedTuple
 
     from . import cuda_core, plan
 
@@ -105,13 +105,13 @@ def _store_for(store: Store | None, cache: bool) -> Store | None:
 
 
 def compile(
-    source: Bytes,
+    source: str | bytes | bytearray | memoryview,
     *,
     target: str = "cubin",
     arch: str = "sm_90",
     options: Sequence[str] = (),
     name_expressions: Sequence[str] = (),
-    headers: Mapping[str, Bytes] | None = None,
+    headers: Mapping[str, str | bytes | bytearray | memoryview] | None = None,
     include_paths: Sequence[str | os.PathLike[str]] = (),
     name: str = "kernel.cu",
     source_path: str | os.PathLike[str] | None = None,
@@ -141,13 +141,13 @@ def compile(
 
 
 def compile_key(
-    source: Bytes,
+    source: str | bytes | bytearray | memoryview,
     *,
     target: str = "cubin",
     arch: str = "sm_90",
     options: Sequence[str] = (),
     name_expressions: Sequence[str] = (),
-    headers: Mapping[str, Bytes] | None = None,
+    headers: Mapping[str, str | bytes | bytearray | memoryview] | None = None,
     include_paths: Sequence[str | os.PathLike[str]] = (),
     name: str = "kernel.cu",
     source_path: str | os.PathLike[str] | None = None,
@@ -164,7 +164,7 @@ def compile_key(
 
 
 def link(
-    inputs: Iterable[Artifact | tuple[str, str, Bytes]],
+    inputs: Iterable[Artifact | tuple[str, str, str | bytes | bytearray | memoryview]],
     *,
     arch: str = "sm_90",
     options: Sequence[str] = (),
@@ -178,7 +178,7 @@ def link(
     tuple, kind one of "ptx", "ltoir", "cubin", "fatbin", "object", "library".
     ``lto=True`` adds -lto. Raises CompileError with nvJitLink's log.
     """
-    items: list[tuple[str, str, Bytes]] = []
+    items: list[tuple[str, str, str | bytes | bytearray | memoryview]] = []
     for item in inputs:
         if isinstance(item, Artifact):
             items.append((f"{item.key}.{item.kind}", item.kind, item.payload))
@@ -192,11 +192,11 @@ def link(
 
 
 def nvvm_compile(
-    ir: Bytes,
+    ir: str | bytes | bytearray | memoryview,
     *,
     arch: str = "compute_90",
     options: Sequence[str] = (),
-    modules: Iterable[tuple[str, Bytes]] = (),
+    modules: Iterable[tuple[str, str | bytes | bytearray | memoryview]] = (),
     name: str = "kernel.ll",
     store: Store | None = None,
     cache: bool = True,
