@@ -6,7 +6,8 @@ Every figure is a median over interleaved rounds, with its baseline measured
 in the same run; the ratios are what to compare between machines.
 
 1. In-process hit of a 16 KiB, 256 KiB and 4 MiB entry: kcache's store
-   (on-disk tier only, and with the memory tier), kcache.cuda_core.ProgramCache,
+   (on-disk tier only, as bytes and as a zero-copy view, and with the memory
+   tier), kcache.cuda_core.ProgramCache,
    cuda.core's FileStreamProgramCache.get, and a raw open().read() floor.
 2. Program.compile(cache=...) warm, in process, for the bench corpus kernels
    (bench/corpus: trivial, medium, CUB): ProgramCache and
@@ -92,16 +93,18 @@ def bench_hits(quick: bool) -> list[dict]:
             "open_read": raw_read,
             "kcache_store_disk": lambda: disk.get(key).payload,
             "kcache_store_memory": lambda: mem.get(key).payload,
+            "kcache_store_disk_view": lambda: disk.get(key).view,
             "kcache_program_cache": lambda: pc.get(ckey),
             "cuda_core_file_stream": lambda: fs.get(ckey),
         }
         for f in fns.values():
-            assert f() == payload
+            assert bytes(f()) == payload
         t = interleaved(fns, reps if not quick else max(1, reps // 5), 5 if quick else 15)
         row = {"size": size, **{k: round(v, 2) for k, v in t.items()}}
         row["cuda_core_over_kcache_disk"] = round(t["cuda_core_file_stream"] / t["kcache_store_disk"], 2)
         row["cuda_core_over_program_cache"] = round(t["cuda_core_file_stream"] / t["kcache_program_cache"], 2)
         row["kcache_disk_over_floor"] = round(t["kcache_store_disk"] / t["open_read"], 2)
+        row["cuda_core_over_kcache_view"] = round(t["cuda_core_file_stream"] / t["kcache_store_disk_view"], 2)
         out.append(row)
     disk.close()
     mem.close()

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import os
     from typing import Any, NamedTuple
 
-    from . import cuda_core, plan
+    from . import cuda_core, onnx, plan
 
     __version__: str = _kcache.__version__
 
@@ -49,7 +49,7 @@ __all__ = [
     "Artifact", "CacheError", "CompileError", "Config", "ConfigError", "CorruptEntry", "Entry", "Error",
     "FieldDiff", "InternalError", "InvalidArgument", "Key", "NotFound", "Store", "ToolkitNotFound",
     "Unsupported", "WorkerCrashed", "compile", "compile_key", "cuda_core", "default_store", "link",
-    "nvvm_compile", "open_store", "plan", "setting_names", "why_miss",
+    "nvvm_compile", "onnx", "open_store", "plan", "setting_names", "why_miss",
 ]
 
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
@@ -259,7 +259,7 @@ def why_miss(
 def __getattr__(name: str) -> Any:
     # kcache.plan and kcache.cuda_core are imported when first used, so that
     # `import kcache` stays small (and never imports cuda.core).
-    if name in ("plan", "cuda_core"):
+    if name in ("plan", "cuda_core", "onnx"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

@@ -6,7 +6,9 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
 #include "kcache/blob.hpp"
@@ -49,6 +51,16 @@ void bind_artifact(nb::module_& m) {
         return kb.key();
       },
       nb::arg("domain"), nb::arg("key_bytes"));
+  m.def(
+      "_key_of_values",
+      [](const std::string& domain, const std::vector<std::pair<std::string, std::string>>& fields) {
+        KeyBuilder kb(domain);
+        for (const auto& [name, value] : fields) {
+          kb.add(name, value);
+        }
+        return kb.key();
+      },
+      nb::arg("domain"), nb::arg("fields"), "The key of literal (name, value) fields, in order.");
   m.def(
       "_domain_artifact",
       [](const std::string& domain, nb::handle key_bytes, const std::string& kind, nb::handle payload,
