@@ -12,6 +12,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   redis-server libhiredis-dev
   binutils util-linux procps
+  python3 python3-venv python3-dev
 )
 
 missing=()

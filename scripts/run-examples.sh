@@ -73,6 +73,13 @@ else
 
   say "plan: build the example kernel set for this hardware, cold (BUILT) then warm (REUSED)"
   run examples/plans/run.sh "$kcache"
+
+  say "Python: pip install the kcache package (.venv), then a cuda.core compile through kcache, twice"
+  scripts/python-venv.sh cuda-core
+  echo "-- first process"
+  run .venv/bin/python examples/python/cuda_core_jit.py
+  echo "-- second process (warm: verified hits from the on-disk cache)"
+  run .venv/bin/python examples/python/cuda_core_jit.py
 fi
 
 say "ls: what the cache holds"

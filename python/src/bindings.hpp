@@ -1,0 +1,103 @@
+// python/src/bindings.hpp: what the binding files of kcache._kcache share.
+//
+// Errors: a failed kcache call throws PyKcacheError (C++ side); the module's
+// translator turns it into the Python exception class of its error family
+// (kcache._errors). Nothing else crosses into Python as a C++ exception.
+//
+// The GIL is released around every call that compiles or touches the disk;
+// Python objects are converted to C++ values before, and back after.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <nanobind/nanobind.h>
+
+#include "kcache/artifact.hpp"
+#include "kcache/cache.hpp"
+#include "kcache/config.hpp"
+#include "kcache/error.hpp"
+#include "kcache/store.hpp"
+
+namespace kcache::python {
+
+namespace nb = nanobind;
+
+// A kcache::Error on its way to Python.
+struct PyKcacheError {
+  Error error;
+  std::string family;  // "config" for settings errors; empty: by the error code
+};
+
+[[noreturn]] inline void raise(Error error) { throw PyKcacheError{std::move(error)}; }
+[[noreturn]] inline void raise(ErrorCode code, std::string message) { raise(Error{code, std::move(message), {}}); }
+
+template <class T>
+T unwrap(Result<T>&& result) {
+  if (!result) {
+    raise(std::move(result.error()));
+  }
+  return std::move(*result);
+}
+inline void unwrap(Result<void>&& result) {
+  if (!result) {
+    raise(std::move(result.error()));
+  }
+}
+
+// An artifact as Python sees it: immutable, shared (the zero-copy view keeps
+// it alive), plus what produced it ("hit", "compiled", ...).
+struct PyArtifact {
+  std::shared_ptr<const Artifact> artifact;
+  std::string outcome;
+};
+
+// A store and its single-flight cache. Destroyed (the cache first, then the
+// store, which flushes queued puts) when the last user lets go.
+struct StoreHandle {
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Cache> cache;
+  ~StoreHandle() {
+    cache.reset();
+    store.reset();
+  }
+};
+
+// kcache.Store: thread-safe; close() waits for no one, the handle lives until
+// the calls in flight on other threads have returned.
+class PyStore {
+ public:
+  PyStore(std::shared_ptr<StoreHandle> handle, Config config)
+      : m_handle(std::move(handle)), m_config(std::move(config)) {}
+  // The open handle; raises CacheError when closed.
+  std::shared_ptr<StoreHandle> handle() const;
+  // Drops this object's reference; the caller destroys the returned handle
+  // (with the GIL released: destroying flushes queued puts).
+  std::shared_ptr<StoreHandle> take();
+  const Config& config() const noexcept { return m_config; }
+  // True once close() was called.
+  bool is_closed() const {
+    std::lock_guard lock(m_mutex);
+    return !m_handle;
+  }
+
+ private:
+  mutable std::mutex m_mutex;
+  std::shared_ptr<StoreHandle> m_handle;
+  Config m_config;
+};
+
+// Text of a str, bytes or buffer argument.
+std::string text_or_bytes(nb::handle value, const char* what);
+// A Key from a kcache.Key or its hex str.
+Key key_from(nb::handle value);
+
+void bind_artifact(nb::module_& m);
+void bind_store(nb::module_& m);
+void bind_compile(nb::module_& m);
+void bind_plan(nb::module_& m);
+
+}  // namespace kcache::python

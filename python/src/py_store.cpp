@@ -1,0 +1,326 @@
+// python/src/py_store.cpp: kcache.Config and kcache.Store (open_store).
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.hpp"
+#include "kcache/toolkit.hpp"
+#include "kcache/write_behind_store.hpp"
+
+namespace kcache::python {
+
+std::shared_ptr<StoreHandle> PyStore::handle() const {
+  std::lock_guard lock(m_mutex);
+  if (!m_handle) {
+    raise(ErrorCode::invalid_argument, "this kcache store is closed; open another with kcache.open_store()");
+  }
+  return m_handle;
+}
+
+std::shared_ptr<StoreHandle> PyStore::take() {
+  std::lock_guard lock(m_mutex);
+  return std::move(m_handle);
+}
+
+namespace {
+
+std::string setting_text(nb::handle value, const std::string& name) {
+  if (nb::isinstance<nb::bool_>(value)) {
+    return nb::cast<bool>(value) ? "true" : "false";
+  }
+  if (nb::isinstance<nb::int_>(value) || nb::isinstance<nb::float_>(value)) {
+    return nb::cast<std::string>(nb::str(value));
+  }
+  if (nb::isinstance<nb::str>(value)) {
+    return nb::cast<std::string>(value);
+  }
+  if (nb::hasattr(value, "__fspath__")) {
+    return nb::cast<std::string>(nb::module_::import_("os").attr("fspath")(value));
+  }
+  throw PyKcacheError{Error{ErrorCode::invalid_argument, "setting '" + name + "': expected str, int, bool or a path, not " +
+                                         std::string(nb::type_name(value.type()).c_str()), {}}, "config"};
+}
+
+std::string value_of(const Config& c, const std::string& name) {
+  for (const auto& row : c.rows()) {
+    if (row.key == name) {
+      return row.value;
+    }
+  }
+  raise(ErrorCode::invalid_argument, "no setting named '" + name + "'; see kcache.setting_names()");
+}
+
+Config load_config(nb::kwargs overrides) {
+  ConfigInputs inputs;
+  for (auto [k, v] : overrides) {
+    std::string name = nb::cast<std::string>(k);
+    if (name == "config_file") {
+      inputs.config_file = setting_text(v, name);
+      continue;
+    }
+    inputs.command_line[name] = setting_text(v, name);
+  }
+  nb::gil_scoped_release release;
+  auto config = Config::load_from(inputs);
+  if (!config) {
+    throw PyKcacheError{std::move(config.error()), "config"};
+  }
+  return std::move(*config);
+}
+
+void open_handle(StoreHandle& h, const Config& c);
+
+nb::object open_store(std::optional<Config> config) {
+  Config c;
+  if (config) {
+    c = *config;
+  } else {
+    c = load_config(nb::kwargs());
+  }
+  auto handle = std::make_shared<StoreHandle>();
+  {
+    nb::gil_scoped_release release;
+    open_handle(*handle, c);
+  }
+  // PyStore holds a mutex (not movable): Python takes ownership of a new one.
+  return nb::cast(new PyStore(std::move(handle), std::move(c)), nb::rv_policy::take_ownership);
+}
+
+// Opens the stores of `c` into `h` (without the GIL).
+void open_handle(StoreHandle& h, const Config& c) {
+  // As the kcache command does: the toolkit is looked for where the settings
+  // say, and its version memo lives in the cache.
+  if (!c.cuda_home.empty()) {
+    ::setenv("KCACHE_CUDA_HOME", c.cuda_home.c_str(), 1);
+  }
+  if (!c.cache_dir.empty() && !c.disable) {
+    Toolkit::instance().set_memo_dir(c.cache_dir / "v1" / "toolkit");
+  }
+  h.store = unwrap(open_configured_store(c));
+  CacheOptions options;
+  if (!c.disable && !c.cache_dir.empty()) {
+    options.lock_dir = c.cache_dir / "v1" / "locks";
+  }
+  h.cache = std::make_unique<Cache>(*h.store, std::move(options));
+}
+
+nb::dict stats_dict(const StoreStats& s) {
+  nb::dict d;
+  d["hits"] = s.hits;
+  d["misses"] = s.misses;
+  d["puts"] = s.puts;
+  d["puts_skipped"] = s.puts_skipped;
+  d["evictions"] = s.evictions;
+  d["corrupt"] = s.corrupt;
+  d["errors"] = s.errors;
+  d["bytes_read"] = s.bytes_read;
+  d["bytes_written"] = s.bytes_written;
+  d["entries"] = s.entries;
+  d["size_bytes"] = s.size_bytes;
+  d["max_size_bytes"] = s.max_size_bytes;
+  d["compile_us_saved"] = s.compile_us_saved;
+  return d;
+}
+
+const char* to_text(PutOutcome o) {
+  switch (o) {
+    case PutOutcome::stored:
+      return "stored";
+    case PutOutcome::already_present:
+      return "already_present";
+    case PutOutcome::queued:
+      return "queued";
+  }
+  return "stored";
+}
+
+}  // namespace
+
+void bind_store(nb::module_& m) {
+  nb::class_<Config>(m, "Config",
+                     "kcache's effective settings and where each came from.\n\n"
+                     "Config.load(**overrides) reads defaults, the config file, KCACHE_* environment\n"
+                     "variables, then `overrides` (setting name -> value, like `kcache --set`), e.g.\n"
+                     "Config.load(cache_dir='/data/kc', max_size='10G'). `config_file=` names a TOML file.\n"
+                     "Raises ConfigError naming the setting and the values it accepts.")
+      .def_static("load", &load_config, "Loads the settings (see the class docstring).")
+      .def_prop_ro("cache_dir", [](const Config& c) { return c.cache_dir.string(); })
+      .def_prop_ro("max_size", [](const Config& c) { return c.max_size_bytes; }, "The cap in bytes.")
+      .def_prop_ro("memory_size", [](const Config& c) { return c.memory_size_bytes; },
+                   "The in-process memory tier in bytes (0: none).")
+      .def_prop_ro("disable", [](const Config& c) { return c.disable; })
+      .def_prop_ro("cuda_home", [](const Config& c) { return c.cuda_home; })
+      .def_prop_ro("jobs", [](const Config& c) { return c.jobs; })
+      .def_prop_ro("log_level", [](const Config& c) { return c.log_level; })
+      .def_prop_ro("put", [](const Config& c) { return value_of(c, "put"); })
+      .def_prop_ro("verify", [](const Config& c) { return value_of(c, "verify"); })
+      .def_prop_ro("fsync", [](const Config& c) { return value_of(c, "fsync"); })
+      .def_prop_ro("sharing", [](const Config& c) { return value_of(c, "sharing"); })
+      .def_prop_ro("config_file",
+                   [](const Config& c) -> std::optional<std::string> {
+                     if (c.config_file.empty()) {
+                       return std::nullopt;
+                     }
+                     return c.config_file.string();
+                   })
+      .def("__getitem__", &value_of, nb::arg("name"), "A setting's value as text (as `kcache config` prints it).")
+      .def(
+          "origin",
+          [](const Config& c, const std::string& name) {
+            for (const auto& row : c.rows()) {
+              if (row.key == name) {
+                return std::string(to_string(row.source));
+              }
+            }
+            raise(ErrorCode::invalid_argument, "no setting named '" + name + "'");
+          },
+          nb::arg("name"), "Where a setting came from: \"default\", \"config file\", \"environment\", \"command line\".")
+      .def(
+          "as_dict",
+          [](const Config& c) {
+            std::map<std::string, std::string> out;
+            for (const auto& row : c.rows()) {
+              out[row.key] = row.value;
+            }
+            return out;
+          },
+          "Every setting's value as text.")
+      .def("__repr__", [](const Config& c) {
+        return "kcache.Config(cache_dir='" + c.cache_dir.string() + "', max_size=" + std::to_string(c.max_size_bytes) +
+               ", disable=" + (c.disable ? "True" : "False") + ")";
+      });
+  m.def("setting_names", &setting_keys, "The name of every setting, in table order.");
+
+  nb::class_<EntryInfo>(m, "Entry", "One entry of Store.list().")
+      .def_prop_ro("key", [](const EntryInfo& e) { return e.key; })
+      .def_ro("kind", &EntryInfo::kind)
+      .def_ro("payload_size", &EntryInfo::payload_size)
+      .def_ro("created_unix_ms", &EntryInfo::created_unix_ms)
+      .def_ro("last_used_unix_ms", &EntryInfo::last_used_unix_ms)
+      .def("__repr__", [](const EntryInfo& e) {
+        return "kcache.Entry(key='" + e.key.hex() + "', kind='" + e.kind +
+               "', payload_size=" + std::to_string(e.payload_size) + ")";
+      });
+
+  nb::class_<PyStore>(m, "Store", nb::is_weak_referenceable(),
+                      "The stores the settings describe: memory in front of the on-disk cache.\n\n"
+                      "Every method is thread-safe and releases the GIL while it works. Puts are published\n"
+                      "by a background thread (setting `put`); close() or flush() waits for them. Use\n"
+                      "`with kcache.open_store() as store:` or call close(); kcache also closes open\n"
+                      "stores at interpreter exit.")
+      .def(
+          "get",
+          [](const PyStore& s, nb::handle key) -> std::optional<PyArtifact> {
+            const Key k = key_from(key);
+            auto h = s.handle();
+            std::optional<Artifact> got;
+            {
+              nb::gil_scoped_release release;
+              got = unwrap(h->store->get(k));
+            }
+            if (!got) {
+              return std::nullopt;
+            }
+            return PyArtifact{std::make_shared<const Artifact>(std::move(*got)), "hit"};
+          },
+          nb::arg("key"),
+          "The verified artifact of `key` (a Key or its hex str), or None on a miss.\n"
+          "A damaged entry is a miss (counted, removed). Raises CacheError when the store cannot be read.")
+      .def(
+          "put",
+          [](const PyStore& s, const PyArtifact& a) {
+            auto h = s.handle();
+            auto artifact = a.artifact;
+            nb::gil_scoped_release release;
+            return std::string(to_text(unwrap(h->store->put(*artifact))));
+          },
+          nb::arg("artifact"),
+          "Stores `artifact`: returns \"stored\", \"already_present\" or \"queued\" (published by the\n"
+          "background thread). Raises CorruptEntry when it does not verify, CacheError when it cannot be written.")
+      .def(
+          "remove",
+          [](const PyStore& s, nb::handle key) {
+            const Key k = key_from(key);
+            auto h = s.handle();
+            nb::gil_scoped_release release;
+            return unwrap(h->store->remove(k));
+          },
+          nb::arg("key"), "Removes the entry of `key`; True when there was one.")
+      .def(
+          "list",
+          [](const PyStore& s) {
+            auto h = s.handle();
+            nb::gil_scoped_release release;
+            return unwrap(h->store->list());
+          },
+          "The entries held now (kcache.Entry), in no particular order.")
+      .def(
+          "stats",
+          [](const PyStore& s) {
+            auto h = s.handle();
+            StoreStats st;
+            {
+              nb::gil_scoped_release release;
+              st = unwrap(h->store->stats());
+            }
+            return stats_dict(st);
+          },
+          "Counters shared by every process using the cache: hits, misses, puts, corrupt, entries,\n"
+          "size_bytes, max_size_bytes, compile_us_saved ...")
+      .def(
+          "flush",
+          [](const PyStore& s) {
+            auto h = s.handle();
+            nb::gil_scoped_release release;
+            if (auto* wb = dynamic_cast<WriteBehindStore*>(h->store.get())) {
+              unwrap(wb->flush());
+            }
+          },
+          "Waits until every put so far is published; raises CacheError for the first that failed.")
+      .def(
+          "close",
+          [](PyStore& s) {
+            auto h = s.take();
+            nb::gil_scoped_release release;
+            h.reset();
+          },
+          "Publishes queued puts and releases the store. Idempotent.")
+      .def(
+          "_abandon",
+          [](PyStore& s) {
+            // In a child after fork(): the background thread of the parent's
+            // store does not exist here, so the store must not be flushed or
+            // destroyed. Its memory is left behind on purpose.
+            auto h = s.take();
+            if (h) {
+              new std::shared_ptr<StoreHandle>(std::move(h));  // NOLINT: intentionally leaked
+            }
+          },
+          "Forgets the store without closing it (used in a forked child).")
+      .def_prop_ro("closed", [](PyStore& s) { return s.is_closed(); })
+      .def_prop_ro("config", [](const PyStore& s) { return s.config(); }, "The settings it was opened with.")
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def(
+          "__exit__",
+          [](PyStore& s, nb::args) {
+            auto h = s.take();
+            nb::gil_scoped_release release;
+            h.reset();
+          })
+      .def("__repr__", [](const PyStore& s) { return "kcache.Store(cache_dir='" + s.config().cache_dir.string() + "')"; });
+
+  m.def("open_store", &open_store, nb::arg("config") = nb::none(),
+        "Opens the stores `config` describes (default: Config.load()): a memory tier in front of the\n"
+        "on-disk cache, with background puts. Raises ConfigError, CacheError.");
+}
+
+}  // namespace kcache::python

@@ -1,0 +1,101 @@
+"""Errors are exceptions of one class per family, never a crash of the interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kcache
+from kcache import _errors
+from conftest import SAXPY, run_python
+
+
+def test_compile_error_carries_the_log(store: kcache.Store) -> None:
+    with pytest.raises(kcache.CompileError) as e:
+        kcache.compile('extern "C" __global__ void k() { this_is_not_declared = 1; }', store=store)
+    assert e.value.code == "compile_failed"
+    assert "this_is_not_declared" in e.value.log
+    assert store.stats()["entries"] == 0  # a failed compile is not cached
+
+
+def test_bad_target_and_arch_are_invalid_argument(store: kcache.Store) -> None:
+    with pytest.raises(kcache.Error):
+        kcache.compile(SAXPY, target="exe", store=store)
+    with pytest.raises(kcache.Error):
+        kcache.compile(SAXPY, arch="sm_nope", store=store)
+
+
+def test_wrong_argument_types_are_type_errors(store: kcache.Store) -> None:
+    with pytest.raises(TypeError):
+        kcache.compile(42, store=store)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        kcache.compile(SAXPY, options="-O3", store=store)
+    with pytest.raises(TypeError):
+        store.get(1234)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        store.put(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(kcache.InvalidArgument):
+        kcache.Artifact.from_bytes(b"x", kind="Not A Kind")
+
+
+def test_every_error_code_has_a_family() -> None:
+    expect = {
+        "invalid_argument": kcache.InvalidArgument,
+        "not_found": kcache.NotFound,
+        "corrupt": kcache.CorruptEntry,
+        "io": kcache.CacheError,
+        "no_space": kcache.CacheError,
+        "permission_denied": kcache.CacheError,
+        "read_only": kcache.CacheError,
+        "unsupported": kcache.Unsupported,
+        "timeout": kcache.CacheError,
+        "compile_failed": kcache.CompileError,
+        "toolkit_missing": kcache.ToolkitNotFound,
+        "worker_crashed": kcache.WorkerCrashed,
+        "busy": kcache.CacheError,
+        "internal": kcache.InternalError,
+    }
+    for name, cls in expect.items():
+        e = _errors.from_code(0, name, "m", "log")
+        assert type(e) is cls and isinstance(e, kcache.Error) and e.code == name and e.log == "log"
+
+
+def test_a_damaged_entry_is_a_miss_and_is_removed(tmp_path: Path) -> None:
+    cfg = kcache.Config.load(cache_dir=tmp_path / "c", put="sync", memory_size=0, verify="full")
+    with kcache.open_store(cfg) as s:
+        art = kcache.Artifact.from_bytes(b"\x00" * 8192, kind="cubin")
+        s.put(art)
+    key = str(art.key)
+    payload = tmp_path / "c" / "v1" / "entries" / key[:2] / key
+    assert payload.is_file()
+    data = bytearray(payload.read_bytes())
+    data[100] ^= 0x01
+    payload.write_bytes(bytes(data))
+    with kcache.open_store(cfg) as s:
+        assert s.get(art.key) is None
+        assert s.stats()["corrupt"] >= 1
+        assert s.get(art.key) is None
+
+
+def test_a_cache_root_that_is_a_file_is_an_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    cfg = kcache.Config.load(cache_dir=tmp_path / "file" / "cache")
+    with pytest.raises(kcache.Error) as e:
+        kcache.open_store(cfg)
+    assert str(tmp_path / "file") in str(e.value)
+
+
+def test_an_unusable_default_cache_warns_once_and_compiles_anyway(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    p = run_python(
+        "import warnings, kcache\n"
+        "warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    a = kcache.compile(" + repr(SAXPY) + ")\n"
+        "    b = kcache.compile(" + repr(SAXPY) + ")\n"
+        "print(a.outcome, b.outcome, len(w), 'compiling without the cache' in str(w[0].message))\n",
+        env={"KCACHE_DIR": str(tmp_path / "file" / "cache")},
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["compiled_only", "compiled_only", "1", "True"]
