@@ -1,7 +1,9 @@
 #include "kcache/compiler.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <random>
 
 #include "compile/backends.hpp"
@@ -32,6 +34,24 @@ struct Derived {
 
 bool contains(const std::vector<std::string>& v, std::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Where header manifests are kept across processes: `headers` beside the
+// toolkit memo directory ($KCACHE_DIR/v1/headers by default); none when the
+// toolkit memo is off or KCACHE_DISABLE says the cache keeps nothing.
+std::filesystem::path header_memo_dir(Toolkit& tk) {
+  if (const char* v = std::getenv("KCACHE_DISABLE"); v != nullptr) {
+    std::string s(v);
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (s == "1" || s == "true" || s == "yes" || s == "on") {
+      return {};
+    }
+  }
+  const auto toolkit_memo = tk.memo_dir();
+  if (toolkit_memo.empty()) {
+    return {};
+  }
+  return toolkit_memo.parent_path() / "headers";
 }
 
 void add_identity(KeyBuilder& kb, const LibraryIdentity& id) {
@@ -101,10 +121,17 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   scan.memory_headers = &r.headers;
   scan.include_dirs = canon->include_dirs;
   scan.pre_includes = canon->pre_includes;
+  for (const auto& o : canon->options) {
+    if (o.rfind("--define-macro=", 0) == 0) {
+      scan.defines.push_back(o.substr(15));
+    }
+  }
   if (const auto home = tk.cuda_home(); !home.empty()) {
     std::error_code ec;
     scan.toolkit_root = std::filesystem::weakly_canonical(home, ec);
   }
+  scan.toolkit_fingerprint = *fingerprint;
+  scan.memo_dir = header_memo_dir(tk);
   auto scanned = jit::scan_headers(scan);
   if (!scanned) {
     return tl::unexpected(scanned.error());
