@@ -12,6 +12,7 @@
 #include "kcache/compile_options.hpp"
 #include "kcache/toolkit.hpp"
 #include "util/hex.hpp"
+#include "util/sha256.hpp"
 #include "util/clock.hpp"
 
 namespace kcache {
@@ -52,6 +53,17 @@ std::filesystem::path header_memo_dir(Toolkit& tk) {
     return {};
   }
   return toolkit_memo.parent_path() / "headers";
+}
+
+// The 32 bytes of a 64-digit lowercase hex SHA-256 the scanner produced (a
+// hit of a large header tree decodes hundreds of them).
+std::array<std::uint8_t, 32> digest_of_hex(std::string_view hex) {
+  auto nibble = [](char c) { return static_cast<std::uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
+  std::array<std::uint8_t, 32> d{};
+  for (std::size_t i = 0; i < d.size() && 2 * i + 1 < hex.size(); ++i) {
+    d[i] = static_cast<std::uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+  }
+  return d;
 }
 
 void add_identity(KeyBuilder& kb, const LibraryIdentity& id) {
@@ -102,19 +114,22 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   kb.add("input_kind", "cuda");
   kb.add("target_kind", r.target_kind);
   kb.add("name", r.name);
-  kb.add_content("source", r.source);
+  // The digests also name the header manifest (scan.*_sha256): hashed once.
+  jit::ScanInput scan;
+  scan.source_sha256 = util::sha256(r.source);
+  kb.add_digest("source", scan.source_sha256);
   for (const auto& o : canon->options) {
     kb.add("option", o);
   }
   for (const auto& h : r.headers) {
-    kb.add_content("header:" + h.name, h.bytes);
+    scan.memory_header_sha256.push_back(util::sha256(h.bytes));
+    kb.add_digest("header:" + h.name, scan.memory_header_sha256.back());
   }
   for (const auto& e : r.name_expressions) {
     kb.add("name_expression", e);
   }
   kb.add_content("extra_digest", r.extra_digest);
 
-  jit::ScanInput scan;
   scan.source = r.source;
   scan.program_name = r.name;
   scan.source_path = r.source_path;
@@ -138,10 +153,7 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   }
   d.not_cacheable = scanned->not_cacheable;
   for (const auto& h : scanned->headers) {
-    auto raw = util::from_hex(h.sha256);
-    std::array<std::uint8_t, 32> digest{};
-    std::copy_n(raw->begin(), digest.size(), digest.begin());
-    kb.add_digest("disk_header:" + h.path, digest);
+    kb.add_digest("disk_header:" + h.path, digest_of_hex(h.sha256));
   }
   d.headers = std::move(scanned->headers);
   d.options = std::move(canon->options);

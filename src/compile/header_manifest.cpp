@@ -92,17 +92,6 @@ private:
   std::size_t m_i = 0;
 };
 
-bool same_stamp(const std::string& path, const FileStamp& want, bool directory) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    return false;
-  }
-  if (directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
-    return false;
-  }
-  return stamp_of(st) == want;
-}
-
 // Whether directory `d` still decides its names as recorded.
 bool dir_still_applies(const ManifestDir& d) {
   struct stat st {};
@@ -215,8 +204,28 @@ bool manifest_still_applies(const HeaderManifest& m) {
       return false;
     }
   }
+  // Headers come sorted by path, so those of one directory are neighbours:
+  // each directory is looked up once and its files stat'ed relative to it,
+  // which spares the kernel walking every long path again.
+  std::string dir;
+  util::Fd dir_fd;
   for (const auto& h : m.headers) {
-    if (!same_stamp(h.path, h.stamp, false)) {
+    const auto slash = h.path.rfind('/');
+    struct stat st {};
+    int rc = 0;
+    if (slash == std::string::npos || slash == 0) {
+      rc = ::stat(h.path.c_str(), &st);
+    } else {
+      if (dir.size() != slash || h.path.compare(0, slash, dir) != 0) {
+        dir.assign(h.path, 0, slash);
+        dir_fd.reset(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (!dir_fd) {
+          return false;
+        }
+      }
+      rc = ::fstatat(dir_fd.get(), h.path.c_str() + slash + 1, &st, 0);
+    }
+    if (rc != 0 || !S_ISREG(st.st_mode) || !(stamp_of(st) == h.stamp)) {
       return false;
     }
   }

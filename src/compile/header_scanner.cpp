@@ -149,12 +149,15 @@ std::string manifest_key(const ScanInput& in) {
   add_field(h, "cwd", ::getcwd(cwd, sizeof cwd) != nullptr ? cwd : "?");
   add_field(h, "name", in.program_name);
   add_field(h, "source_path", in.source_path);
-  const auto sd = util::sha256(in.source);
+  const std::array<std::uint8_t, 32> none{};
+  const auto sd = in.source_sha256 != none ? in.source_sha256 : util::sha256(in.source);
   add_field(h, "source", std::string_view(reinterpret_cast<const char*>(sd.data()), sd.size()));
   if (in.memory_headers != nullptr) {
-    for (const auto& m : *in.memory_headers) {
+    const bool given = in.memory_header_sha256.size() == in.memory_headers->size();
+    for (std::size_t i = 0; i < in.memory_headers->size(); ++i) {
+      const auto& m = (*in.memory_headers)[i];
       add_field(h, "memory", m.name);
-      const auto md = util::sha256(m.bytes);
+      const auto md = given ? in.memory_header_sha256[i] : util::sha256(m.bytes);
       add_field(h, "bytes", std::string_view(reinterpret_cast<const char*>(md.data()), md.size()));
     }
   }

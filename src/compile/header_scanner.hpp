@@ -36,6 +36,8 @@
 // Thread-safety: scan_headers() is thread-safe (the memos are locked).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -50,6 +52,10 @@ namespace kcache::jit {
 
 struct ScanInput {
   std::string_view source;
+  // SHA-256 of `source` and of each in-memory header, when the caller has
+  // them already (the key holds them); computed here when left empty.
+  std::array<std::uint8_t, 32> source_sha256{};
+  std::vector<std::array<std::uint8_t, 32>> memory_header_sha256;
   std::string program_name;
   std::string source_path;
   const std::vector<NamedBytes>* memory_headers = nullptr;

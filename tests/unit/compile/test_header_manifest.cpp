@@ -1,0 +1,116 @@
+#include "compile/header_manifest.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "compile/header_scanner.hpp"
+#include "support/temp_dir.hpp"
+#include "unit/compile/compile_test_support.hpp"
+
+namespace kcache::jit {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string k_input(64, 'a');
+
+HeaderManifest sample() {
+  HeaderManifest m;
+  m.input = k_input;
+  ManifestHeader h;
+  h.path = "inc/with space\nand newline.h";
+  h.stamp = {1, 2, 3, 4, 5};
+  h.sha256 = std::string(64, 'b');
+  h.directives.includes = {{"a.h", true, false}, {"q.h", false, false}, {"M(x)", false, true}};
+  h.directives.defines = {{"M", true, "x", "<x.h>"}, {"N", false, "", ""}};
+  m.headers.push_back(h);
+  m.dirs.push_back({"inc", {6, 7, 8, 9, 10}, {{"cuda", 'n'}, {"sub", 'x'}}});
+  return m;
+}
+
+TEST(HeaderManifest, RoundTripsExactly) {
+  const auto m = sample();
+  const auto text = serialize_manifest(m);
+  const auto back = parse_manifest(text, k_input);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(serialize_manifest(*back), text);
+  ASSERT_EQ(back->headers.size(), 1u);
+  EXPECT_EQ(back->headers[0].path, m.headers[0].path);
+  EXPECT_EQ(back->headers[0].directives.includes, m.headers[0].directives.includes);
+  EXPECT_EQ(back->headers[0].directives.defines, m.headers[0].directives.defines);
+  EXPECT_EQ(back->dirs[0].names, m.dirs[0].names);
+  const auto lookup = parse_manifest(text, k_input, ManifestPart::lookup);
+  ASSERT_TRUE(lookup);
+  EXPECT_FALSE(lookup->has_details);
+  EXPECT_TRUE(lookup->headers[0].directives.includes.empty());
+}
+
+TEST(HeaderManifest, AnythingElseIsRefused) {
+  const auto text = serialize_manifest(sample());
+  EXPECT_FALSE(parse_manifest(text, std::string(64, 'c'))) << "another input's manifest";
+  for (std::size_t cut = 0; cut < text.size(); cut += 7) {
+    EXPECT_FALSE(parse_manifest(text.substr(0, cut), k_input)) << "truncated at " << cut;
+  }
+  EXPECT_FALSE(parse_manifest(text + "x", k_input)) << "trailing bytes";
+  std::string bad_hex = text;
+  bad_hex.replace(bad_hex.find(std::string(64, 'b')), 1, "B");
+  EXPECT_FALSE(parse_manifest(bad_hex, k_input)) << "uppercase digest";
+  std::string bad_len = text;
+  const std::string len = std::to_string(sample().headers[0].path.size()) + ":inc";
+  bad_len.replace(bad_len.find(len), 2, "99");
+  EXPECT_FALSE(parse_manifest(bad_len, k_input)) << "a length past the record";
+  std::string unsorted = text;
+  unsorted.replace(unsorted.find("n 4:cuda"), 8, "n 4:zzzz");
+  EXPECT_FALSE(parse_manifest(unsorted, k_input)) << "directory names out of order";
+  EXPECT_FALSE(parse_manifest(std::string(k_max_manifest_bytes + 1, 'x'), k_input)) << "too big";
+}
+
+TEST(HeaderManifest, DirectoryStillAppliesWhileItsNamesStayAsTheyWere) {
+  test::TempDir tmp;
+  const auto dir = (tmp.path() / "d").string();
+  fs::create_directories(dir + "/sub");
+  HeaderManifest m;
+  m.input = k_input;
+  m.dirs.push_back({dir, {}, {{"h.h", 'n'}, {"sub", 'x'}}});  // a zero stamp never matches: names decide
+  EXPECT_TRUE(manifest_still_applies(m));
+  test::write_file(dir + "/unrelated.txt", "x");
+  EXPECT_TRUE(manifest_still_applies(m)) << "an unrelated file";
+  test::write_file(dir + "/h.h", "x");
+  EXPECT_FALSE(manifest_still_applies(m)) << "a header that was absent appeared";
+  fs::remove(dir + "/h.h");
+  fs::remove(dir + "/sub");
+  test::write_file(dir + "/sub", "now a file");
+  EXPECT_FALSE(manifest_still_applies(m)) << "a directory became a regular file";
+}
+
+TEST(HeaderScanner, SecondScanReusesTheManifestAndSeesAnEdit) {
+  test::TempDir tmp;
+  const auto inc = (tmp.path() / "inc").string();
+  fs::create_directories(inc);
+  test::write_file(inc + "/a.h", "#include \"b.h\"\n");
+  test::write_file(inc + "/b.h", "#define B 1\n");
+  ScanInput in;
+  const std::string src = "#include <a.h>\n";
+  in.source = src;
+  in.program_name = (tmp.path() / "k.cu").string();
+  in.include_dirs = {inc};
+  in.memo_dir = tmp.path() / "memo";
+  auto first = scan_headers(in);
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(first->reused);
+  ASSERT_EQ(first->headers.size(), 2u);
+  forget_scan_memos();
+  // Young files are never trusted: the second scan reads them again.
+  auto second = scan_headers(in);
+  ASSERT_TRUE(second);
+  EXPECT_FALSE(second->reused);
+  EXPECT_EQ(second->headers, first->headers);
+  test::write_file(inc + "/b.h", "#define B 2\n");
+  auto third = scan_headers(in);
+  ASSERT_TRUE(third);
+  EXPECT_NE(third->headers[1].sha256, first->headers[1].sha256);
+}
+
+}  // namespace
+}  // namespace kcache::jit
