@@ -112,9 +112,8 @@ std::string corpus(const std::string& name) {
   return ss.str();
 }
 
-void BM_InProcessHit(benchmark::State& state) {
+kcache::CompileRequest corpus_request(std::size_t which) {
   static const char* names[] = {"trivial.cu", "medium.cu", "heavy_cub.cu"};
-  const auto which = static_cast<std::size_t>(state.range(0));
   bench_dir();
   kcache::CompileRequest r;
   r.backend = "nvrtc";
@@ -127,6 +126,24 @@ void BM_InProcessHit(benchmark::State& state) {
     r.options.push_back("-I" + (home / "include" / "cccl").string());
     r.options.push_back("-I" + (home / "include").string());
   }
+  return r;
+}
+
+// The key alone, in process (memos warm): the part of BM_InProcessHit that is not the store.
+void BM_KeyCorpusInProcess(benchmark::State& state) {
+  const auto r = corpus_request(static_cast<std::size_t>(state.range(0)));
+  if (!kcache::derive_key(r)) {
+    state.SkipWithError("cannot derive the key");
+    return;
+  }
+  for (auto _ : state) {
+    auto k = kcache::derive_key(r);
+    benchmark::DoNotOptimize(k);
+  }
+}
+
+void BM_InProcessHit(benchmark::State& state) {
+  const auto r = corpus_request(static_cast<std::size_t>(state.range(0)));
   kcache::MemoryStore store(256u << 20);
   if (!kcache::compile(r, &store)) {
     state.SkipWithError("cannot compile");
@@ -145,6 +162,7 @@ void BM_InProcessHit(benchmark::State& state) {
 
 BENCHMARK(BM_KeyNewProcess)->Arg(0)->Arg(700)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_KeyInProcess)->Arg(0)->Arg(700)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_KeyCorpusInProcess)->Arg(0)->Arg(2)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_InProcessHit)->Arg(0)->Arg(2)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

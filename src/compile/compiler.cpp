@@ -142,8 +142,7 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
     }
   }
   if (const auto home = tk.cuda_home(); !home.empty()) {
-    std::error_code ec;
-    scan.toolkit_root = std::filesystem::weakly_canonical(home, ec);
+    scan.toolkit_root = jit::canonical_path(home.string());
   }
   scan.toolkit_fingerprint = *fingerprint;
   scan.memo_dir = header_memo_dir(tk);

@@ -676,6 +676,10 @@ Result<ScanResult> scan_headers(const ScanInput& input) {
   return result;
 }
 
+std::string canonical_path(const std::string& path) {
+  return canonical_dir(path);
+}
+
 void forget_scan_memos() {
   std::lock_guard lock(g_memo_mutex);
   facts_memo().clear();

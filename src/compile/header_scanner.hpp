@@ -76,6 +76,10 @@ struct ScanResult {
 // Scans as described above. Fails only with io when a file that exists cannot be read.
 Result<ScanResult> scan_headers(const ScanInput& input);
 
+// `path` made canonical (symlinks resolved), remembered for the life of the
+// process like the toolkit it names; `path` itself when it cannot be resolved.
+std::string canonical_path(const std::string& path);
+
 // Forgets the in-process memos (manifests and per-file facts); for tests and benchmarks.
 void forget_scan_memos();
 
