@@ -55,6 +55,10 @@ std::filesystem::path header_memo_dir(Toolkit& tk) {
   return toolkit_memo.parent_path() / "headers";
 }
 
+// Up to this many disk headers, each is its own key field (`kcache why-miss`
+// names the one that changed); above it, one digest covers the list.
+constexpr std::size_t k_max_header_fields = 64;
+
 // The 32 bytes of a 64-digit lowercase hex SHA-256 the scanner produced (a
 // hit of a large header tree decodes hundreds of them).
 std::array<std::uint8_t, 32> digest_of_hex(std::string_view hex) {
@@ -151,8 +155,23 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
     return tl::unexpected(scanned.error());
   }
   d.not_cacheable = scanned->not_cacheable;
-  for (const auto& h : scanned->headers) {
-    kb.add_digest("disk_header:" + h.path, digest_of_hex(h.sha256));
+  if (scanned->headers.size() <= k_max_header_fields) {
+    for (const auto& h : scanned->headers) {
+      kb.add_digest("disk_header:" + h.path, digest_of_hex(h.sha256));
+    }
+  } else {
+    // A large tree keys as one digest over the sorted (path, SHA-256) list:
+    // the same information, without a passport that grows by a field per
+    // header and is parsed on every hit. `--json` still lists the headers.
+    util::Sha256 list;
+    for (const auto& h : scanned->headers) {
+      const std::uint64_t n = h.path.size();
+      list.update(&n, sizeof n);
+      list.update(h.path);
+      list.update(h.sha256);
+    }
+    kb.add("disk_headers.count", std::to_string(scanned->headers.size()));
+    kb.add_digest("disk_headers", list.finish());
   }
   d.headers = std::move(scanned->headers);
   d.options = std::move(canon->options);

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "compile/header_scanner.hpp"
+#include "kcache/compiler.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/compile/compile_test_support.hpp"
 
@@ -127,6 +128,43 @@ TEST(HeaderScanner, SecondScanReusesTheManifestAndSeesAnEdit) {
   auto third = scan_headers(in);
   ASSERT_TRUE(third);
   EXPECT_NE(third->headers[1].sha256, first->headers[1].sha256);
+}
+
+// More than 64 disk headers key as one digest over the list (a passport that
+// grew by a field per header would be parsed on every hit); an edit to any of
+// them still changes the key.
+TEST(HeaderScanner, LargeHeaderTreeKeysAsOneDigestThatEveryHeaderChanges) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto inc = (tmp.path() / "inc").string();
+  fs::create_directories(inc);
+  std::string all;
+  for (int i = 0; i < 70; ++i) {
+    test::write_file(inc + "/h" + std::to_string(i) + ".h", "#define H" + std::to_string(i) + " 1\n");
+    all += "#include <h" + std::to_string(i) + ".h>\n";
+  }
+  CompileRequest r;
+  r.backend = "nvrtc";
+  r.name = (tmp.path() / "k.cu").string();
+  r.source = all + "__global__ void k(int* p) { *p = H0; }\n";
+  r.target_kind = "ptx";
+  r.options = {"-arch=sm_90", "-I" + inc};
+  std::vector<HeaderDependency> headers;
+  auto before = derive_key(r, &headers);
+  ASSERT_TRUE(before) << before.error().describe();
+  EXPECT_EQ(headers.size(), 70u);
+  std::size_t per_header = 0;
+  std::size_t lists = 0;
+  for (const auto& f : before->record().fields) {
+    per_header += f.name.rfind("disk_header:", 0) == 0 ? 1 : 0;
+    lists += f.name == "disk_headers" ? 1 : 0;
+  }
+  EXPECT_EQ(per_header, 0u);
+  EXPECT_EQ(lists, 1u);
+  test::write_file(inc + "/h69.h", "#define H69 2\n");
+  auto after = derive_key(r);
+  ASSERT_TRUE(after);
+  EXPECT_NE(after->key(), before->key());
 }
 
 }  // namespace
