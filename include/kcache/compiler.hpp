@@ -18,9 +18,14 @@
 // directory, then each --include-path). Every file that exists on any
 // candidate path goes into the key by content, so the set is a superset of
 // what the compile reads. Headers under the CUDA home are covered by the
-// toolkit fingerprint instead. A directive kcache cannot resolve (a computed
-// `#include MACRO`) makes the request not cacheable: derive_key returns
-// `unsupported` and compile() compiles without the cache.
+// toolkit fingerprint instead, but a user file that a toolkit header would
+// include through the search path is in the key. Computed includes
+// (`#include MACRO(x)`) are expanded with every definition of their macros.
+// Only a computed include whose expansions kcache cannot bound makes the
+// request not cacheable: derive_key returns `unsupported` and compile()
+// compiles without the cache. What a scan found is remembered (in memory and
+// under $KCACHE_DIR/v1/headers), so a hit re-checks file identities only
+// (docs/keys.md, "Disk headers").
 //
 // Thread-safety: all functions are thread-safe (the header memo is shared and
 // locked; backend calls are serialised per library where it requires it).
@@ -73,8 +78,8 @@ struct CompileInfo {
 // library on a machine loads it to ask). Success: the KeyBuilder holding the
 // key and its record; `headers`, when given, receives the disk headers in the
 // key. Failure: invalid_argument (bad request, unknown backend or target),
-// unsupported (a side-effect option, or an include kcache cannot resolve: not
-// cacheable), toolkit_missing, io (a header vanished while being read).
+// unsupported (a side-effect option, or a computed include kcache cannot
+// bound: not cacheable), toolkit_missing, io (a header vanished while being read).
 Result<KeyBuilder> derive_key(const CompileRequest& request,
                               std::vector<HeaderDependency>* headers = nullptr);
 

@@ -90,7 +90,9 @@ inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, b
   if (!env.config.cuda_home.empty()) {
     ::setenv("KCACHE_CUDA_HOME", env.config.cuda_home.c_str(), 1);
   }
-  if (!env.config.cache_dir.empty()) {
+  if (env.config.disable) {
+    Toolkit::instance().set_memo_dir({});  // nothing written: the header manifests follow it too
+  } else if (!env.config.cache_dir.empty()) {
     Toolkit::instance().set_memo_dir(env.config.cache_dir / "v1" / "toolkit");
   }
   if (!no_cache) {

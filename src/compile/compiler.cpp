@@ -1,7 +1,9 @@
 #include "kcache/compiler.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <random>
 
 #include "compile/backends.hpp"
@@ -11,6 +13,7 @@
 #include "kcache/compile_options.hpp"
 #include "kcache/toolkit.hpp"
 #include "util/hex.hpp"
+#include "util/sha256.hpp"
 #include "util/clock.hpp"
 
 namespace kcache {
@@ -33,6 +36,39 @@ struct Derived {
 
 bool contains(const std::vector<std::string>& v, std::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Where header manifests are kept across processes: `headers` beside the
+// toolkit memo directory ($KCACHE_DIR/v1/headers by default); none when the
+// toolkit memo is off or KCACHE_DISABLE says the cache keeps nothing.
+std::filesystem::path header_memo_dir(Toolkit& tk) {
+  if (const char* v = std::getenv("KCACHE_DISABLE"); v != nullptr) {
+    std::string s(v);
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (s == "1" || s == "true" || s == "yes" || s == "on") {
+      return {};
+    }
+  }
+  const auto toolkit_memo = tk.memo_dir();
+  if (toolkit_memo.empty()) {
+    return {};
+  }
+  return toolkit_memo.parent_path() / "headers";
+}
+
+// Up to this many disk headers, each is its own key field (`kcache why-miss`
+// names the one that changed); above it, one digest covers the list.
+constexpr std::size_t k_max_header_fields = 64;
+
+// The 32 bytes of a 64-digit lowercase hex SHA-256 the scanner produced (a
+// hit of a large header tree decodes hundreds of them).
+std::array<std::uint8_t, 32> digest_of_hex(std::string_view hex) {
+  auto nibble = [](char c) { return static_cast<std::uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
+  std::array<std::uint8_t, 32> d{};
+  for (std::size_t i = 0; i < d.size() && 2 * i + 1 < hex.size(); ++i) {
+    d[i] = static_cast<std::uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+  }
+  return d;
 }
 
 void add_identity(KeyBuilder& kb, const LibraryIdentity& id) {
@@ -94,29 +130,38 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
                          ") and it cannot be read: " + cwd.error().describe();
     }
   }
-  kb.add_content("source", r.source);
+  // The digests also name the header manifest (scan.*_sha256): hashed once.
+  jit::ScanInput scan;
+  scan.source_sha256 = util::sha256(r.source);
+  kb.add_digest("source", scan.source_sha256);
   for (const auto& o : canon->options) {
     kb.add("option", o);
   }
   for (const auto& h : r.headers) {
-    kb.add_content("header:" + h.name, h.bytes);
+    scan.memory_header_sha256.push_back(util::sha256(h.bytes));
+    kb.add_digest("header:" + h.name, scan.memory_header_sha256.back());
   }
   for (const auto& e : r.name_expressions) {
     kb.add("name_expression", e);
   }
   kb.add_content("extra_digest", r.extra_digest);
 
-  jit::ScanInput scan;
   scan.source = r.source;
   scan.program_name = r.name;
   scan.source_path = r.source_path;
   scan.memory_headers = &r.headers;
   scan.include_dirs = canon->include_dirs;
   scan.pre_includes = canon->pre_includes;
-  if (const auto home = tk.cuda_home(); !home.empty()) {
-    std::error_code ec;
-    scan.toolkit_root = std::filesystem::weakly_canonical(home, ec);
+  for (const auto& o : canon->options) {
+    if (o.rfind("--define-macro=", 0) == 0) {
+      scan.defines.push_back(o.substr(15));
+    }
   }
+  if (const auto home = tk.cuda_home(); !home.empty()) {
+    scan.toolkit_root = jit::canonical_path(home.string());
+  }
+  scan.toolkit_fingerprint = *fingerprint;
+  scan.memo_dir = header_memo_dir(tk);
   auto scanned = jit::scan_headers(scan);
   if (!scanned) {
     return tl::unexpected(scanned.error());
@@ -125,11 +170,23 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   if (!location_problem.empty()) {
     d.not_cacheable = location_problem;
   }
-  for (const auto& h : scanned->headers) {
-    auto raw = util::from_hex(h.sha256);
-    std::array<std::uint8_t, 32> digest{};
-    std::copy_n(raw->begin(), digest.size(), digest.begin());
-    kb.add_digest("disk_header:" + h.path, digest);
+  if (scanned->headers.size() <= k_max_header_fields) {
+    for (const auto& h : scanned->headers) {
+      kb.add_digest("disk_header:" + h.path, digest_of_hex(h.sha256));
+    }
+  } else {
+    // A large tree keys as one digest over the sorted (path, SHA-256) list:
+    // the same information, without a passport that grows by a field per
+    // header and is parsed on every hit. `--json` still lists the headers.
+    util::Sha256 list;
+    for (const auto& h : scanned->headers) {
+      const std::uint64_t n = h.path.size();
+      list.update(&n, sizeof n);
+      list.update(h.path);
+      list.update(h.sha256);
+    }
+    kb.add("disk_headers.count", std::to_string(scanned->headers.size()));
+    kb.add_digest("disk_headers", list.finish());
   }
   d.headers = std::move(scanned->headers);
   d.options = std::move(canon->options);

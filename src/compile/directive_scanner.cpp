@@ -189,7 +189,10 @@ bool is_include_word(std::string_view w) {
 // and end_of_* function moves only forward, so the scan is linear.
 class Scanner {
 public:
-  Scanner(std::string_view text, std::string* computed) : m_text(text), m_computed(computed) {}
+  Scanner(std::string_view text, std::string* computed, bool keep_computed)
+      : m_text(text), m_computed(computed), m_keep_computed(keep_computed) {}
+
+  std::vector<MacroDefinition> take_defines() { return std::move(m_defines); }
 
   std::vector<IncludeDirective> run() {
     const std::size_t n = m_text.size();
@@ -542,8 +545,12 @@ private:
         m_out.push_back(std::move(d));
       } else {
         note_computed(hash, "#" + std::string(word) + " without a literal file name");
+        keep_computed(trim_blanks(line.substr(j)));
       }
       return;
+    }
+    if (word == "define" && m_keep_computed) {
+      read_define(line.substr(j));  // and look for __has_include in it below
     }
     // __has_include("x") / __has_include(<x>) anywhere in a condition or a macro.
     for (std::size_t h = line.find("__has_include"); h != std::string_view::npos;
@@ -562,8 +569,53 @@ private:
         // Part of a longer identifier (e.g. __has_include_x): not the operator.
       } else if (k >= line.size() || line[k] != ')') {
         note_computed(hash, "__has_include without a literal file name");
+        if (k < line.size() && line[k] == '(') {
+          // The operand runs to the matching parenthesis.
+          int depth = 1;
+          std::size_t e = k + 1;
+          for (; e < line.size() && depth > 0; ++e) {
+            depth += line[e] == '(' ? 1 : (line[e] == ')' ? -1 : 0);
+          }
+          keep_computed(trim_blanks(line.substr(k + 1, e - k - 2)));
+        } else {
+          keep_computed(trim_blanks(line.substr(k)));
+        }
       }
     }
+  }
+
+  void keep_computed(std::string_view tokens) {
+    if (m_keep_computed && !tokens.empty()) {
+      m_out.push_back({std::string(tokens), false, true});
+    }
+  }
+
+  // Reads `name(params) body` or `name body` (the text after `define`).
+  void read_define(std::string_view rest) {
+    std::size_t i = 0;
+    while (i < rest.size() && is_blank(rest[i])) {
+      ++i;
+    }
+    std::size_t j = i;
+    while (j < rest.size() && is_ident(rest[j])) {
+      ++j;
+    }
+    if (j == i) {
+      return;
+    }
+    MacroDefinition m;
+    m.name = std::string(rest.substr(i, j - i));
+    if (j < rest.size() && rest[j] == '(') {
+      const auto close = rest.find(')', j + 1);
+      if (close == std::string_view::npos) {
+        return;
+      }
+      m.function_like = true;
+      m.params = std::string(trim_blanks(rest.substr(j + 1, close - j - 1)));
+      j = close + 1;
+    }
+    m.body = std::string(trim_blanks(rest.substr(j)));
+    m_defines.push_back(std::move(m));
   }
 
   void note_computed(std::size_t hash, std::string_view what) const {
@@ -576,6 +628,8 @@ private:
 
   std::string_view m_text;
   std::string* m_computed;
+  bool m_keep_computed = false;  // scan_file(): keep computed directives and #defines
+  std::vector<MacroDefinition> m_defines;
   // Backward looks (raw string prefixes, digit separators) stop here: the end
   // of the last comment or literal skipped.
   std::size_t m_code_from = 0;
@@ -587,7 +641,15 @@ private:
 } // namespace
 
 std::vector<IncludeDirective> find_directives(std::string_view text, std::string* computed) {
-  return Scanner(text, computed).run();
+  return Scanner(text, computed, false).run();
+}
+
+FileDirectives scan_file(std::string_view text) {
+  Scanner s(text, nullptr, true);
+  FileDirectives out;
+  out.includes = s.run();
+  out.defines = s.take_defines();
+  return out;
 }
 
 } // namespace kcache::jit

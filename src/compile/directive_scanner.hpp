@@ -17,7 +17,10 @@
 // Not handled (and not before either): trigraphs (`??=include`), and a
 // backslash followed by blanks before the newline as a continuation.
 //
-// Thread-safety: find_directives() keeps no state; it is thread-safe.
+// scan_file() also returns every `#define` (name, parameters, body): a
+// computed `#include MACRO(x)` is expanded with them (compile/macro_expander.hpp).
+//
+// Thread-safety: find_directives() and scan_file() keep no state; they are thread-safe.
 #pragma once
 
 #include <string>
@@ -28,8 +31,26 @@ namespace kcache::jit {
 
 // One directive found in a file.
 struct IncludeDirective {
-  std::string name;
+  std::string name;       // the header name; for a computed one, the directive's tokens
   bool angled = false;
+  bool computed = false;  // `#include MACRO...` / `__has_include(MACRO...)`: `name` must be expanded
+  friend bool operator==(const IncludeDirective&, const IncludeDirective&) = default;
+};
+
+// One `#define` line. Conditionals are not evaluated: every definition of a
+// name in a file is listed, in order.
+struct MacroDefinition {
+  std::string name;
+  bool function_like = false;
+  std::string params;  // function-like: the text between the parentheses
+  std::string body;    // the replacement list (comments replaced by blanks)
+  friend bool operator==(const MacroDefinition&, const MacroDefinition&) = default;
+};
+
+// The directives of one file that decide what it includes.
+struct FileDirectives {
+  std::vector<IncludeDirective> includes;  // literal and computed, in order
+  std::vector<MacroDefinition> defines;
 };
 
 // Lists the `#include`, `#include_next`, `#import` and `__has_include`
@@ -37,5 +58,9 @@ struct IncludeDirective {
 // (when not null and still empty) to a description ("line 12: #include MACRO")
 // when a directive names no literal file; kcache then cannot know the inputs.
 std::vector<IncludeDirective> find_directives(std::string_view text, std::string* computed);
+
+// Lists every include-like directive of `text` (computed ones with
+// computed=true and their tokens as the name) and every `#define`.
+FileDirectives scan_file(std::string_view text);
 
 } // namespace kcache::jit

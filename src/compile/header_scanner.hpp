@@ -1,22 +1,43 @@
 // compile/header_scanner.hpp: finds the headers a CUDA C++ compile can read from disk (private).
 //
 // NVRTC cannot report dependencies (NVRTC 13 rejects -M, -MD, -MF and
-// --dependency-output), so kcache finds them itself: it scans the source and
-// every header it reaches for `#include`, `#include_next`, `#import` and
-// `__has_include` directives (compile/directive_scanner.hpp: every
-// conditional branch taken), and resolves each name the way NVRTC does:
-// in-memory headers first (they win over files), then the includer's
-// directory, then each --include-path. Every file that exists on ANY candidate
-// path is taken (not only the first), so the result is a superset of what the
-// compile reads even where kcache's idea of the search order were wrong.
-// Files under the toolkit root are not scanned: the toolkit fingerprint covers them.
+// --dependency-output), so kcache finds them itself: it scans the source, every
+// in-memory header and every disk header it reaches for `#include`,
+// `#include_next`, `#import` and `__has_include` directives
+// (compile/directive_scanner.hpp: every conditional branch taken), and
+// resolves each name the way NVRTC does: in-memory headers first (they win
+// over files), then the includer's directory (and, conservatively, those of
+// the files that included it), then each --include-path. Every file that
+// exists on ANY candidate path is taken (not only the first), so the result is
+// a superset of what the compile reads even where kcache's idea of the search
+// order were wrong.
 //
-// A per-process memo keeps (path -> stat identity, SHA-256, directives), so a
-// header is re-read and re-hashed only when its stat changed.
+// Computed includes (`#include MACRO(x)`) are expanded with every definition
+// of every macro they use, from every scanned file, the toolkit's headers and
+// the command line (compile/macro_expander.hpp), and every header name that
+// forms is resolved like a literal one. More definitions found later (in a
+// header a computed include reached) expand them again, to a fixed point.
 //
-// Thread-safety: scan() is thread-safe (the memo is locked).
+// Files under the toolkit root are not scanned: the toolkit fingerprint covers
+// them. But their includes resolve through the user's search path too, so
+// every user directory on it (the --include-path directories outside the
+// toolkit, the source's directory and the directories of the user headers
+// found) is checked for every name a toolkit header includes
+// (compile/toolkit_includes.hpp); each file found that way is in the key by
+// content and is scanned like any user header.
+//
+// What a scan found is remembered in a manifest named by the digest of the
+// scan's inputs (compile/header_manifest.hpp): in memory, and on disk under
+// `memo_dir` when it is set. The next scan of the same inputs only stats the
+// files and directories the manifest lists; while all are unchanged it returns
+// the remembered result without reading a file. A scan that must run again
+// re-reads only the headers whose identity changed.
+//
+// Thread-safety: scan_headers() is thread-safe (the memos are locked).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -31,20 +52,35 @@ namespace kcache::jit {
 
 struct ScanInput {
   std::string_view source;
+  // SHA-256 of `source` and of each in-memory header, when the caller has
+  // them already (the key holds them); computed here when left empty.
+  std::array<std::uint8_t, 32> source_sha256{};
+  std::vector<std::array<std::uint8_t, 32>> memory_header_sha256;
   std::string program_name;
   std::string source_path;
   const std::vector<NamedBytes>* memory_headers = nullptr;
   std::vector<std::string> include_dirs;
   std::vector<std::string> pre_includes;
-  std::filesystem::path toolkit_root;  // canonical; empty when unknown
+  std::vector<std::string> defines;     // -D values (`NAME`, `NAME=VALUE`), in order
+  std::filesystem::path toolkit_root;   // canonical; empty when unknown
+  std::string toolkit_fingerprint;      // names the toolkit's headers (Toolkit::headers_fingerprint)
+  std::filesystem::path memo_dir;       // where manifests are kept across processes; empty: memory only
 };
 
 struct ScanResult {
   std::vector<HeaderDependency> headers;  // sorted by path, unique
   std::string not_cacheable;              // non-empty: a directive kcache cannot resolve (where and why)
+  bool reused = false;                    // from a manifest that still applied: no file was read
 };
 
 // Scans as described above. Fails only with io when a file that exists cannot be read.
 Result<ScanResult> scan_headers(const ScanInput& input);
+
+// `path` made canonical (symlinks resolved), remembered for the life of the
+// process like the toolkit it names; `path` itself when it cannot be resolved.
+std::string canonical_path(const std::string& path);
+
+// Forgets the in-process memos (manifests and per-file facts); for tests and benchmarks.
+void forget_scan_memos();
 
 }  // namespace kcache::jit

@@ -1,0 +1,125 @@
+// compile/header_manifest.hpp: what a header scan found and what it depends
+// on, kept so that the next scan of the same inputs only re-checks file
+// identities (private).
+//
+// A manifest (in the spirit of ccache's direct mode) is named by the digest
+// of the scan's inputs (compile/header_scanner.hpp: source, program name,
+// working directory, include path, definitions, toolkit) and holds:
+//   - every disk header the scan put into the key, with its stat identity
+//     (device, inode, size, mtime, ctime) and SHA-256;
+//   - every directory whose content decided that a candidate path did NOT
+//     exist or did not count (the deepest existing directory on the path),
+//     with its stat identity and the names in it that decided so: while the
+//     identity is unchanged nothing was added or removed there; when it
+//     changed (an output file written beside the source, an editor's backup)
+//     the directory is listed and the manifest still applies if each name is
+//     as it was (absent; not a regular file; not a directory);
+//   - the verdict (not cacheable, and why), if any;
+//   - per header, the directives it holds (includes, computed includes,
+//     #defines), so that a rescan after one header changed re-reads only that one.
+// The manifest applies while every recorded identity is unchanged (stat
+// follows symlinks, as the compiler's open does). Identities that are too
+// recent to be trusted (racy: changed within k_racy_window_ns of the scan)
+// are recorded as zero, which never matches: a file written twice within one
+// timestamp tick would otherwise look unchanged (a racy directory is then
+// always listed, a racy header always re-read).
+//
+// On disk (`<memo dir>/<k0k1>/<key>`, format version 1; strictly parsed,
+// at most k_max_manifest_bytes, anything else is ignored):
+//   manifest  := "kcache-header-manifest 1\n" "input " hex64 "\n"
+//                header* dir* verdict? "details\n" fact* "end\n"
+//   header    := "header " stamp " " hex64 " " str "\n"
+//   dir       := "dir " stamp " " str "\n" (("n" | "x" | "f") " " str "\n")*
+//                n: the name must not exist; x: must not be a regular file;
+//                f: must not be a directory
+//   verdict   := "nc " str "\n"
+//   fact      := "fact " str "\n" (inc | def)*        one per header, same order
+//   inc       := "inc " ("a" | "q" | "c") " " str "\n"  angled, quoted, computed
+//   def       := "def " ("f" | "o") " " str " " str " " str "\n"   name params body
+//   stamp     := dev " " ino " " size " " mtime_ns " " ctime_ns   (decimal)
+//   str       := length ":" bytes                                   (length decimal)
+// Written atomically (temporary + rename), mode 0600. Each shard keeps at
+// most k_max_shard_files manifests and k_max_shard_bytes; older ones are
+// removed when a new one is written.
+//
+// Thread-safety: the functions keep no state; they are thread-safe.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compile/directive_scanner.hpp"
+
+namespace kcache::jit {
+
+// The stat identity of a file or directory.
+struct FileStamp {
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+  std::int64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+FileStamp stamp_of(const struct stat& st);
+
+// Whether `s` changed so recently (relative to `now_ns`) that a later change
+// might keep the same identity.
+bool is_racy(const FileStamp& s, std::int64_t now_ns);
+
+inline constexpr std::int64_t k_racy_window_ns = 2'000'000'000;
+inline constexpr std::size_t k_max_manifest_bytes = 4u << 20;
+inline constexpr std::size_t k_max_shard_files = 32;
+inline constexpr std::size_t k_max_shard_bytes = 8u << 20;
+
+struct ManifestHeader {
+  std::string path;
+  FileStamp stamp;
+  std::string sha256;
+  FileDirectives directives;
+};
+
+struct ManifestDir {
+  std::string path;
+  FileStamp stamp;
+  // What each name in the directory must stay: 'n' absent, 'x' no regular
+  // file, 'f' no directory. Sorted by name, unique.
+  std::vector<std::pair<std::string, char>> names;
+};
+
+struct HeaderManifest {
+  std::string input;  // 64 hex: the digest of the scan inputs
+  std::vector<ManifestHeader> headers;
+  std::vector<ManifestDir> dirs;
+  std::string not_cacheable;
+  bool has_details = true;  // false: parsed with ManifestPart::lookup (no directives)
+};
+
+// Whether every identity recorded in `m` is still the same on disk.
+bool manifest_still_applies(const HeaderManifest& m);
+
+std::string serialize_manifest(const HeaderManifest& m);
+
+// Whether a parse reads the per-header directives too (a rescan needs them,
+// a lookup does not: they are most of the text).
+enum class ManifestPart { lookup, with_details };
+
+// Parses `text`; nothing when it is not exactly a version-1 manifest for
+// `input` (with ManifestPart::lookup, the part after "details" is not read).
+std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_view input,
+                                             ManifestPart part = ManifestPart::with_details);
+
+// Reads the manifest for `input` under `dir`; nothing when absent, too big or malformed.
+std::optional<HeaderManifest> load_manifest(const std::filesystem::path& dir, const std::string& input,
+                                            ManifestPart part = ManifestPart::with_details);
+
+// Writes `m` under `dir` (best effort: a failure only loses the memo).
+void store_manifest(const std::filesystem::path& dir, const HeaderManifest& m);
+
+}  // namespace kcache::jit

@@ -1,0 +1,280 @@
+#include "compile/toolkit_includes.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <mutex>
+#include <map>
+#include <set>
+
+#include "util/atomic_write.hpp"
+#include "util/fd.hpp"
+#include "util/hex.hpp"
+#include "util/sha256.hpp"
+
+namespace kcache::jit {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view k_magic = "kcache-toolkit-includes 2\n";
+constexpr std::size_t k_max_memo_bytes = 64u << 20;
+
+std::optional<std::string> read_file(const std::string& path, std::size_t max_bytes, int flags = 0) {
+  util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags));
+  if (!fd) {
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    return std::nullopt;
+  }
+  std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd.get(), bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      break;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  bytes.resize(got);
+  return bytes;
+}
+
+void put_str(std::string& out, std::string_view s) {
+  out += std::to_string(s.size());
+  out += ':';
+  out += s;
+}
+
+bool get_str(std::string_view t, std::size_t& i, std::string& s) {
+  std::size_t n = 0;
+  const auto r = std::from_chars(t.data() + i, t.data() + t.size(), n);
+  if (r.ec != std::errc{} || r.ptr == t.data() + t.size() || *r.ptr != ':') {
+    return false;
+  }
+  i = static_cast<std::size_t>(r.ptr - t.data()) + 1;
+  if (n > t.size() - i) {
+    return false;
+  }
+  s.assign(t.substr(i, n));
+  i += n;
+  return true;
+}
+
+bool get_lit(std::string_view t, std::size_t& i, std::string_view s) {
+  if (t.substr(i, s.size()) != s) {
+    return false;
+  }
+  i += s.size();
+  return true;
+}
+
+struct Raw {
+  std::map<std::string, std::vector<std::string>, std::less<>> names_of;
+  std::vector<MacroDefinition> defines;
+};
+
+std::optional<Raw> parse(std::string_view t) {
+  Raw raw;
+  std::size_t i = 0;
+  if (!get_lit(t, i, k_magic)) {
+    return std::nullopt;
+  }
+  std::string s;
+  while (get_lit(t, i, "file ")) {
+    std::string file;
+    if (!get_str(t, i, file) || !get_lit(t, i, "\n") || file.empty()) {
+      return std::nullopt;
+    }
+    auto& names = raw.names_of[file];
+    while (get_lit(t, i, "name ")) {
+      if (!get_str(t, i, s) || !get_lit(t, i, "\n") || s.empty()) {
+        return std::nullopt;
+      }
+      names.push_back(s);
+    }
+  }
+  while (get_lit(t, i, "def ")) {
+    MacroDefinition d;
+    if (get_lit(t, i, "f ")) {
+      d.function_like = true;
+    } else if (!get_lit(t, i, "o ")) {
+      return std::nullopt;
+    }
+    if (!get_str(t, i, d.name) || !get_lit(t, i, " ") || !get_str(t, i, d.params) || !get_lit(t, i, " ") ||
+        !get_str(t, i, d.body) || !get_lit(t, i, "\n") || d.name.empty()) {
+      return std::nullopt;
+    }
+    raw.defines.push_back(std::move(d));
+  }
+  if (!get_lit(t, i, "end\n") || i != t.size()) {
+    return std::nullopt;
+  }
+  return raw;
+}
+
+std::string serialize(const Raw& raw) {
+  std::string out(k_magic);
+  for (const auto& [file, names] : raw.names_of) {
+    out += "file ";
+    put_str(out, file);
+    out += '\n';
+    for (const auto& n : names) {
+      out += "name ";
+      put_str(out, n);
+      out += '\n';
+    }
+  }
+  for (const auto& d : raw.defines) {
+    out += d.function_like ? "def f " : "def o ";
+    put_str(out, d.name);
+    out += ' ';
+    put_str(out, d.params);
+    out += ' ';
+    put_str(out, d.body);
+    out += '\n';
+  }
+  out += "end\n";
+  return out;
+}
+
+Raw scan_toolkit(const fs::path& root) {
+  Raw raw;
+  std::vector<std::pair<std::string, std::string>> computed;  // (file, tokens)
+  std::map<fs::path, std::string> canonical_dirs;
+  std::error_code ec;
+  const fs::path include = root / "include";
+  std::size_t files = 0;
+  for (fs::recursive_directory_iterator it(include, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec) || ++files > k_max_toolkit_files) {
+      continue;
+    }
+    const auto bytes = read_file(it->path().string(), 64u << 20);
+    if (!bytes) {
+      continue;
+    }
+    const fs::path parent = it->path().parent_path();
+    auto cit = canonical_dirs.find(parent);
+    if (cit == canonical_dirs.end()) {
+      std::error_code cec;
+      cit = canonical_dirs.emplace(parent, fs::weakly_canonical(parent, cec).string()).first;
+    }
+    const std::string file = cit->second + "/" + it->path().filename().string();
+    auto f = scan_file(*bytes);
+    auto& names = raw.names_of[file];
+    for (auto& d : f.includes) {
+      if (d.computed) {
+        computed.emplace_back(file, std::move(d.name));
+      } else {
+        names.push_back(std::move(d.name));
+      }
+    }
+    for (auto& d : f.defines) {
+      raw.defines.push_back(std::move(d));
+    }
+  }
+  MacroTable table;
+  for (const auto& d : raw.defines) {
+    table.add(d);
+  }
+  for (const auto& [file, tokens] : computed) {
+    for (auto& n : expand_include(tokens, table).names) {
+      raw.names_of[file].push_back(std::move(n.name));
+    }
+  }
+  return raw;
+}
+
+std::shared_ptr<const ToolkitIncludes> build(Raw& raw) {
+  auto t = std::make_shared<ToolkitIncludes>();
+  t->names_of = std::move(raw.names_of);
+  for (const auto& d : raw.defines) {
+    t->defines.add(d);
+  }
+  return t;
+}
+
+std::string parent_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, const std::string& fingerprint,
+                                                        const fs::path& memo_dir) {
+  static std::mutex mutex;
+  static auto* memo = new std::map<std::string, std::shared_ptr<const ToolkitIncludes>>();  // NOLINT: process lifetime
+  const std::string id = util::sha256_hex("kcache-toolkit-includes-1\n" + root.string() + "\n" + fingerprint);
+  std::lock_guard lock(mutex);  // one scan per toolkit, even with many threads asking at once
+  if (const auto it = memo->find(id); it != memo->end()) {
+    return it->second;
+  }
+  std::optional<Raw> raw;
+  const fs::path file = memo_dir.empty() ? fs::path() : memo_dir / ("toolkit-" + id.substr(0, 32));
+  if (!file.empty()) {
+    if (const auto text = read_file(file.string(), k_max_memo_bytes, O_NOFOLLOW)) {
+      raw = parse(*text);
+    }
+  }
+  if (!raw) {
+    raw = scan_toolkit(root);
+    if (!file.empty()) {
+      std::error_code ec;
+      fs::create_directories(memo_dir, ec);
+      const std::string text = serialize(*raw);
+      if (text.size() <= k_max_memo_bytes) {
+        (void)util::write_file_atomically(file, text, 0600, util::FileSync::none);
+      }
+    }
+  }
+  auto t = build(*raw);
+  (*memo)[id] = t;
+  return t;
+}
+
+void reachable_names(const ToolkitIncludes& toolkit, const std::vector<std::string>& entries,
+                     const std::vector<std::string>& toolkit_dirs, std::set<std::string>& visited,
+                     std::vector<std::string>& names, std::set<std::string>& seen_names) {
+  std::vector<std::string> work;
+  for (const auto& e : entries) {
+    if (visited.insert(e).second) {
+      work.push_back(e);
+    }
+  }
+  while (!work.empty()) {
+    const std::string file = std::move(work.back());
+    work.pop_back();
+    const auto it = toolkit.names_of.find(file);
+    if (it == toolkit.names_of.end()) {
+      continue;
+    }
+    const std::string dir = parent_of(file);
+    for (const auto& n : it->second) {
+      if (seen_names.insert(n).second) {
+        names.push_back(n);
+      }
+      auto follow = [&](const std::string& base) {
+        const std::string p = n.front() == '/' ? n : fs::path(base + "/" + n).lexically_normal().string();
+        if (toolkit.names_of.contains(p) && visited.insert(p).second) {
+          work.push_back(p);
+        }
+      };
+      follow(dir);
+      for (const auto& d : toolkit_dirs) {
+        follow(d);
+      }
+    }
+  }
+}
+
+}  // namespace kcache::jit
