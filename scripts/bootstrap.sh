@@ -10,7 +10,7 @@ packages=(
   libfmt-dev libexpected-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
-  redis-server libhiredis-dev
+  redis-server redis-tools libhiredis-dev
   binutils util-linux procps
 )
 

@@ -39,6 +39,10 @@ std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
     options.codec = codec;
     options.breaker_failures = config.remote_breaker_failures;
     options.breaker_seconds = config.remote_breaker_seconds;
+    if (!config.cache_dir.empty() && std::filesystem::is_directory(config.cache_dir / "v1" / "stats")) {
+      options.stats_dir = config.cache_dir / "v1" / "stats";
+      options.stats_group_shared = config.sharing == Sharing::group;
+    }
     auto store = remote::RemoteStore::open(std::move(options));
     if (!store) {
       warn(store.error().message + "; this remote is left out");

@@ -91,6 +91,13 @@ TEST_F(CliRemote, SecondHostHitsFromTheRemoteWithoutCompilingByteEqualToAFreshCo
   // A new host loads NVRTC once to learn its version (part of the key), but compiles nothing.
   EXPECT_EQ(jb["compile_us"].get<long long>(), 0) << "a remote hit must not compile: " << b.out;
   EXPECT_EQ(jb["key"].get<std::string>(), key);
+  auto stats = run_cli(m_tmp.path() / "hostB", "", "stats --json");
+  ASSERT_EQ(stats.status, 0) << stats.out;
+  const auto js = json_of(stats.out);
+  EXPECT_EQ(js["remote"]["hits"].get<int>(), 1) << stats.out;
+  EXPECT_GT(js["remote"]["bytes_in"].get<long long>(), 0) << stats.out;
+  EXPECT_GT(js["remote"]["get_p99_us"].get<long long>(), 0) << stats.out;
+  EXPECT_GT(js["remote"]["compile_us_saved"].get<long long>(), 0) << stats.out;
   // The remote hit filled host B's file store: a third run hits with the server gone.
   m_server->kill();
   auto b2 = run_cli(m_tmp.path() / "hostB", env("KCACHE_REMOTE_BREAKER_FAILURES=1"),
@@ -124,6 +131,13 @@ TEST_F(CliRemote, PoisonedRemoteEntryIsNeverUsedNorStoredLocallyAndTheCompileSti
   // The planted object is still there (SET NX never overwrites), and the
   // victim's local store holds only its own compile.
   EXPECT_EQ(m_server->cli({"GET", "kcache:v1:" + key}), "garbage-from-an-attacker");
+  // Counted, per reason, in the shared stats of the victim's cache directory.
+  auto stats = run_cli(m_tmp.path() / "victim", "", "stats --json");
+  ASSERT_EQ(stats.status, 0) << stats.out;
+  const auto js = json_of(stats.out);
+  EXPECT_EQ(js["remote"]["rejected"].get<int>(), 1) << stats.out;
+  EXPECT_EQ(js["remote"]["rejected_by"]["malformed"].get<int>(), 1) << stats.out;
+  EXPECT_EQ(js["remote"]["hits"].get<int>(), 0) << stats.out;
 }
 
 TEST_F(CliRemote, ServerDownAtStartIsOneWarningAndTheCompileSucceeds) {

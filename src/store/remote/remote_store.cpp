@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "store/remote/remote_counters.hpp"
+
 namespace kcache::remote {
 
 namespace {
@@ -29,7 +31,14 @@ struct RemoteStore::Impl {
   std::unordered_set<Key, KeyHash> rejected_keys;
   std::vector<std::uint32_t> latencies;
   std::size_t latency_next = 0;
+  std::unique_ptr<RemoteCounters> shared;  // null without a stats_dir
   std::once_flag warned_failure;
+
+  void count(RemoteCounter c, std::uint64_t v = 1) {
+    if (shared) {
+      shared->add(c, v);
+    }
+  }
   std::once_flag warned_rejected;
 
   void warn(const std::string& line) {
@@ -51,6 +60,7 @@ struct RemoteStore::Impl {
       return true;
     }
     ++stats.skipped;
+    count(RemoteCounter::skipped);
     return false;
   }
 
@@ -65,6 +75,7 @@ struct RemoteStore::Impl {
     {
       std::lock_guard lock(mutex);
       ++stats.errors;
+      count(RemoteCounter::errors);
       ++consecutive_failures;
       probing = false;
       const std::uint32_t n = options.breaker_failures;
@@ -86,6 +97,9 @@ struct RemoteStore::Impl {
   void record_latency(Clock::duration d) {
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
     const auto v = static_cast<std::uint32_t>(std::min<long long>(us, 0xffffffffLL));
+    if (shared) {
+      shared->add_latency(v);
+    }
     std::lock_guard lock(mutex);
     if (latencies.size() < k_latency_samples) {
       latencies.push_back(v);
@@ -124,8 +138,11 @@ struct RemoteStore::Impl {
     if (*r) {
       ++stats.puts;
       stats.bytes_out += object.size();
+      count(RemoteCounter::puts);
+      count(RemoteCounter::bytes_out, object.size());
     } else {
       ++stats.puts_present;
+      count(RemoteCounter::puts_present);
     }
     return *r ? PutOutcome::stored : PutOutcome::already_present;
   }
@@ -144,6 +161,9 @@ RemoteStore::RemoteStore(RemoteStoreOptions options, std::unique_ptr<RemoteBacke
   m_impl->options = std::move(options);
   m_impl->options.codec.max_entry_size = m_impl->options.spec.max_entry_size;
   m_impl->backend = std::move(backend);
+  if (!m_impl->options.stats_dir.empty()) {
+    m_impl->shared = RemoteCounters::open(m_impl->options.stats_dir, m_impl->options.stats_group_shared);
+  }
 }
 
 RemoteStore::~RemoteStore() = default;
@@ -173,16 +193,22 @@ Result<std::optional<Artifact>> RemoteStore::get(const Key& key) {
   if (!got->has_value()) {
     std::lock_guard lock(m.mutex);
     ++m.stats.misses;
+    m.count(RemoteCounter::misses);
     return std::optional<Artifact>{};
   }
   const std::size_t size = (*got)->size();
   auto decoded = decode_object(**got, key, m.options.codec);
   std::lock_guard lock(m.mutex);
   m.stats.bytes_in += size;
+  m.count(RemoteCounter::bytes_in, size);
   if (!decoded) {
     ++m.stats.rejected;
     ++m.stats.rejected_by[static_cast<std::size_t>(decoded.error().reason)];
     ++m.stats.misses;
+    m.count(RemoteCounter::rejected);
+    m.count(static_cast<RemoteCounter>(static_cast<unsigned>(RemoteCounter::rejected_too_large) +
+                                       static_cast<unsigned>(decoded.error().reason)));
+    m.count(RemoteCounter::misses);
     m.rejected_keys.insert(key);
     std::call_once(m.warned_rejected, [&] {
       m.warn(fmt::format("remote {} holds a bad object for key {} ({}: {}); it is ignored (a miss), never copied "
@@ -194,6 +220,8 @@ Result<std::optional<Artifact>> RemoteStore::get(const Key& key) {
   }
   ++m.stats.hits;
   m.stats.compile_us_saved += decoded->passport.compile_duration_us;
+  m.count(RemoteCounter::hits);
+  m.count(RemoteCounter::compile_us_saved, decoded->passport.compile_duration_us);
   return std::optional<Artifact>(std::move(*decoded));
 }
 

@@ -25,6 +25,7 @@
 
 #include <array>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,6 +43,10 @@ struct RemoteStoreOptions {
   CodecOptions codec;
   std::uint32_t breaker_failures = 3;  // consecutive failures that open the breaker (0: never)
   std::uint32_t breaker_seconds = 30;  // how long an open breaker skips the remote
+  // When not empty: also count into <stats_dir>/remote, shared by every
+  // process of the cache directory (remote_counters.hpp), for `kcache stats`.
+  std::filesystem::path stats_dir;
+  bool stats_group_shared = false;
   // Receives the one warning line of this remote. Default: stderr with a
   // "kcache: warning: " prefix.
   std::function<void(const std::string&)> warn;
