@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   redis-server redis-tools libhiredis-dev
+  libcurl4-openssl-dev nginx-light
   binutils util-linux procps
 )
 

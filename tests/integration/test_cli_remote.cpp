@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/remote/remote_codec.hpp"
+#include "support/nginx_server.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/compile/compile_test_support.hpp"
@@ -198,6 +199,40 @@ TEST_F(CliRemote, PushSeedsTheTeamCacheAndPullPrefetchesIntoAnotherHost) {
   EXPECT_EQ(miss.status, 3) << miss.out;
   auto ro = run_cli(m_tmp.path() / "ci", "KCACHE_REMOTE='" + m_server->url() + "?read_only=true'", "push --all");
   EXPECT_EQ(ro.status, 2) << ro.out;
+}
+
+TEST_F(CliRemote, TwoHostsShareAnHttpRemoteAndAHungServerNeverBlocksTheCompile) {
+  KCACHE_REQUIRE_TOOLKIT();
+  std::string why;
+  auto nginx = test::NginxServer::start(m_tmp.path() / "nginx", &why);
+  if (nginx == nullptr) {
+    const char* req = std::getenv("KCACHE_REQUIRE_TOOLKIT");
+    if (!test::nginx_installed() && (req == nullptr || std::string(req) != "1")) {
+      GTEST_SKIP() << why;
+    }
+    FAIL() << why;
+  }
+  const std::string http_env =
+      "KCACHE_REMOTE='" + nginx->url() + "?timeout_ms=300' KCACHE_REMOTE_KEY_FILE='" + m_key.string() + "'";
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  const std::string compile = "compile " + src + " --target ptx --arch sm_90 --json -o ";
+  auto a = run_cli(m_tmp.path() / "hostA", http_env, compile + (m_tmp.path() / "a.ptx").string());
+  ASSERT_EQ(a.status, 0) << a.out;
+  const std::string key = json_of(a.out)["key"].get<std::string>();
+  EXPECT_TRUE(fs::exists(nginx->data_dir() / "cache" / ("kcache:v1:" + key)));
+  auto b = run_cli(m_tmp.path() / "hostB", http_env, compile + (m_tmp.path() / "b.ptx").string());
+  ASSERT_EQ(b.status, 0) << b.out;
+  EXPECT_TRUE(json_of(b.out)["hit"].get<bool>()) << b.out;
+  EXPECT_EQ(json_of(b.out)["compile_us"].get<long long>(), 0) << b.out;
+  EXPECT_EQ(test::read_file(m_tmp.path() / "a.ptx"), test::read_file(m_tmp.path() / "b.ptx"));
+  // SIGSTOPped server: host C still compiles, within the timeouts, with one warning.
+  nginx->pause();
+  auto c = run_cli(m_tmp.path() / "hostC", http_env, compile + (m_tmp.path() / "c.ptx").string());
+  nginx->resume();
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_FALSE(json_of(c.out)["hit"].get<bool>());
+  EXPECT_NE(c.out.find("warning"), std::string::npos) << c.out;
+  EXPECT_EQ(test::read_file(m_tmp.path() / "c.ptx"), test::read_file(m_tmp.path() / "a.ptx"));
 }
 
 TEST_F(CliRemote, PingReportsTheServerAndFailsForADeadOne) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "store/remote/http_backend.hpp"
+
 namespace kcache::remote {
 
 namespace {
@@ -119,14 +121,15 @@ Result<std::unique_ptr<RemoteBackend>> make_backend(const RemoteSpec& spec) {
     case Scheme::redis:
     case Scheme::redis_unix:
       return std::unique_ptr<RemoteBackend>(std::make_unique<RedisBackend>(spec));
-    case Scheme::redis_cluster:
     case Scheme::http:
     case Scheme::https:
+      return std::unique_ptr<RemoteBackend>(std::make_unique<HttpBackend>(spec));
+    case Scheme::redis_cluster:
       break;
   }
   return make_error(ErrorCode::unsupported,
-                    fmt::format("remote {}: this build of kcache does not serve this scheme yet; use redis:// or "
-                                "redis+unix://",
+                    fmt::format("remote {}: this build of kcache does not serve this scheme yet; use redis://, "
+                                "redis+unix://, http:// or https://",
                                 spec.masked()));
 }
 

@@ -12,7 +12,8 @@ namespace kcache::remote {
 namespace {
 
 constexpr std::string_view k_attrs =
-    "read_only=BOOL, connect_timeout_ms=N, timeout_ms=N, max_entry_size=SIZE, ttl_s=N";
+    "read_only=BOOL, connect_timeout_ms=N, timeout_ms=N, max_entry_size=SIZE, ttl_s=N; for http(s) also "
+    "bearer_token_file=PATH, bearer_token_env=VAR, basic_auth_file=PATH, basic_auth_env=VAR";
 
 std::string percent_decode(std::string_view s, bool* ok) {
   std::string out;
@@ -111,6 +112,19 @@ std::string RemoteSpec::masked() const {
   if (ttl_s != d.ttl_s) {
     attrs.push_back(fmt::format("ttl_s={}", ttl_s));
   }
+  // Where a credential comes from is not secret; the credential is never here.
+  if (!bearer_token_file.empty()) {
+    attrs.push_back("bearer_token_file=" + bearer_token_file);
+  }
+  if (!bearer_token_env.empty()) {
+    attrs.push_back("bearer_token_env=" + bearer_token_env);
+  }
+  if (!basic_auth_file.empty()) {
+    attrs.push_back("basic_auth_file=" + basic_auth_file);
+  }
+  if (!basic_auth_env.empty()) {
+    attrs.push_back("basic_auth_env=" + basic_auth_env);
+  }
   for (std::size_t i = 0; i < attrs.size(); ++i) {
     out += (i == 0 ? '?' : '&') + attrs[i];
   }
@@ -205,6 +219,7 @@ Result<RemoteSpec> parse_remote_url(std::string_view url) {
       }
     }
   }
+  const bool is_http = spec.scheme == Scheme::http || spec.scheme == Scheme::https;
   while (!query.empty()) {
     const auto amp = query.find('&');
     const std::string_view item = query.substr(0, amp);
@@ -228,6 +243,18 @@ Result<RemoteSpec> parse_remote_url(std::string_view url) {
       ok = parse_uint(value, spec.ttl_s);
     } else if (name == "db" && spec.scheme == Scheme::redis_unix) {
       ok = parse_uint(value, spec.db);
+    } else if (is_http && name == "bearer_token_file") {
+      spec.bearer_token_file = value;
+      ok = !value.empty();
+    } else if (is_http && name == "bearer_token_env") {
+      spec.bearer_token_env = value;
+      ok = !value.empty();
+    } else if (is_http && name == "basic_auth_file") {
+      spec.basic_auth_file = value;
+      ok = !value.empty();
+    } else if (is_http && name == "basic_auth_env") {
+      spec.basic_auth_env = value;
+      ok = !value.empty();
     } else {
       return fail(fmt::format("unknown attribute '{}'; accepted: {}", name, k_attrs));
     }

@@ -3,10 +3,12 @@
 //   redis://[user[:password]@]host[:port][/db][?attrs]     (port 6379, db 0)
 //   redis+unix:///path/to/socket[?db=N&attrs]
 //   redis+cluster://host:port[,host:port...][?attrs]       (not in this build)
-//   http://host[:port]/prefix, https://...                 (not in this build)
+//   http://[user[:password]@]host[:port]/prefix, https://...  (basic credentials)
 //   attrs := attr ("&" attr)*
 //   attr  := read_only=BOOL | connect_timeout_ms=N | timeout_ms=N
 //          | max_entry_size=SIZE | ttl_s=N | db=N (redis+unix)
+//          | bearer_token_file=PATH | bearer_token_env=VAR        (http, https)
+//          | basic_auth_file=PATH | basic_auth_env=VAR            (http, https: "user:password")
 //
 // User and password are percent-decoded. A URL never contains spaces (the
 // KCACHE_REMOTE list is space-separated): percent-encode them. masked() is the
@@ -38,6 +40,11 @@ struct RemoteSpec {
   std::uint32_t timeout_ms = 2000;
   std::uint64_t max_entry_size = std::uint64_t{256} << 20;
   std::uint64_t ttl_s = 0;  // 0: no expiry set by kcache (the server's eviction decides)
+  // HTTP credentials are named, never inlined: the secret is read when used.
+  std::string bearer_token_file;
+  std::string bearer_token_env;
+  std::string basic_auth_file;
+  std::string basic_auth_env;
 
   // The URL with any password replaced by "***", and attributes that differ
   // from their defaults, e.g. "redis://ci:***@cache:6379/2?read_only=true".
