@@ -1,12 +1,14 @@
 #include "store/remote/http_backend.hpp"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -14,7 +16,55 @@ namespace kcache::remote {
 
 namespace {
 
-std::once_flag g_curl_init;
+// libcurl is loaded with dlopen the first time an HTTP remote is used, so a
+// kcache process that never talks HTTP maps neither libcurl nor the TLS
+// libraries behind it (a cache hit stays a short process: docs/performance.md,
+// "Process start"). The header only gives the types and constants.
+struct CurlApi {
+  CURLcode (*global_init)(long) = nullptr;
+  CURL* (*easy_init)() = nullptr;
+  void (*easy_cleanup)(CURL*) = nullptr;
+  void (*easy_reset)(CURL*) = nullptr;
+  CURLcode (*easy_setopt)(CURL*, CURLoption, ...) = nullptr;
+  CURLcode (*easy_perform)(CURL*) = nullptr;
+  CURLcode (*easy_getinfo)(CURL*, CURLINFO, ...) = nullptr;
+  const char* (*easy_strerror)(CURLcode) = nullptr;
+  curl_slist* (*slist_append)(curl_slist*, const char*) = nullptr;
+  void (*slist_free_all)(curl_slist*) = nullptr;
+  std::string error;  // why it could not be loaded; empty when loaded
+};
+
+const CurlApi& curl_api() {
+  static const CurlApi api = [] {
+    CurlApi a;
+    void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      a.error = std::string("cannot load libcurl.so.4 for HTTP remotes (install Debian's libcurl4): ") + ::dlerror();
+      return a;
+    }
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
+      if (fn == nullptr && a.error.empty()) {
+        a.error = std::string("libcurl.so.4 lacks ") + name;
+      }
+    };
+    sym(a.global_init, "curl_global_init");
+    sym(a.easy_init, "curl_easy_init");
+    sym(a.easy_cleanup, "curl_easy_cleanup");
+    sym(a.easy_reset, "curl_easy_reset");
+    sym(a.easy_setopt, "curl_easy_setopt");
+    sym(a.easy_perform, "curl_easy_perform");
+    sym(a.easy_getinfo, "curl_easy_getinfo");
+    sym(a.easy_strerror, "curl_easy_strerror");
+    sym(a.slist_append, "curl_slist_append");
+    sym(a.slist_free_all, "curl_slist_free_all");
+    if (a.error.empty()) {
+      a.global_init(CURL_GLOBAL_DEFAULT);
+    }
+    return a;
+  }();
+  return api;
+}
 
 struct Transfer {
   std::string* body = nullptr;
@@ -87,7 +137,6 @@ Result<std::string> read_secret(const std::string& file, const std::string& env,
 }  // namespace
 
 HttpBackend::HttpBackend(RemoteSpec spec) : m_spec(std::move(spec)) {
-  std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   std::string prefix = m_spec.path;
   while (!prefix.empty() && prefix.back() == '/') {
     prefix.pop_back();
@@ -98,7 +147,7 @@ HttpBackend::HttpBackend(RemoteSpec spec) : m_spec(std::move(spec)) {
 
 HttpBackend::~HttpBackend() {
   for (void* h : m_idle) {
-    curl_easy_cleanup(static_cast<CURL*>(h));
+    curl_api().easy_cleanup(static_cast<CURL*>(h));
   }
 }
 
@@ -106,6 +155,10 @@ std::string HttpBackend::object_url(std::string_view name) const { return m_base
 
 Result<HttpBackend::Response> HttpBackend::request(std::string_view method, const std::string& url,
                                                    std::string_view body, std::uint64_t max_bytes) {
+  const CurlApi& api = curl_api();
+  if (!api.error.empty()) {
+    return make_error(ErrorCode::unsupported, api.error);
+  }
   CURL* h = nullptr;
   {
     std::lock_guard lock(m_mutex);
@@ -115,12 +168,12 @@ Result<HttpBackend::Response> HttpBackend::request(std::string_view method, cons
     }
   }
   if (h == nullptr) {
-    h = curl_easy_init();
+    h = api.easy_init();
     if (h == nullptr) {
       return make_error(ErrorCode::io, "curl_easy_init failed");
     }
   }
-  curl_easy_reset(h);
+  api.easy_reset(h);
   Response resp;
   Transfer t;
   t.body = &resp.body;
@@ -138,7 +191,7 @@ Result<HttpBackend::Response> HttpBackend::request(std::string_view method, cons
       return tl::unexpected(token.error());
     }
     auth_header = "Authorization: Bearer " + *token;
-    headers = curl_slist_append(headers, auth_header.c_str());
+    headers = api.slist_append(headers, auth_header.c_str());
   } else if (!m_spec.basic_auth_file.empty() || !m_spec.basic_auth_env.empty()) {
     auto pair = read_secret(m_spec.basic_auth_file, m_spec.basic_auth_env, "user:password");
     if (!pair) {
@@ -151,36 +204,36 @@ Result<HttpBackend::Response> HttpBackend::request(std::string_view method, cons
     userpwd = m_spec.user + ":" + m_spec.password;
   }
   if (!userpwd.empty()) {
-    curl_easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-    curl_easy_setopt(h, CURLOPT_USERPWD, userpwd.c_str());
+    api.easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+    api.easy_setopt(h, CURLOPT_USERPWD, userpwd.c_str());
   }
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(m_spec.connect_timeout_ms));
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(m_spec.timeout_ms));
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  api.easy_setopt(h, CURLOPT_URL, url.c_str());
+  api.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  api.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(m_spec.connect_timeout_ms));
+  api.easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(m_spec.timeout_ms));
+  api.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  api.easy_setopt(h, CURLOPT_WRITEDATA, &t);
+  api.easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  api.easy_setopt(h, CURLOPT_HEADERDATA, &t);
+  api.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   if (method == "HEAD") {
-    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    api.easy_setopt(h, CURLOPT_NOBODY, 1L);
   } else if (method == "PUT") {
-    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_upload);
-    curl_easy_setopt(h, CURLOPT_READDATA, &t);
-    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(body.size()));
-    headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
-    headers = curl_slist_append(headers, "Expect:");
+    api.easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    api.easy_setopt(h, CURLOPT_READFUNCTION, on_upload);
+    api.easy_setopt(h, CURLOPT_READDATA, &t);
+    api.easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    headers = api.slist_append(headers, "Content-Type: application/octet-stream");
+    headers = api.slist_append(headers, "Expect:");
   } else if (method != "GET") {
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, std::string(method).c_str());
+    api.easy_setopt(h, CURLOPT_CUSTOMREQUEST, std::string(method).c_str());
   }
   if (headers != nullptr) {
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    api.easy_setopt(h, CURLOPT_HTTPHEADER, headers);
   }
-  const CURLcode rc = curl_easy_perform(h);
-  curl_slist_free_all(headers);
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
+  const CURLcode rc = api.easy_perform(h);
+  api.slist_free_all(headers);
+  api.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
   resp.cut = t.cut;
   {
     std::lock_guard lock(m_mutex);
@@ -188,7 +241,7 @@ Result<HttpBackend::Response> HttpBackend::request(std::string_view method, cons
   }
   if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t.cut)) {
     const ErrorCode code = rc == CURLE_OPERATION_TIMEDOUT ? ErrorCode::timeout : ErrorCode::io;
-    return make_error(code, fmt::format("{} on {}: {}{}", method, m_spec.masked(), curl_easy_strerror(rc),
+    return make_error(code, fmt::format("{} on {}: {}{}", method, m_spec.masked(), api.easy_strerror(rc),
                                         code == ErrorCode::timeout
                                             ? " (no answer within the timeout; raise timeout_ms or check the server)"
                                             : ""));

@@ -6,7 +6,7 @@
 // (docs/remote-format.md):
 //
 //   object      := header body signature?
-//   header      := magic version flags key stream_len body_len signer   (80 bytes)
+//   header      := magic version flags key stream_len body_len signer reserved  (80 bytes)
 //   magic       := "KCREMOTE"                                           (8 bytes)
 //   version     := u32le(1)
 //   flags       := u32le: bit 0 = body is zstd-compressed, bit 1 = signed;
