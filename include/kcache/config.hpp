@@ -69,6 +69,14 @@ struct Config {
   std::string cuda_home;                           // cuda_home / KCACHE_CUDA_HOME
   unsigned jobs = 0;                               // jobs / KCACHE_JOBS (0 = number of cores)
   std::string log_level = "warning";               // log_level / KCACHE_LOG_LEVEL
+  // The team tier (docs/remote-format.md, docs/security.md).
+  std::vector<std::string> remote;                 // remote / KCACHE_REMOTE (URLs, in order)
+  std::filesystem::path remote_key_file;           // remote_key_file / KCACHE_REMOTE_KEY_FILE
+  std::vector<std::filesystem::path> remote_read_key_files;  // remote_read_key_files / KCACHE_REMOTE_READ_KEY_FILES
+  bool remote_compression = true;                  // remote_compression / KCACHE_REMOTE_COMPRESSION (zstd|none)
+  std::uint64_t remote_queue_size = std::uint64_t{64} << 20;  // remote_queue_size / KCACHE_REMOTE_QUEUE_SIZE
+  std::uint32_t remote_breaker_failures = 3;       // remote_breaker_failures / KCACHE_REMOTE_BREAKER_FAILURES
+  std::uint32_t remote_breaker_seconds = 30;       // remote_breaker_seconds / KCACHE_REMOTE_BREAKER_SECONDS
 
   // For each setting name (the config-file key), where its value came from.
   std::map<std::string, SettingSource> origin;

@@ -65,6 +65,7 @@ struct StoreStats {
   std::uint64_t size_bytes = 0;      // bytes held now (payload + passport)
   std::uint64_t max_size_bytes = 0;  // the cap; 0 = none
   std::uint64_t compile_us_saved = 0;  // sum of compile_duration_us over hits
+  bool remote = false;  // a remote tier: its counters are this process's, it reports no occupancy
 };
 
 class Store {
@@ -73,6 +74,10 @@ class Store {
 
   // A short name for logs and stats: "memory", "file", "tiered".
   virtual std::string_view name() const noexcept = 0;
+
+  // False for a store that never takes puts (a read-only remote tier):
+  // TieredStore does not offer it puts at all. Default: true.
+  virtual bool writable() const noexcept { return true; }
 
   virtual Result<std::optional<Artifact>> get(const Key& key) = 0;
   virtual Result<PutOutcome> put(const Artifact& artifact) = 0;

@@ -4,6 +4,7 @@
 // To add a setting: add a member to Config (include/kcache/config.hpp), one
 // row to k_settings below, and one row to docs/configuration.md.
 #include "kcache/config.hpp"
+#include "store/remote/remote_spec.hpp"
 #include "util/edit_distance.hpp"
 
 #include <pwd.h>
@@ -212,8 +213,92 @@ Result<void> parse_log_level(Config& c, const std::string& v, const Origin&) {
   return bad_value(v);
 }
 
+// Splits a space-separated list (KCACHE_REMOTE, the joined TOML array).
+std::vector<std::string> split_words(const std::string& v) {
+  std::vector<std::string> out;
+  std::istringstream in(v);
+  for (std::string w; in >> w;) {
+    out.push_back(w);
+  }
+  return out;
+}
+
+Result<void> parse_remote(Config& c, const std::string& v, const Origin&) {
+  std::vector<std::string> urls = split_words(v);
+  for (const std::string& url : urls) {
+    if (auto spec = remote::parse_remote_url(url); !spec) {
+      return bad_value(spec.error().message);
+    }
+  }
+  c.remote = std::move(urls);
+  return {};
+}
+
+std::string format_remote(const Config& c) {
+  // Masked: `kcache config` never prints a password (TESTING S04).
+  std::string out;
+  for (const std::string& url : c.remote) {
+    auto spec = remote::parse_remote_url(url);
+    out += (out.empty() ? "" : " ") + (spec ? spec->masked() : std::string("(invalid)"));
+  }
+  return out;
+}
+
+std::filesystem::path resolve_path(const std::string& v, const Origin& o) {
+  std::filesystem::path p(v);
+  if (v == "~" || v.rfind("~/", 0) == 0) {
+    if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+      p = std::filesystem::path(home) / v.substr(std::min<std::size_t>(2, v.size()));
+    }
+  }
+  if (!v.empty() && p.is_relative()) {
+    p = o.base_dir / p;
+  }
+  return v.empty() ? std::filesystem::path() : p.lexically_normal();
+}
+
+Result<void> parse_remote_key_file(Config& c, const std::string& v, const Origin& o) {
+  c.remote_key_file = resolve_path(v, o);
+  return {};
+}
+
+Result<void> parse_remote_read_key_files(Config& c, const std::string& v, const Origin& o) {
+  c.remote_read_key_files.clear();
+  for (const std::string& w : split_words(v)) {
+    c.remote_read_key_files.push_back(resolve_path(w, o));
+  }
+  return {};
+}
+
+Result<void> parse_remote_compression(Config& c, const std::string& v, const Origin&) {
+  if (v != "zstd" && v != "none") {
+    return bad_value(v);
+  }
+  c.remote_compression = v == "zstd";
+  return {};
+}
+
+Result<void> parse_remote_queue_size(Config& c, const std::string& v, const Origin&) {
+  auto size = parse_size(v);
+  if (!size || *size == 0) {
+    return bad_value(v);
+  }
+  c.remote_queue_size = *size;
+  return {};
+}
+
+Result<void> parse_small_count(std::uint32_t& out, const std::string& v, std::uint32_t max) {
+  std::uint32_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || v.empty() || n > max) {
+    return bad_value(v);
+  }
+  out = n;
+  return {};
+}
+
 // THE table. Order here is the order of `kcache config` and of the docs.
-const std::array<Setting, 11> k_settings{{
+const std::array<Setting, 18> k_settings{{
     {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
      "Directory of the on-disk cache (never defaults to /tmp)",
      "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
@@ -246,6 +331,42 @@ const std::array<Setting, 11> k_settings{{
      "a whole number from 0 to 4096", parse_jobs, [](const Config& c) { return std::to_string(c.jobs); }},
     {"log_level", "KCACHE_LOG_LEVEL", "warning", "How much kcache reports on stderr",
      "error, warning, info or debug", parse_log_level, [](const Config& c) { return c.log_level; }},
+    {"remote", "KCACHE_REMOTE", "(none)",
+     "Remote tiers shared by a team, fastest first (passwords are shown as ***)",
+     "space-separated URLs redis://[user[:password]@]host[:port][/db], redis+unix:///path or "
+     "http(s)://host[:port]/prefix, each with optional ?read_only=true&connect_timeout_ms=N&timeout_ms=N&"
+     "max_entry_size=SIZE&ttl_s=N (http: bearer_token_file/_env, basic_auth_file/_env); in the config file a "
+     "list of URLs or tables {url = ..., read_only = true, ...}",
+     parse_remote, format_remote},
+    {"remote_key_file", "KCACHE_REMOTE_KEY_FILE", "(none: entries are not signed)",
+     "Team key that signs uploads; with it, only entries signed by a team key are accepted",
+     "a file of 32 or more bytes, mode 0600 (`kcache remote keygen FILE` writes one)", parse_remote_key_file,
+     [](const Config& c) { return c.remote_key_file.string(); }},
+    {"remote_read_key_files", "KCACHE_REMOTE_READ_KEY_FILES", "(none)",
+     "More team keys accepted when reading (during a key rotation)", "space-separated key files",
+     parse_remote_read_key_files,
+     [](const Config& c) {
+       std::string out;
+       for (const auto& p : c.remote_read_key_files) {
+         out += (out.empty() ? "" : " ") + p.string();
+       }
+       return out;
+     }},
+    {"remote_compression", "KCACHE_REMOTE_COMPRESSION", "zstd", "How objects are compressed on the remote",
+     "zstd or none", parse_remote_compression,
+     [](const Config& c) { return std::string(c.remote_compression ? "zstd" : "none"); }},
+    {"remote_queue_size", "KCACHE_REMOTE_QUEUE_SIZE", "64M",
+     "Bytes of uploads a process queues for the remotes before a put waits for room", "a size such as 16M",
+     parse_remote_queue_size, [](const Config& c) { return exact_size(c.remote_queue_size); }},
+    {"remote_breaker_failures", "KCACHE_REMOTE_BREAKER_FAILURES", "3",
+     "Failures in a row after which a remote is skipped for a while (circuit breaker); 0 never skips",
+     "a whole number from 0 to 1000",
+     [](Config& c, const std::string& v, const Origin&) { return parse_small_count(c.remote_breaker_failures, v, 1000); },
+     [](const Config& c) { return std::to_string(c.remote_breaker_failures); }},
+    {"remote_breaker_seconds", "KCACHE_REMOTE_BREAKER_SECONDS", "30", "How long a remote is skipped once the breaker opens",
+     "a whole number of seconds from 0 to 86400",
+     [](Config& c, const std::string& v, const Origin&) { return parse_small_count(c.remote_breaker_seconds, v, 86400); },
+     [](const Config& c) { return std::to_string(c.remote_breaker_seconds); }},
 }};
 
 const Setting* find_setting(std::string_view key) {
@@ -277,11 +398,31 @@ tl::unexpected<Error> unknown_key(std::string_view key, const Origin& o) {
                     fmt::format("{}: unknown setting '{}'; {}", o.where, key, known_keys_hint(key)));
 }
 
+// Remote URLs as an error message may show them: any password replaced by ***.
+std::string mask_passwords(const std::string& text) {
+  std::string out;
+  for (const std::string& w : split_words(text)) {
+    std::string m = w;
+    const auto scheme = m.find("://");
+    const auto at = m.rfind('@');
+    if (scheme != std::string::npos && at != std::string::npos && at > scheme) {
+      const auto colon = m.find(':', scheme + 3);
+      if (colon != std::string::npos && colon < at) {
+        m = m.substr(0, colon) + ":***" + m.substr(at);
+      }
+    }
+    out += (out.empty() ? "" : " ") + m;
+  }
+  return out;
+}
+
 Result<void> apply(Config& c, const Setting& s, const std::string& value, const Origin& o) {
   if (auto ok = s.parse(c, value, o); !ok) {
+    const std::string shown = s.key == "remote" ? mask_passwords(value) : value;
+    const std::string why = s.key == "remote" ? " (" + ok.error().message + ")" : "";
     return make_error(ErrorCode::invalid_argument,
-                      fmt::format("{}: invalid value \"{}\" for setting '{}'; accepted: {}{}", o.where,
-                                  value, s.key, s.accepted, o.fix.empty() ? "" : " (" + o.fix + ")"));
+                      fmt::format("{}: invalid value \"{}\" for setting '{}'{}; accepted: {}{}", o.where,
+                                  shown, s.key, why, s.accepted, o.fix.empty() ? "" : " (" + o.fix + ")"));
   }
   c.origin[std::string(s.key)] = o.source;
   return {};
@@ -307,6 +448,55 @@ std::optional<std::string> toml_value_text(const toml::node& node) {
     return std::string(b->get() ? "true" : "false");
   }
   return std::nullopt;
+}
+
+// `remote = ["redis://a", {url = "redis://b", read_only = true}]` as the
+// space-separated text parse_remote takes: a table's members become URL
+// attributes.
+Result<std::string> remote_list_text(const toml::node& node, const std::string& where) {
+  const auto* list = node.as_array();
+  auto fail = [&](const std::string& why) {
+    return make_error(ErrorCode::invalid_argument,
+                      fmt::format("{}: setting 'remote' {}; write remote = [\"redis://host:6379\", "
+                                  "{{url = \"redis://other:6379\", read_only = true}}]",
+                                  where, why));
+  };
+  if (list == nullptr) {
+    return fail("must be a URL, a list of URLs or a list of tables");
+  }
+  std::string out;
+  for (const toml::node& item : *list) {
+    std::string url;
+    if (const auto* s = item.as_string()) {
+      url = s->get();
+    } else if (const auto* t = item.as_table()) {
+      std::string attrs;
+      for (const auto& [name, value] : *t) {
+        const auto v = toml_value_text(value);
+        if (!v) {
+          return fail("has a table member '" + std::string(name.str()) + "' that is not a string, integer or boolean");
+        }
+        if (name.str() == "url") {
+          url = *v;
+        } else {
+          attrs += (attrs.empty() ? "" : "&") + std::string(name.str()) + "=" + *v;
+        }
+      }
+      if (url.empty()) {
+        return fail("has a table without `url`");
+      }
+      if (!attrs.empty()) {
+        url += (url.find('?') == std::string::npos ? "?" : "&") + attrs;
+      }
+    } else {
+      return fail("has an item that is neither a URL nor a table");
+    }
+    if (url.find_first_of(" \t\n") != std::string::npos) {
+      return fail("has a URL with a space; percent-encode it (%20)");
+    }
+    out += (out.empty() ? "" : " ") + url;
+  }
+  return out;
 }
 
 Result<void> apply_file(Config& c, const std::filesystem::path& path) {
@@ -341,7 +531,14 @@ Result<void> apply_file(Config& c, const std::filesystem::path& path) {
     if (s == nullptr) {
       return unknown_key(key.str(), o);
     }
-    const auto text = toml_value_text(node);
+    auto text = toml_value_text(node);
+    if (!text && key.str() == "remote") {
+      auto joined = remote_list_text(node, o.where);
+      if (!joined) {
+        return tl::unexpected(joined.error());
+      }
+      text = std::move(*joined);
+    }
     if (!text) {
       return make_error(ErrorCode::invalid_argument,
                         fmt::format("{}: setting '{}' must be a string, an integer or a boolean; accepted: {}",

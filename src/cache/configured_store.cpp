@@ -1,5 +1,6 @@
 // open_configured_store: the stores a Config describes. Kept apart from
 // config.cpp so that reading settings never pulls in the stores.
+#include <cstdio>
 #include <utility>
 #include <vector>
 
@@ -9,8 +10,30 @@
 #include "kcache/tiered_store.hpp"
 #include "kcache/write_behind_store.hpp"
 #include "store/disabled_store.hpp"
+#include "cache/remote_tiers.hpp"
 
 namespace kcache {
+
+namespace {
+
+void warn_line(const std::string& line) { std::fprintf(stderr, "kcache: warning: %s\n", line.c_str()); }
+
+// Appends one tier per configured remote, slowest last: a RemoteStore, behind
+// its own bounded write-behind queue unless it is read_only.
+void add_remote_tiers(const Config& config, std::vector<std::unique_ptr<Store>>& tiers) {
+  for (auto& store : open_remote_stores(config, warn_line)) {
+    if (!store->writable()) {
+      tiers.push_back(std::move(store));
+      continue;
+    }
+    WriteBehindOptions wb;
+    wb.max_pending_bytes = config.remote_queue_size;
+    wb.warn = [](const std::string&) {};  // RemoteStore already warned once for this remote
+    tiers.push_back(std::make_unique<WriteBehindStore>(std::move(store), std::move(wb)));
+  }
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
   if (config.disable) {
@@ -25,6 +48,7 @@ Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
     tiers.push_back(std::make_unique<MemoryStore>(config.memory_size_bytes));
   }
   tiers.push_back(std::move(*file));
+  add_remote_tiers(config, tiers);
   auto chain = std::make_unique<TieredStore>(std::move(tiers));
   if (config.put == PutMode::sync) {
     return std::unique_ptr<Store>(std::move(chain));

@@ -7,6 +7,7 @@
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
+#include "store/remote/remote_counters.hpp"
 
 namespace kcache::cli {
 namespace {
@@ -24,6 +25,13 @@ int run_stats(const Context& ctx) {
   if (!s) {
     return report(s.error());
   }
+  // The remote tier's counters (every process of this cache directory), when
+  // a remote was ever used from it.
+  std::unique_ptr<remote::RemoteCounters> rc;
+  if (std::filesystem::exists(config->cache_dir / "v1" / "stats" / "remote")) {
+    rc = remote::RemoteCounters::open(config->cache_dir / "v1" / "stats");
+  }
+  using RC = remote::RemoteCounter;
   const std::uint64_t lookups = s->hits + s->misses;
   const double hit_ratio = lookups == 0 ? 0.0 : static_cast<double>(s->hits) / static_cast<double>(lookups);
   if (ctx.json) {
@@ -43,6 +51,21 @@ int run_stats(const Context& ctx) {
                      {"bytes_written", s->bytes_written},
                      {"compile_us_saved", s->compile_us_saved},
                      {"degraded", (*store)->degraded()}};
+    if (rc) {
+      nlohmann::json rej;
+      const char* names[] = {"too_large", "malformed", "wrong_key", "unsigned", "unknown_signer", "bad_signature",
+                             "corrupt"};
+      for (unsigned i = 0; i < 7; ++i) {
+        rej[names[i]] = rc->get(static_cast<RC>(static_cast<unsigned>(RC::rejected_too_large) + i));
+      }
+      j["remote"] = {{"hits", rc->get(RC::hits)},           {"misses", rc->get(RC::misses)},
+                     {"errors", rc->get(RC::errors)},       {"skipped", rc->get(RC::skipped)},
+                     {"puts", rc->get(RC::puts)},           {"puts_already_present", rc->get(RC::puts_present)},
+                     {"bytes_in", rc->get(RC::bytes_in)},   {"bytes_out", rc->get(RC::bytes_out)},
+                     {"rejected", rc->get(RC::rejected)},   {"rejected_by", rej},
+                     {"get_p50_us", rc->latency_quantile(0.5)}, {"get_p99_us", rc->latency_quantile(0.99)},
+                     {"compile_us_saved", rc->get(RC::compile_us_saved)}};
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return k_exit_ok;
   }
@@ -69,6 +92,19 @@ int run_stats(const Context& ctx) {
   };
   if ((*store)->degraded()) {
     rows.push_back({"state", "degraded: writes are skipped"});
+  }
+  if (rc) {
+    rows.push_back({"remote hits", std::to_string(rc->get(RC::hits))});
+    rows.push_back({"remote misses", std::to_string(rc->get(RC::misses))});
+    rows.push_back({"remote errors", fmt::format("{} ({} skipped by the breaker)", rc->get(RC::errors),
+                                                 rc->get(RC::skipped))});
+    rows.push_back({"remote rejected entries", std::to_string(rc->get(RC::rejected))});
+    rows.push_back({"remote uploads", fmt::format("{} ({} already there)", rc->get(RC::puts), rc->get(RC::puts_present))});
+    rows.push_back({"remote bytes in / out",
+                    format_size(rc->get(RC::bytes_in)) + " / " + format_size(rc->get(RC::bytes_out))});
+    rows.push_back({"remote get p50 / p99", fmt::format("<= {} / <= {}", format_duration_us(rc->latency_quantile(0.5)),
+                                                        format_duration_us(rc->latency_quantile(0.99)))});
+    rows.push_back({"remote compile time saved", format_duration_us(rc->get(RC::compile_us_saved))});
   }
   print_table(rows);
   return k_exit_ok;

@@ -40,7 +40,7 @@ std::string chosen_command(CLI::App& app) {
 std::string first_word(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--cache-dir" || arg == "--max-size" || arg == "--config" || arg == "--set") {
+    if (arg == "--cache-dir" || arg == "--max-size" || arg == "--config" || arg == "--set" || arg == "--remote") {
       ++i;
       continue;
     }
@@ -97,6 +97,17 @@ int main(int argc, char** argv) {
          },
          "Override any setting for this run, e.g. --set fsync=none (see `kcache config`)")
       ->type_name("KEY=VALUE");
+  app.add_option_function<std::vector<std::string>>(
+         "--remote",
+         [&](const std::vector<std::string>& urls) {
+           std::string& list = ctx.overrides["remote"];
+           for (const auto& url : urls) {
+             list += (list.empty() ? "" : " ") + url;
+           }
+         },
+         "A remote tier URL (repeatable; replaces KCACHE_REMOTE and the config file's list)")
+      ->type_name("URL")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("-v,--verbose", ctx.verbose, "Say more on stderr");
   app.add_flag("--json", ctx.json, "Machine-readable output (ls, stats, config, verify, put, prune, clear)");
   std::function<int()> run;

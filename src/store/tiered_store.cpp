@@ -95,7 +95,13 @@ Result<PutOutcome> TieredStore::put(const Artifact& artifact) {
   std::size_t failed = 0;
   PutOutcome outcome = PutOutcome::stored;
   Error last_error;
+  bool answered = false;
+  std::size_t writable = 0;
   for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
+    if (!m_impl->tiers[i]->store->writable()) {
+      continue;  // a read-only tier (a read_only remote) is never sent a write
+    }
+    ++writable;
     auto put = m_impl->tiers[i]->store->put(artifact);
     if (!put) {
       // An artifact that does not verify is the caller's error, not the tier's
@@ -108,10 +114,15 @@ Result<PutOutcome> TieredStore::put(const Artifact& artifact) {
       last_error = std::move(put.error());
       continue;
     }
-    // The lowest tier that answers is the most durable: its outcome is the chain's.
-    outcome = *put;
+    // The lowest tier that answers is the most durable: its outcome is the
+    // chain's, except that a tier publishing later (a remote behind a
+    // write-behind queue) does not hide what a local tier did now.
+    if (*put != PutOutcome::queued || !answered) {
+      outcome = *put;
+    }
+    answered = true;
   }
-  if (failed == m_impl->tiers.size() && failed > 0) {
+  if (failed == writable && failed > 0) {
     return tl::unexpected(std::move(last_error));
   }
   return outcome;
@@ -185,11 +196,14 @@ Result<StoreStats> TieredStore::stats() {
     sum.errors += s->errors;
     sum.bytes_read += s->bytes_read;
     sum.bytes_written += s->bytes_written;
-    // Every entry of an upper tier is (or was) also in the last tier, which is
-    // the largest: its occupancy is the chain's.
-    sum.entries = s->entries;
-    sum.size_bytes = s->size_bytes;
-    sum.max_size_bytes = s->max_size_bytes;
+    // Every entry of an upper tier is (or was) also in the largest local
+    // tier: its occupancy is the chain's. A remote tier reports none (the
+    // server owns its occupancy), so it never replaces the file tier's.
+    if (!s->remote) {
+      sum.entries = s->entries;
+      sum.size_bytes = s->size_bytes;
+      sum.max_size_bytes = s->max_size_bytes;
+    }
   }
   if (failed == m_impl->tiers.size() && failed > 0) {
     return tl::unexpected(std::move(last_error));

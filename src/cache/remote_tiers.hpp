@@ -1,0 +1,23 @@
+// cache/remote_tiers.hpp: the remote stores a Config describes.
+//
+// Thread-safety: free function; the stores it returns are thread-safe.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kcache/config.hpp"
+#include "store/remote/remote_store.hpp"
+
+namespace kcache {
+
+// Opens one RemoteStore per URL in `config.remote`, in order, with the team
+// keys, compression and breaker settings. Never fails as a whole: a URL or
+// key file that cannot be used is reported through `warn` (one line) and left
+// out (a bad key file leaves every remote out). No network traffic.
+std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
+    const Config& config, const std::function<void(const std::string&)>& warn);
+
+}  // namespace kcache

@@ -1,0 +1,54 @@
+// store/remote/remote_backend.hpp: a live connection to one remote server.
+//
+// As in ccache's storage/remote: one small factory per backend turns a
+// RemoteSpec into a connection whose get() returns "value, miss, or failure".
+// A backend moves opaque objects by name; it knows nothing of artifacts,
+// signatures or verification (remote_codec.hpp, RemoteStore do that).
+//
+// Every call is bounded: connecting by the spec's connect_timeout_ms and each
+// operation by its timeout_ms; a server that does not answer in time is a
+// `timeout` error, never a hang.
+//
+// Thread-safety: every method is thread-safe (a backend keeps a small pool of
+// connections).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kcache/error.hpp"
+#include "store/remote/remote_spec.hpp"
+
+namespace kcache::remote {
+
+class RemoteBackend {
+ public:
+  virtual ~RemoteBackend() = default;
+
+  // Value: the object's bytes. Miss: std::nullopt. Failure: io / timeout /
+  // permission_denied (the server refused). An object larger than
+  // `max_bytes` comes back as at most max_bytes + 1 bytes, so the caller can
+  // tell it is too large without holding it all.
+  virtual Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) = 0;
+
+  // Writes `value` under `name` in one operation (no reader sees half of it)
+  // unless an object of that name exists. Success: true when written, false
+  // when it was already there. `ttl_s` > 0 asks the server to expire it.
+  virtual Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) = 0;
+
+  // Success: true when an object was removed, false when there was none.
+  virtual Result<bool> remove(std::string_view name) = 0;
+
+  // Asks the server who it is. Success: one line (server version, mode).
+  virtual Result<std::string> describe() = 0;
+};
+
+// Connects lazily: returns a backend for `spec` without touching the network
+// (the first operation connects). Returns unsupported for a scheme this build
+// does not serve.
+Result<std::unique_ptr<RemoteBackend>> make_backend(const RemoteSpec& spec);
+
+}  // namespace kcache::remote

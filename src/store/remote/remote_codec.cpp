@@ -1,0 +1,221 @@
+// The remote object format: grammar in remote_codec.hpp and
+// docs/remote-format.md. This file is its only writer and reader.
+#include "store/remote/remote_codec.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "kcache/artifact_io.hpp"
+#include "kcache/key_builder.hpp"
+#include "util/hex.hpp"
+#include "worker/wire_codec.hpp"
+
+namespace kcache::remote {
+
+namespace {
+
+constexpr std::string_view k_magic{"KCREMOTE", 8};
+constexpr std::uint32_t k_flag_zstd = 1U << 0;
+constexpr std::uint32_t k_flag_signed = 1U << 1;
+constexpr std::uint32_t k_known_flags = k_flag_zstd | k_flag_signed;
+
+using Mac = std::array<unsigned char, k_remote_signature_bytes>;
+
+Mac hmac(const TeamKey& key, std::string_view bytes) {
+  Mac out{};
+  unsigned int len = 0;
+  // HMAC() cannot fail for SHA-256 with these inputs; a null return would
+  // leave `out` zero, which never matches a real signature.
+  ::HMAC(EVP_sha256(), key.secret.data(), static_cast<int>(key.secret.size()),
+         reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), out.data(), &len);
+  return out;
+}
+
+tl::unexpected<RejectedObject> reject(Rejection r, std::string message) {
+  return tl::unexpected(RejectedObject{r, std::move(message)});
+}
+
+}  // namespace
+
+std::string_view to_string(Rejection r) noexcept {
+  switch (r) {
+    case Rejection::too_large: return "too_large";
+    case Rejection::malformed: return "malformed";
+    case Rejection::wrong_key: return "wrong_key";
+    case Rejection::unsigned_entry: return "unsigned";
+    case Rejection::unknown_signer: return "unknown_signer";
+    case Rejection::bad_signature: return "bad_signature";
+    case Rejection::corrupt: return "corrupt";
+  }
+  return "unknown";
+}
+
+std::string object_name(const Key& key) { return "kcache:v1:" + key.hex(); }
+
+std::string encode_object(const Artifact& artifact, const CodecOptions& options) {
+  const std::string stream = encode_artifact(artifact);
+  std::string body;
+  std::uint32_t flags = 0;
+  if (options.compression == Compression::zstd) {
+    body.resize(ZSTD_compressBound(stream.size()));
+    const std::size_t n = ZSTD_compress(body.data(), body.size(), stream.data(), stream.size(), options.zstd_level);
+    if (ZSTD_isError(n) == 0U && n < stream.size()) {
+      body.resize(n);
+      flags |= k_flag_zstd;
+    } else {
+      body.clear();  // incompressible (or a zstd failure): store it as it is
+    }
+  }
+  const std::string_view payload = (flags & k_flag_zstd) != 0 ? std::string_view(body) : std::string_view(stream);
+  if (options.sign) {
+    flags |= k_flag_signed;
+  }
+  wire::Writer w;
+  w.out().reserve(k_remote_header_bytes + payload.size() + k_remote_signature_bytes);
+  w.raw(k_magic);
+  w.u32(k_remote_object_version);
+  w.u32(flags);
+  const auto& kb = artifact.passport.key.bytes();
+  w.raw(std::string_view(reinterpret_cast<const char*>(kb.data()), kb.size()));
+  w.u64(stream.size());
+  w.u64(payload.size());
+  if (options.sign) {
+    w.raw(std::string_view(reinterpret_cast<const char*>(options.sign->id.data()), options.sign->id.size()));
+  } else {
+    w.u64(0);
+  }
+  w.u64(0);  // reserved
+  w.raw(payload);
+  if (options.sign) {
+    const Mac mac = hmac(*options.sign, w.out());
+    w.raw(std::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
+  }
+  return w.take();
+}
+
+tl::expected<Artifact, RejectedObject> decode_object(std::string_view bytes, const Key& expected,
+                                                     const CodecOptions& options) {
+  if (bytes.size() > options.max_entry_size) {
+    return reject(Rejection::too_large, fmt::format("object of {} bytes is larger than max_entry_size ({})",
+                                                    bytes.size(), options.max_entry_size));
+  }
+  if (bytes.size() < k_remote_header_bytes) {
+    return reject(Rejection::malformed, fmt::format("object of {} bytes is shorter than its header", bytes.size()));
+  }
+  if (bytes.substr(0, k_magic.size()) != k_magic) {
+    return reject(Rejection::malformed, "wrong magic (not a kcache remote object)");
+  }
+  const auto version = static_cast<std::uint32_t>(wire::load_le(bytes.data() + 8, 4));
+  if (version != k_remote_object_version) {
+    return reject(Rejection::malformed, fmt::format("object format version {} is not supported (expected {})",
+                                                    version, k_remote_object_version));
+  }
+  const auto flags = static_cast<std::uint32_t>(wire::load_le(bytes.data() + 12, 4));
+  if ((flags & ~k_known_flags) != 0) {
+    return reject(Rejection::malformed, fmt::format("unknown flags {:#x}", flags));
+  }
+  if (std::memcmp(bytes.data() + 16, expected.bytes().data(), Key::k_size) != 0) {
+    return reject(Rejection::wrong_key, "the object was stored for another key (replayed under this name)");
+  }
+  const std::uint64_t stream_len = wire::load_le(bytes.data() + 48, 8);
+  const std::uint64_t body_len = wire::load_le(bytes.data() + 56, 8);
+  const bool is_signed = (flags & k_flag_signed) != 0;
+  const std::uint64_t sig_len = is_signed ? k_remote_signature_bytes : 0;
+  if (!is_signed && wire::load_le(bytes.data() + 64, 8) != 0) {
+    return reject(Rejection::malformed, "an unsigned object names a signer");
+  }
+  if (wire::load_le(bytes.data() + 72, 8) != 0) {
+    return reject(Rejection::malformed, "reserved header bytes are not zero");
+  }
+  if (body_len > bytes.size() - k_remote_header_bytes ||
+      bytes.size() - k_remote_header_bytes - body_len != sig_len) {
+    return reject(Rejection::malformed,
+                  fmt::format("object is {} bytes; its header announces {}", bytes.size(),
+                              k_remote_header_bytes + body_len + sig_len));
+  }
+  const bool want_signature = options.sign.has_value() || !options.read.empty();
+  if (want_signature) {
+    if (!is_signed) {
+      return reject(Rejection::unsigned_entry, "the object is not signed and a team key is configured");
+    }
+    const TeamKey* signer = nullptr;
+    auto match = [&](const TeamKey& k) {
+      return std::memcmp(k.id.data(), bytes.data() + 64, k.id.size()) == 0;
+    };
+    if (options.sign && match(*options.sign)) {
+      signer = &*options.sign;
+    }
+    for (const TeamKey& k : options.read) {
+      if (signer == nullptr && match(k)) {
+        signer = &k;
+      }
+    }
+    if (signer == nullptr) {
+      return reject(Rejection::unknown_signer,
+                    "the object is signed with a team key this reader does not hold (key id " +
+                        util::to_hex(reinterpret_cast<const std::uint8_t*>(bytes.data() + 64), 8) + ")");
+    }
+    const std::size_t covered = bytes.size() - k_remote_signature_bytes;
+    const Mac mac = hmac(*signer, bytes.substr(0, covered));
+    if (CRYPTO_memcmp(mac.data(), bytes.data() + covered, mac.size()) != 0) {
+      return reject(Rejection::bad_signature, "the HMAC does not match: the object was changed after signing");
+    }
+  }
+  if (stream_len == 0 || stream_len > options.max_entry_size) {
+    return reject(Rejection::too_large, fmt::format("artifact stream of {} bytes is out of bounds (max_entry_size {})",
+                                                    stream_len, options.max_entry_size));
+  }
+  const std::string_view body = bytes.substr(k_remote_header_bytes, body_len);
+  std::string inflated;
+  std::string_view stream = body;
+  if ((flags & k_flag_zstd) != 0) {
+    const unsigned long long declared = ZSTD_getFrameContentSize(body.data(), body.size());
+    if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared == ZSTD_CONTENTSIZE_ERROR || declared != stream_len) {
+      return reject(Rejection::malformed, "the zstd frame does not declare the announced size");
+    }
+    inflated.resize(stream_len);
+    const std::size_t n = ZSTD_decompress(inflated.data(), inflated.size(), body.data(), body.size());
+    if (ZSTD_isError(n) != 0U || n != stream_len) {
+      return reject(Rejection::malformed, ZSTD_isError(n) != 0U
+                                              ? std::string("bad zstd frame: ") + ZSTD_getErrorName(n)
+                                              : std::string("zstd frame inflates to the wrong size"));
+    }
+    stream = inflated;
+  } else if (body_len != stream_len) {
+    return reject(Rejection::malformed, "uncompressed body length differs from the stream length");
+  }
+  auto artifact = decode_artifact(stream, options.max_entry_size);
+  if (!artifact) {
+    return reject(Rejection::corrupt, artifact.error().message);
+  }
+  if (auto ok = verify_object(*artifact, expected); !ok) {
+    return reject(Rejection::wrong_key, ok.error().message);
+  }
+  return std::move(*artifact);
+}
+
+Result<void> verify_object(const Artifact& artifact, const Key& expected) {
+  if (artifact.passport.key != expected) {
+    return make_error(ErrorCode::corrupt, "the passport names key " + artifact.passport.key.hex() +
+                                              ", not the key asked for");
+  }
+  auto recomputed = recompute_key(artifact.passport.key_record);
+  if (!recomputed) {
+    return make_error(ErrorCode::corrupt, "the key record does not recompute: " + recomputed.error().message);
+  }
+  if (*recomputed != expected) {
+    return make_error(ErrorCode::corrupt, "the key record recomputes to " + recomputed->hex() +
+                                              ", not the key asked for");
+  }
+  return {};
+}
+
+}  // namespace kcache::remote

@@ -1,0 +1,105 @@
+// store/remote/remote_codec.hpp: one remote object = one whole artifact.
+//
+// A remote store (Redis, HTTP) holds one object per key, named
+// `kcache:v1:<key hex>` (object_name), written with one SET / PUT so that no
+// reader ever sees half of one. Grammar, object format version 1
+// (docs/remote-format.md):
+//
+//   object      := header body signature?
+//   header      := magic version flags key stream_len body_len signer reserved  (80 bytes)
+//   magic       := "KCREMOTE"                                           (8 bytes)
+//   version     := u32le(1)
+//   flags       := u32le: bit 0 = body is zstd-compressed, bit 1 = signed;
+//                  every other bit 0
+//   key         := 32 bytes: the key the object is stored under
+//   stream_len  := u64le(n): length of the artifact stream, 1 <= n <= max
+//   body_len    := u64le(m): length of `body`; equals n when not compressed
+//   signer      := 8 bytes: the id of the team key that signed it (TeamKey::id),
+//                  zero when unsigned
+//   reserved    := 8 zero bytes
+//   body        := m bytes: the artifact stream (docs/artifact-format.md), or one
+//                  zstd frame whose declared content size is n
+//   signature   := 32 bytes, present iff flags bit 1: HMAC-SHA256 under the team
+//                  key of every byte before it (header and body)
+//
+// A reader (decode_object) accepts an object only when every check passes, in
+// this order, so that unauthenticated bytes are never decompressed or parsed:
+// total size <= max_entry_size; magic; version; flags; header key equals the
+// key asked for (a replay under another name fails here); signature, when the
+// reader holds team keys (missing signature, unknown signer, wrong HMAC are
+// refused); body length; bounded decompression to exactly n bytes; the
+// artifact stream (trailer, strict passport, payload size and SHA-256); and
+// verify_object (the passport's key and the key recomputed from its key
+// record both equal the key asked for).
+//
+// Thread-safety: free functions on values; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kcache/artifact.hpp"
+#include "kcache/error.hpp"
+#include "kcache/key.hpp"
+#include "store/remote/team_key.hpp"
+
+namespace kcache::remote {
+
+inline constexpr std::uint32_t k_remote_object_version = 1;
+inline constexpr std::size_t k_remote_header_bytes = 80;
+inline constexpr std::size_t k_remote_signature_bytes = 32;
+inline constexpr std::uint64_t k_remote_default_max_entry_size = std::uint64_t{256} << 20;
+
+enum class Compression { none, zstd };
+
+// Why an object was refused; each reason has its own counter.
+enum class Rejection {
+  too_large,      // larger than max_entry_size
+  malformed,      // bad magic, version, flags, lengths, truncated, bad zstd frame
+  wrong_key,      // stored under a name that is not its key (replayed), or its key record does not recompute
+  unsigned_entry, // the reader holds team keys and the object carries no signature
+  unknown_signer, // signed with a key the reader does not hold
+  bad_signature,  // the HMAC does not match (bytes changed after signing)
+  corrupt,        // the artifact stream or its passport failed a check (digest, strict parse)
+};
+std::string_view to_string(Rejection r) noexcept;
+
+struct CodecOptions {
+  Compression compression = Compression::zstd;
+  int zstd_level = 1;
+  // Writers sign with `sign` when set. Readers require a signature by one of
+  // `read` (plus `sign`) whenever either is set; with no key at all, objects
+  // are accepted unsigned and a signature is not checked.
+  std::optional<TeamKey> sign;
+  std::vector<TeamKey> read;
+  std::uint64_t max_entry_size = k_remote_default_max_entry_size;
+};
+
+// What decode_object refused, and why (one line naming the check).
+struct RejectedObject {
+  Rejection reason = Rejection::malformed;
+  std::string message;
+};
+
+// "kcache:v1:<64 hex>".
+std::string object_name(const Key& key);
+
+// Encodes `artifact` as an object stored under its passport's key. Never fails.
+std::string encode_object(const Artifact& artifact, const CodecOptions& options);
+
+// Decodes and verifies in full (see the order above) an object fetched under
+// `expected`. Success: the artifact, verified (payload SHA-256 checked).
+// Failure: the first check that failed.
+tl::expected<Artifact, RejectedObject> decode_object(std::string_view bytes, const Key& expected,
+                                                     const CodecOptions& options);
+
+// The identity check of a downloaded artifact: the passport names `expected`
+// and the key recomputed from its key record is `expected`. Success: {}.
+// Failure: `corrupt` naming the mismatch. This is the one place the remote
+// tier decides that an entry is what its key says.
+Result<void> verify_object(const Artifact& artifact, const Key& expected);
+
+}  // namespace kcache::remote

@@ -1,0 +1,64 @@
+// store/remote/remote_counters.hpp: the remote tier's counters, shared by
+// every process that uses one cache directory, for `kcache stats`.
+//
+// The file v1/stats/remote (format version 1) is mapped MAP_SHARED and updated
+// with lock-free 64-bit atomics, as v1/stats/counters is:
+//
+//   remote   := header word[64]                       528 bytes
+//   header   := "KCRMT001" u32 version(=1) u32 word_count(=64)
+//   word     := u64, in the order of RemoteCounter below; the get latency
+//               histogram has 32 buckets: bucket i counts round trips of
+//               [2^i, 2^(i+1)) microseconds (bucket 0 also counts 0 us)
+//
+// When the file cannot be created or mapped (read-only cache, another
+// format), the counters live in this process only and shared() is false.
+// Native-endian, never exchanged between machines.
+//
+// Thread-safety: every method is thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+
+namespace kcache::remote {
+
+enum class RemoteCounter : unsigned {
+  hits, misses, errors, skipped, puts, puts_present, bytes_in, bytes_out, compile_us_saved,
+  rejected, rejected_too_large, rejected_malformed, rejected_wrong_key, rejected_unsigned,
+  rejected_unknown_signer, rejected_bad_signature, rejected_corrupt,
+  latency_0,  // first of 32 histogram buckets
+  count_ = latency_0 + 32
+};
+
+class RemoteCounters {
+ public:
+  static constexpr unsigned k_words = 64;
+  static constexpr std::size_t k_file_size = 16 + 8 * k_words;
+
+  // Opens or creates `stats_dir`/remote (mode 0600 | `group_mode`). Never fails.
+  static std::unique_ptr<RemoteCounters> open(const std::filesystem::path& stats_dir, bool group_shared = false);
+  ~RemoteCounters();
+  RemoteCounters(const RemoteCounters&) = delete;
+  RemoteCounters& operator=(const RemoteCounters&) = delete;
+
+  void add(RemoteCounter counter, std::uint64_t value = 1) noexcept;
+  std::uint64_t get(RemoteCounter counter) const noexcept;
+  // Counts one get round trip of `us` microseconds in the histogram.
+  void add_latency(std::uint64_t us) noexcept;
+  // The `q` quantile (0..1) of the histogram, as the upper bound of its
+  // bucket in microseconds; 0 when empty.
+  std::uint64_t latency_quantile(double q) const noexcept;
+
+  bool shared() const noexcept { return m_mapped != nullptr; }
+
+ private:
+  RemoteCounters() = default;
+  std::uint64_t* word(unsigned index) const noexcept;
+
+  void* m_mapped = nullptr;
+  std::unique_ptr<std::uint64_t[]> m_local;
+};
+
+}  // namespace kcache::remote

@@ -1,0 +1,268 @@
+#include "store/remote/remote_spec.hpp"
+
+#include <charconv>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kcache/config.hpp"
+
+namespace kcache::remote {
+
+namespace {
+
+constexpr std::string_view k_attrs =
+    "read_only=BOOL, connect_timeout_ms=N, timeout_ms=N, max_entry_size=SIZE, ttl_s=N; for http(s) also "
+    "bearer_token_file=PATH, bearer_token_env=VAR, basic_auth_file=PATH, basic_auth_env=VAR";
+
+std::string percent_decode(std::string_view s, bool* ok) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    unsigned v = 0;
+    if (i + 2 >= s.size()) {
+      *ok = false;
+      return {};
+    }
+    const auto [end, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16);
+    if (ec != std::errc() || end != s.data() + i + 3) {
+      *ok = false;
+      return {};
+    }
+    out += static_cast<char>(v);
+    i += 2;
+  }
+  return out;
+}
+
+// Hides the password in a raw URL for error messages: scheme://user:***@rest.
+std::string mask_raw(std::string_view url) {
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return url.find('@') == std::string_view::npos ? std::string(url) : std::string("(URL hidden: it holds an '@')");
+  }
+  const auto at = url.find('@', scheme_end + 3);
+  if (at == std::string_view::npos) {
+    return std::string(url);
+  }
+  const std::string_view userinfo = url.substr(scheme_end + 3, at - scheme_end - 3);
+  const auto colon = userinfo.find(':');
+  return std::string(url.substr(0, scheme_end + 3)) + std::string(userinfo.substr(0, colon)) +
+         (colon == std::string_view::npos ? "" : ":***") + std::string(url.substr(at));
+}
+
+template <class T>
+bool parse_uint(std::string_view v, T& out) {
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  return !v.empty() && ec == std::errc() && end == v.data() + v.size();
+}
+
+}  // namespace
+
+std::string RemoteSpec::masked() const {
+  std::string out;
+  switch (scheme) {
+    case Scheme::redis: out = "redis://"; break;
+    case Scheme::redis_unix: out = "redis+unix://"; break;
+    case Scheme::redis_cluster: out = "redis+cluster://"; break;
+    case Scheme::http: out = "http://"; break;
+    case Scheme::https: out = "https://"; break;
+  }
+  if (!user.empty() || !password.empty()) {
+    out += user;
+    if (!password.empty()) {
+      out += ":***";
+    }
+    out += '@';
+  }
+  std::vector<std::string> attrs;
+  if (scheme == Scheme::redis_unix) {
+    out += path;
+    if (db != 0) {
+      attrs.push_back(fmt::format("db={}", db));
+    }
+  } else {
+    out += host;
+    if (port != 0 && scheme != Scheme::redis_cluster) {
+      out += fmt::format(":{}", port);
+    }
+    if (scheme == Scheme::redis && db != 0) {
+      out += fmt::format("/{}", db);
+    }
+    if (scheme == Scheme::http || scheme == Scheme::https) {
+      out += path;
+    }
+  }
+  const RemoteSpec d;
+  if (read_only) {
+    attrs.emplace_back("read_only=true");
+  }
+  if (connect_timeout_ms != d.connect_timeout_ms) {
+    attrs.push_back(fmt::format("connect_timeout_ms={}", connect_timeout_ms));
+  }
+  if (timeout_ms != d.timeout_ms) {
+    attrs.push_back(fmt::format("timeout_ms={}", timeout_ms));
+  }
+  if (max_entry_size != d.max_entry_size) {
+    attrs.push_back(fmt::format("max_entry_size={}", max_entry_size));
+  }
+  if (ttl_s != d.ttl_s) {
+    attrs.push_back(fmt::format("ttl_s={}", ttl_s));
+  }
+  // Where a credential comes from is not secret; the credential is never here.
+  if (!bearer_token_file.empty()) {
+    attrs.push_back("bearer_token_file=" + bearer_token_file);
+  }
+  if (!bearer_token_env.empty()) {
+    attrs.push_back("bearer_token_env=" + bearer_token_env);
+  }
+  if (!basic_auth_file.empty()) {
+    attrs.push_back("basic_auth_file=" + basic_auth_file);
+  }
+  if (!basic_auth_env.empty()) {
+    attrs.push_back("basic_auth_env=" + basic_auth_env);
+  }
+  for (std::size_t i = 0; i < attrs.size(); ++i) {
+    out += (i == 0 ? '?' : '&') + attrs[i];
+  }
+  return out;
+}
+
+Result<RemoteSpec> parse_remote_url(std::string_view url) {
+  auto fail = [&](std::string_view why) {
+    return make_error(ErrorCode::invalid_argument,
+                      fmt::format("remote \"{}\": {}", mask_raw(url), why));
+  };
+  RemoteSpec spec;
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return fail("not a URL; use redis://host:port, redis+unix:///path or redis+cluster://host:port,...");
+  }
+  const std::string_view scheme = url.substr(0, scheme_end);
+  if (scheme == "redis") {
+    spec.scheme = Scheme::redis;
+  } else if (scheme == "redis+unix" || scheme == "unix") {
+    spec.scheme = Scheme::redis_unix;
+  } else if (scheme == "redis+cluster") {
+    spec.scheme = Scheme::redis_cluster;
+  } else if (scheme == "http") {
+    spec.scheme = Scheme::http;
+  } else if (scheme == "https") {
+    spec.scheme = Scheme::https;
+  } else {
+    return fail("unknown scheme '" + std::string(scheme) + "'; use redis, redis+unix, redis+cluster, http or https");
+  }
+  std::string_view rest = url.substr(scheme_end + 3);
+  std::string_view query;
+  if (const auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const auto colon = userinfo.find(':');
+    bool ok = true;
+    spec.user = percent_decode(userinfo.substr(0, colon), &ok);
+    if (colon != std::string_view::npos) {
+      spec.password = percent_decode(userinfo.substr(colon + 1), &ok);
+    }
+    if (!ok) {
+      return fail("bad percent-encoding in the user or password");
+    }
+  }
+  if (spec.scheme == Scheme::redis_unix) {
+    if (rest.empty() || rest.front() != '/') {
+      return fail("redis+unix needs an absolute socket path: redis+unix:///path/to/socket");
+    }
+    spec.path = std::string(rest);
+  } else {
+    std::string_view hostport = rest;
+    std::string_view path;
+    if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
+      hostport = rest.substr(0, slash);
+      path = rest.substr(slash);
+    }
+    if (hostport.empty()) {
+      return fail("no host");
+    }
+    if (spec.scheme == Scheme::redis_cluster) {
+      spec.host = std::string(hostport);
+      if (!path.empty() && path != "/") {
+        return fail("a cluster URL has no database or path (Redis Cluster has only database 0)");
+      }
+    } else {
+      std::string_view host = hostport;
+      if (const auto colon = hostport.rfind(':'); colon != std::string_view::npos && hostport.front() != '[') {
+        host = hostport.substr(0, colon);
+        if (!parse_uint(hostport.substr(colon + 1), spec.port) || spec.port <= 0 || spec.port > 65535) {
+          return fail("bad port '" + std::string(hostport.substr(colon + 1)) + "'");
+        }
+      }
+      if (host.empty()) {
+        return fail("no host");
+      }
+      spec.host = std::string(host);
+      if (spec.port == 0) {
+        spec.port = spec.scheme == Scheme::redis ? 6379 : spec.scheme == Scheme::http ? 80 : 443;
+      }
+      if (spec.scheme == Scheme::redis) {
+        if (!path.empty() && path != "/" &&
+            (!parse_uint(path.substr(1), spec.db) || spec.db < 0 || spec.db > 1000000)) {
+          return fail("bad database number '" + std::string(path.substr(1)) + "'; use redis://host:port/N");
+        }
+      } else {
+        spec.path = std::string(path);
+      }
+    }
+  }
+  const bool is_http = spec.scheme == Scheme::http || spec.scheme == Scheme::https;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const auto eq = item.find('=');
+    const std::string_view name = item.substr(0, eq);
+    const std::string value(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1));
+    bool ok = true;
+    if (name == "read_only") {
+      ok = value == "true" || value == "1" || value == "false" || value == "0" || value.empty();
+      spec.read_only = value == "true" || value == "1" || value.empty();
+    } else if (name == "connect_timeout_ms") {
+      ok = parse_uint(value, spec.connect_timeout_ms) && spec.connect_timeout_ms > 0;
+    } else if (name == "timeout_ms") {
+      ok = parse_uint(value, spec.timeout_ms) && spec.timeout_ms > 0;
+    } else if (name == "max_entry_size") {
+      auto size = parse_size(value);
+      ok = size.has_value() && *size > 0;
+      spec.max_entry_size = size.value_or(0);
+    } else if (name == "ttl_s") {
+      ok = parse_uint(value, spec.ttl_s);
+    } else if (name == "db" && spec.scheme == Scheme::redis_unix) {
+      ok = parse_uint(value, spec.db);
+    } else if (is_http && name == "bearer_token_file") {
+      spec.bearer_token_file = value;
+      ok = !value.empty();
+    } else if (is_http && name == "bearer_token_env") {
+      spec.bearer_token_env = value;
+      ok = !value.empty();
+    } else if (is_http && name == "basic_auth_file") {
+      spec.basic_auth_file = value;
+      ok = !value.empty();
+    } else if (is_http && name == "basic_auth_env") {
+      spec.basic_auth_env = value;
+      ok = !value.empty();
+    } else {
+      return fail(fmt::format("unknown attribute '{}'; accepted: {}", name, k_attrs));
+    }
+    if (!ok) {
+      return fail(fmt::format("bad value \"{}\" for attribute '{}'; accepted: {}", value, name, k_attrs));
+    }
+  }
+  return spec;
+}
+
+}  // namespace kcache::remote

@@ -1,0 +1,296 @@
+#include "store/remote/remote_store.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "store/remote/remote_counters.hpp"
+
+namespace kcache::remote {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t k_latency_samples = 4096;
+}  // namespace
+
+struct RemoteStore::Impl {
+  RemoteStoreOptions options;
+  std::unique_ptr<RemoteBackend> backend;
+
+  mutable std::mutex mutex;  // guards everything below
+  RemoteStats stats;
+  std::uint32_t consecutive_failures = 0;
+  Clock::time_point open_until{};
+  bool probing = false;  // one operation is let through after the breaker's time
+  std::unordered_set<Key, KeyHash> rejected_keys;
+  std::vector<std::uint32_t> latencies;
+  std::size_t latency_next = 0;
+  std::unique_ptr<RemoteCounters> shared;  // null without a stats_dir
+  std::once_flag warned_failure;
+
+  void count(RemoteCounter c, std::uint64_t v = 1) {
+    if (shared) {
+      shared->add(c, v);
+    }
+  }
+  std::once_flag warned_rejected;
+
+  void warn(const std::string& line) {
+    if (options.warn) {
+      options.warn(line);
+    } else {
+      std::fprintf(stderr, "kcache: warning: %s\n", line.c_str());
+    }
+  }
+
+  // True when the breaker lets an operation through; counts a skip otherwise.
+  bool admit() {
+    std::lock_guard lock(mutex);
+    if (open_until == Clock::time_point{}) {
+      return true;
+    }
+    if (Clock::now() >= open_until && !probing) {
+      probing = true;
+      return true;
+    }
+    ++stats.skipped;
+    count(RemoteCounter::skipped);
+    return false;
+  }
+
+  void succeeded() {
+    std::lock_guard lock(mutex);
+    consecutive_failures = 0;
+    open_until = {};
+    probing = false;
+  }
+
+  void failed(const Error& error, std::string_view op) {
+    {
+      std::lock_guard lock(mutex);
+      ++stats.errors;
+      count(RemoteCounter::errors);
+      ++consecutive_failures;
+      probing = false;
+      const std::uint32_t n = options.breaker_failures;
+      if (n > 0 && consecutive_failures >= n) {
+        if (open_until == Clock::time_point{} || Clock::now() >= open_until) {
+          ++stats.breaker_opened;
+        }
+        open_until = Clock::now() + std::chrono::seconds(options.breaker_seconds);
+      }
+    }
+    std::call_once(warned_failure, [&] {
+      warn(fmt::format("remote {} failed ({}: {}); compiles go on without it (after {} failures in a row it is "
+                       "skipped for {} s; see `kcache stats`)",
+                       options.spec.masked(), op, error.describe(), options.breaker_failures,
+                       options.breaker_seconds));
+    });
+  }
+
+  void record_latency(Clock::duration d) {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+    const auto v = static_cast<std::uint32_t>(std::min<long long>(us, 0xffffffffLL));
+    if (shared) {
+      shared->add_latency(v);
+    }
+    std::lock_guard lock(mutex);
+    if (latencies.size() < k_latency_samples) {
+      latencies.push_back(v);
+    } else {
+      latencies[latency_next] = v;
+      latency_next = (latency_next + 1) % k_latency_samples;
+    }
+  }
+
+  Result<PutOutcome> upload(const Artifact& artifact) {
+    if (options.spec.read_only) {
+      return make_error(ErrorCode::read_only,
+                        "remote " + options.spec.masked() + " is read_only; nothing is written to it");
+    }
+    if (!admit()) {
+      return make_error(ErrorCode::busy, "remote " + options.spec.masked() +
+                                             " is skipped for now after repeated failures (circuit breaker)");
+    }
+    const std::string object = encode_object(artifact, options.codec);
+    if (object.size() > options.spec.max_entry_size) {
+      // Not a failure of the remote: the entry is simply not shared.
+      succeeded();
+      return make_error(ErrorCode::invalid_argument,
+                        fmt::format("entry {} is {} bytes as a remote object, above max_entry_size ({}); not "
+                                    "uploaded to {}",
+                                    artifact.passport.key.hex(), object.size(), options.spec.max_entry_size,
+                                    options.spec.masked()));
+    }
+    auto r = backend->put(object_name(artifact.passport.key), object, options.spec.ttl_s);
+    if (!r) {
+      failed(r.error(), "put");
+      return tl::unexpected(r.error());
+    }
+    succeeded();
+    std::lock_guard lock(mutex);
+    if (*r) {
+      ++stats.puts;
+      stats.bytes_out += object.size();
+      count(RemoteCounter::puts);
+      count(RemoteCounter::bytes_out, object.size());
+    } else {
+      ++stats.puts_present;
+      count(RemoteCounter::puts_present);
+    }
+    return *r ? PutOutcome::stored : PutOutcome::already_present;
+  }
+};
+
+Result<std::unique_ptr<RemoteStore>> RemoteStore::open(RemoteStoreOptions options) {
+  auto backend = make_backend(options.spec);
+  if (!backend) {
+    return tl::unexpected(backend.error());
+  }
+  return std::make_unique<RemoteStore>(std::move(options), std::move(*backend));
+}
+
+RemoteStore::RemoteStore(RemoteStoreOptions options, std::unique_ptr<RemoteBackend> backend)
+    : m_impl(std::make_unique<Impl>()) {
+  m_impl->options = std::move(options);
+  m_impl->options.codec.max_entry_size = m_impl->options.spec.max_entry_size;
+  m_impl->backend = std::move(backend);
+  if (!m_impl->options.stats_dir.empty()) {
+    m_impl->shared = RemoteCounters::open(m_impl->options.stats_dir, m_impl->options.stats_group_shared);
+  }
+}
+
+RemoteStore::~RemoteStore() = default;
+
+bool RemoteStore::writable() const noexcept { return !m_impl->options.spec.read_only; }
+
+Result<std::optional<Artifact>> RemoteStore::get(const Key& key) {
+  Impl& m = *m_impl;
+  {
+    std::lock_guard lock(m.mutex);
+    if (m.rejected_keys.contains(key)) {
+      ++m.stats.misses;
+      return std::optional<Artifact>{};
+    }
+  }
+  if (!m.admit()) {
+    return std::optional<Artifact>{};
+  }
+  const auto start = Clock::now();
+  auto got = m.backend->get(object_name(key), m.options.spec.max_entry_size);
+  m.record_latency(Clock::now() - start);
+  if (!got) {
+    m.failed(got.error(), "get");
+    return std::optional<Artifact>{};
+  }
+  m.succeeded();
+  if (!got->has_value()) {
+    std::lock_guard lock(m.mutex);
+    ++m.stats.misses;
+    m.count(RemoteCounter::misses);
+    return std::optional<Artifact>{};
+  }
+  const std::size_t size = (*got)->size();
+  auto decoded = decode_object(**got, key, m.options.codec);
+  std::lock_guard lock(m.mutex);
+  m.stats.bytes_in += size;
+  m.count(RemoteCounter::bytes_in, size);
+  if (!decoded) {
+    ++m.stats.rejected;
+    ++m.stats.rejected_by[static_cast<std::size_t>(decoded.error().reason)];
+    ++m.stats.misses;
+    m.count(RemoteCounter::rejected);
+    m.count(static_cast<RemoteCounter>(static_cast<unsigned>(RemoteCounter::rejected_too_large) +
+                                       static_cast<unsigned>(decoded.error().reason)));
+    m.count(RemoteCounter::misses);
+    m.rejected_keys.insert(key);
+    std::call_once(m.warned_rejected, [&] {
+      m.warn(fmt::format("remote {} holds a bad object for key {} ({}: {}); it is ignored (a miss), never copied "
+                         "locally, and counted in `kcache stats`",
+                         m.options.spec.masked(), key.hex(), to_string(decoded.error().reason),
+                         decoded.error().message));
+    });
+    return std::optional<Artifact>{};
+  }
+  ++m.stats.hits;
+  m.stats.compile_us_saved += decoded->passport.compile_duration_us;
+  m.count(RemoteCounter::hits);
+  m.count(RemoteCounter::compile_us_saved, decoded->passport.compile_duration_us);
+  return std::optional<Artifact>(std::move(*decoded));
+}
+
+Result<PutOutcome> RemoteStore::put(const Artifact& artifact) {
+  if (auto ok = artifact.verify(); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return m_impl->upload(artifact);
+}
+
+Result<PutOutcome> RemoteStore::fill(const Artifact& artifact) {
+  if (auto ok = artifact.verify_shape(); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return m_impl->upload(artifact);
+}
+
+Result<bool> RemoteStore::remove(const Key& key) {
+  if (m_impl->options.spec.read_only) {
+    return false;
+  }
+  if (!m_impl->admit()) {
+    return false;
+  }
+  auto r = m_impl->backend->remove(object_name(key));
+  if (!r) {
+    m_impl->failed(r.error(), "remove");
+    return tl::unexpected(r.error());
+  }
+  m_impl->succeeded();
+  return *r;
+}
+
+Result<std::vector<EntryInfo>> RemoteStore::list() { return std::vector<EntryInfo>{}; }
+
+Result<StoreStats> RemoteStore::stats() {
+  const RemoteStats r = remote_stats();
+  StoreStats s;
+  s.hits = r.hits;
+  s.misses = r.misses;
+  s.puts = r.puts;
+  s.puts_skipped = r.skipped;
+  s.corrupt = r.rejected;
+  s.errors = r.errors;
+  s.bytes_read = r.bytes_in;
+  s.bytes_written = r.bytes_out;
+  s.compile_us_saved = r.compile_us_saved;
+  s.remote = true;
+  return s;
+}
+
+RemoteStats RemoteStore::remote_stats() const {
+  std::lock_guard lock(m_impl->mutex);
+  RemoteStats out = m_impl->stats;
+  if (!m_impl->latencies.empty()) {
+    std::vector<std::uint32_t> sorted = m_impl->latencies;
+    std::sort(sorted.begin(), sorted.end());
+    auto at = [&](double q) {
+      const auto i = static_cast<std::size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
+      return sorted[std::min(i, sorted.size() - 1)];
+    };
+    out.get_p50_us = at(0.50);
+    out.get_p99_us = at(0.99);
+  }
+  return out;
+}
+
+const RemoteSpec& RemoteStore::spec() const noexcept { return m_impl->options.spec; }
+
+Result<std::string> RemoteStore::describe() { return m_impl->backend->describe(); }
+
+}  // namespace kcache::remote

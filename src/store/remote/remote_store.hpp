@@ -1,0 +1,110 @@
+// store/remote/remote_store.hpp: a remote server as a Store tier.
+//
+// RemoteStore puts a RemoteBackend (Redis, ...) behind the Store interface:
+// get() fetches the object `kcache:v1:<key>` and decodes and verifies it in
+// full (remote_codec.hpp: size, format, signature, payload SHA-256, key
+// recomputed from the key record) before anything else sees it; put()
+// encodes (zstd, signed with the team key) and writes with one SET NX.
+//
+// Degrade, never break (DESIGN rule 3):
+// - A failed operation (server down, slow, full, refusing) is counted and
+//   warned about once per process; get() then answers a miss, so the caller
+//   compiles. put() returns the error (WriteBehindStore counts it).
+// - After `breaker_failures` consecutive failures the remote is skipped for
+//   `breaker_seconds` (circuit breaker): get() is a miss and put() fails at
+//   once, without touching the network. After that time one operation is let
+//   through; a success closes the breaker.
+// - A bad object (any Rejection) is a miss, counted per reason, warned about
+//   once, and its key is not fetched again by this process.
+//
+// list() is empty (a remote is not enumerated); stats() reports counters of
+// this process only (entries/size are 0: the server owns its eviction).
+//
+// Thread-safety: every method is thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kcache/store.hpp"
+#include "store/remote/remote_backend.hpp"
+#include "store/remote/remote_codec.hpp"
+#include "store/remote/remote_spec.hpp"
+
+namespace kcache::remote {
+
+struct RemoteStoreOptions {
+  RemoteSpec spec;
+  // Compression and team keys; max_entry_size is taken from `spec`.
+  CodecOptions codec;
+  std::uint32_t breaker_failures = 3;  // consecutive failures that open the breaker (0: never)
+  std::uint32_t breaker_seconds = 30;  // how long an open breaker skips the remote
+  // When not empty: also count into <stats_dir>/remote, shared by every
+  // process of the cache directory (remote_counters.hpp), for `kcache stats`.
+  std::filesystem::path stats_dir;
+  bool stats_group_shared = false;
+  // Receives the one warning line of this remote. Default: stderr with a
+  // "kcache: warning: " prefix.
+  std::function<void(const std::string&)> warn;
+};
+
+// Counters of one RemoteStore in this process.
+struct RemoteStats {
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t errors = 0;           // failed operations (connect, timeout, refused)
+  std::uint64_t skipped = 0;          // operations skipped by the open breaker
+  std::uint64_t breaker_opened = 0;   // times the breaker opened
+  std::uint64_t puts = 0;             // objects written
+  std::uint64_t puts_present = 0;     // puts that found the object already there
+  std::uint64_t rejected = 0;         // bad objects (sum of rejected_by)
+  std::array<std::uint64_t, 7> rejected_by{};  // indexed by Rejection
+  std::uint64_t bytes_in = 0;         // object bytes downloaded (accepted or not)
+  std::uint64_t bytes_out = 0;        // object bytes uploaded
+  std::uint64_t compile_us_saved = 0; // compile_duration_us of the hits
+  std::uint64_t get_p50_us = 0;       // latency of get() round trips (last 4096)
+  std::uint64_t get_p99_us = 0;
+};
+
+class RemoteStore final : public Store {
+ public:
+  // Builds the store and its backend (no network traffic until the first
+  // call). Failure: unsupported scheme.
+  static Result<std::unique_ptr<RemoteStore>> open(RemoteStoreOptions options);
+  // Builds the store over a given backend (tests, `kcache remote ping`).
+  RemoteStore(RemoteStoreOptions options, std::unique_ptr<RemoteBackend> backend);
+  ~RemoteStore() override;
+  RemoteStore(const RemoteStore&) = delete;
+  RemoteStore& operator=(const RemoteStore&) = delete;
+
+  std::string_view name() const noexcept override { return "remote"; }
+  bool writable() const noexcept override;
+
+  // Hit: a verified artifact. Miss: std::nullopt (also for a bad object, a
+  // failure, or an open breaker: all counted). Never an Error.
+  Result<std::optional<Artifact>> get(const Key& key) override;
+  // Verifies, encodes, uploads. `stored` or `already_present`. Failure:
+  // `corrupt` when the artifact does not verify, read_only for a read-only
+  // remote, else the backend's error (counted, warned once).
+  Result<PutOutcome> put(const Artifact& artifact) override;
+  // As put() without re-hashing (the artifact was verified moments ago).
+  Result<PutOutcome> fill(const Artifact& artifact) override;
+  Result<bool> remove(const Key& key) override;
+  Result<std::vector<EntryInfo>> list() override;
+  Result<StoreStats> stats() override;
+
+  RemoteStats remote_stats() const;
+  const RemoteSpec& spec() const noexcept;
+  // One round trip asking the server who it is (not subject to the breaker).
+  Result<std::string> describe();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace kcache::remote

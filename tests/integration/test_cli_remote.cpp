@@ -1,0 +1,248 @@
+// The team tier end to end: real `kcache` processes with their own cache
+// directories ("hosts") sharing one real redis-server, real NVRTC.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "store/remote/remote_codec.hpp"
+#include "support/nginx_server.hpp"
+#include "support/redis_server.hpp"
+#include "support/temp_dir.hpp"
+#include "unit/compile/compile_test_support.hpp"
+
+namespace kcache {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int status = -1;
+  std::string out;
+};
+
+// Runs the kcache command with KCACHE_DIR=`cache` and `env` ("A=b C=d").
+Run run_cli(const fs::path& cache, const std::string& env, const std::string& args) {
+  const std::string cmd = "KCACHE_DIR='" + cache.string() + "' " + env + " '" + KCACHE_CLI_PATH + "' " + args + " 2>&1";
+  Run r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) {
+    r.out.append(buf, n);
+  }
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+// The JSON object a `compile --json` printed (warnings may precede it).
+nlohmann::json json_of(const std::string& out) { return nlohmann::json::parse(out.substr(out.find('{'))); }
+
+class CliRemote : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    m_server = test::RedisServer::start(m_tmp.path() / "redis", &why);
+    ASSERT_NE(m_server, nullptr) << why;
+    m_key = m_tmp.path() / "team.key";
+    auto made = run_cli(m_tmp.path() / "unused", "", "remote keygen " + m_key.string());
+    ASSERT_EQ(made.status, 0) << made.out;
+  }
+
+  std::string env(const std::string& extra = {}) const {
+    return "KCACHE_REMOTE='" + m_server->url() + "' KCACHE_REMOTE_KEY_FILE='" + m_key.string() + "' " + extra;
+  }
+
+  test::TempDir m_tmp;
+  std::unique_ptr<test::RedisServer> m_server;
+  fs::path m_key;
+};
+
+TEST_F(CliRemote, KeygenWritesA0600KeyAndRefusesToReplaceIt) {
+  struct stat st {};
+  ASSERT_EQ(::stat(m_key.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600U);
+  const std::string before = test::read_file(m_key);
+  auto again = run_cli(m_tmp.path() / "unused", "", "remote keygen " + m_key.string());
+  EXPECT_EQ(again.status, 1) << again.out;
+  EXPECT_NE(again.out.find("already exists"), std::string::npos) << again.out;
+  EXPECT_EQ(test::read_file(m_key), before);
+}
+
+TEST_F(CliRemote, SecondHostHitsFromTheRemoteWithoutCompilingByteEqualToAFreshCompile) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  const std::string compile = "compile " + src + " --target cubin --arch sm_90 --json -o ";
+  // Host A compiles and publishes (its exit flushes the upload queue).
+  auto a = run_cli(m_tmp.path() / "hostA", env(), compile + (m_tmp.path() / "a.cubin").string());
+  ASSERT_EQ(a.status, 0) << a.out;
+  EXPECT_FALSE(json_of(a.out)["hit"].get<bool>());
+  const std::string key = json_of(a.out)["key"].get<std::string>();
+  EXPECT_EQ(m_server->cli({"EXISTS", "kcache:v1:" + key}), "1");
+  // Host B (empty local cache) hits from the remote, without loading NVRTC.
+  auto b = run_cli(m_tmp.path() / "hostB", env(), compile + (m_tmp.path() / "b.cubin").string());
+  ASSERT_EQ(b.status, 0) << b.out;
+  const auto jb = json_of(b.out);
+  EXPECT_TRUE(jb["hit"].get<bool>()) << b.out;
+  // A new host loads NVRTC once to learn its version (part of the key), but compiles nothing.
+  EXPECT_EQ(jb["compile_us"].get<long long>(), 0) << "a remote hit must not compile: " << b.out;
+  EXPECT_EQ(jb["key"].get<std::string>(), key);
+  auto stats = run_cli(m_tmp.path() / "hostB", "", "stats --json");
+  ASSERT_EQ(stats.status, 0) << stats.out;
+  const auto js = json_of(stats.out);
+  EXPECT_EQ(js["remote"]["hits"].get<int>(), 1) << stats.out;
+  EXPECT_GT(js["remote"]["bytes_in"].get<long long>(), 0) << stats.out;
+  EXPECT_GT(js["remote"]["get_p99_us"].get<long long>(), 0) << stats.out;
+  EXPECT_GT(js["remote"]["compile_us_saved"].get<long long>(), 0) << stats.out;
+  // The remote hit filled host B's file store: a third run hits with the server gone.
+  m_server->kill();
+  auto b2 = run_cli(m_tmp.path() / "hostB", env("KCACHE_REMOTE_BREAKER_FAILURES=1"),
+                    compile + (m_tmp.path() / "b2.cubin").string());
+  ASSERT_EQ(b2.status, 0) << b2.out;
+  EXPECT_TRUE(json_of(b2.out)["hit"].get<bool>());
+  // A fresh compile with no cache at all gives the same bytes.
+  auto fresh = run_cli(m_tmp.path() / "fresh", "KCACHE_DISABLE=1", compile + (m_tmp.path() / "c.cubin").string());
+  ASSERT_EQ(fresh.status, 0) << fresh.out;
+  EXPECT_EQ(test::read_file(m_tmp.path() / "b.cubin"), test::read_file(m_tmp.path() / "c.cubin"));
+  EXPECT_EQ(test::read_file(m_tmp.path() / "b2.cubin"), test::read_file(m_tmp.path() / "c.cubin"));
+  EXPECT_EQ(test::read_file(m_tmp.path() / "a.cubin"), test::read_file(m_tmp.path() / "c.cubin"));
+}
+
+TEST_F(CliRemote, PoisonedRemoteEntryIsNeverUsedNorStoredLocallyAndTheCompileStillHappens) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  const std::string compile = "compile " + src + " --target cubin --arch sm_90 --json -o ";
+  // Learn the key without touching the remote.
+  auto probe = run_cli(m_tmp.path() / "probe", "", compile + (m_tmp.path() / "p.cubin").string());
+  ASSERT_EQ(probe.status, 0) << probe.out;
+  const std::string key = json_of(probe.out)["key"].get<std::string>();
+  // An attacker who can write to Redis but lacks the team key plants an
+  // unsigned object (a valid artifact whose payload is not a cubin of this source).
+  m_server->cli({"SET", "kcache:v1:" + key, "garbage-from-an-attacker"});
+  auto victim = run_cli(m_tmp.path() / "victim", env(), compile + (m_tmp.path() / "v.cubin").string());
+  ASSERT_EQ(victim.status, 0) << victim.out;
+  EXPECT_FALSE(json_of(victim.out)["hit"].get<bool>()) << victim.out;
+  EXPECT_NE(victim.out.find("bad object"), std::string::npos) << victim.out;
+  EXPECT_EQ(test::read_file(m_tmp.path() / "v.cubin"), test::read_file(m_tmp.path() / "p.cubin"));
+  // The planted object is still there (SET NX never overwrites), and the
+  // victim's local store holds only its own compile.
+  EXPECT_EQ(m_server->cli({"GET", "kcache:v1:" + key}), "garbage-from-an-attacker");
+  // Counted, per reason, in the shared stats of the victim's cache directory.
+  auto stats = run_cli(m_tmp.path() / "victim", "", "stats --json");
+  ASSERT_EQ(stats.status, 0) << stats.out;
+  const auto js = json_of(stats.out);
+  EXPECT_EQ(js["remote"]["rejected"].get<int>(), 1) << stats.out;
+  EXPECT_EQ(js["remote"]["rejected_by"]["malformed"].get<int>(), 1) << stats.out;
+  EXPECT_EQ(js["remote"]["hits"].get<int>(), 0) << stats.out;
+}
+
+TEST_F(CliRemote, ServerDownAtStartIsOneWarningAndTheCompileSucceeds) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  m_server->kill();
+  auto r = run_cli(m_tmp.path() / "host", env(),
+                   "compile " + src + " --target ptx --arch sm_90 --json -o " + (m_tmp.path() / "k.ptx").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::size_t warnings = 0;
+  for (std::size_t at = r.out.find("warning:"); at != std::string::npos; at = r.out.find("warning:", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1U) << r.out;
+  EXPECT_TRUE(fs::exists(m_tmp.path() / "k.ptx"));
+}
+
+TEST_F(CliRemote, ConfigMasksPasswordsAndTakesRepeatedRemoteOptions) {
+  auto r = run_cli(m_tmp.path() / "c", "",
+                   "--remote redis://u:hunter2@127.0.0.1:1 --remote redis+unix:///tmp/x.sock?read_only=true config");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("hunter2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("redis://u:***@127.0.0.1:1 redis+unix:///tmp/x.sock?read_only=true"), std::string::npos)
+      << r.out;
+  auto bad = run_cli(m_tmp.path() / "c", "KCACHE_REMOTE='redis://u:hunter2@h:notaport'", "config");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_EQ(bad.out.find("hunter2"), std::string::npos) << bad.out;
+  // The TOML table form.
+  const auto cfg = m_tmp.path() / "kcache.toml";
+  std::ofstream(cfg) << "remote = [\"redis://a:6379\", {url = \"redis://b:6380/1\", read_only = true, timeout_ms = 50}]\n";
+  auto t = run_cli(m_tmp.path() / "c", "", "--config " + cfg.string() + " config");
+  ASSERT_EQ(t.status, 0) << t.out;
+  EXPECT_NE(t.out.find("redis://a:6379 redis://b:6380/1?read_only=true&timeout_ms=50"), std::string::npos) << t.out;
+}
+
+TEST_F(CliRemote, PushSeedsTheTeamCacheAndPullPrefetchesIntoAnotherHost) {
+  const auto blob = m_tmp.path() / "payload.bin";
+  std::ofstream(blob) << std::string(50000, 'q') << "tail";
+  auto put = run_cli(m_tmp.path() / "ci", "", "--set put=sync put " + blob.string() + " --json");
+  ASSERT_EQ(put.status, 0) << put.out;
+  const std::string key = json_of(put.out)["key"].get<std::string>();
+  // `put` of a blob does not go through the remote tiers: push uploads it.
+  auto push = run_cli(m_tmp.path() / "ci", env(), "push --all --json");
+  ASSERT_EQ(push.status, 0) << push.out;
+  EXPECT_EQ(json_of(push.out)["uploaded"].get<int>(), 1) << push.out;
+  auto again = run_cli(m_tmp.path() / "ci", env(), "push " + key + " --json");
+  ASSERT_EQ(again.status, 0) << again.out;
+  EXPECT_EQ(json_of(again.out)["already_present"].get<int>(), 1) << again.out;
+  // Another host pulls it; afterwards its local `get` hits with the same bytes.
+  auto pull = run_cli(m_tmp.path() / "dev", env(), "pull " + key + " --json");
+  ASSERT_EQ(pull.status, 0) << pull.out;
+  EXPECT_EQ(json_of(pull.out)["pulled"].get<int>(), 1) << pull.out;
+  auto get = run_cli(m_tmp.path() / "dev", "", "get " + key + " -o " + (m_tmp.path() / "got.bin").string());
+  ASSERT_EQ(get.status, 0) << get.out;
+  EXPECT_EQ(test::read_file(m_tmp.path() / "got.bin"), test::read_file(blob));
+  // An unknown key is a miss (exit 3); a read-only remote cannot be pushed to (exit 2).
+  auto miss = run_cli(m_tmp.path() / "dev", env(), "pull " + std::string(64, 'a'));
+  EXPECT_EQ(miss.status, 3) << miss.out;
+  auto ro = run_cli(m_tmp.path() / "ci", "KCACHE_REMOTE='" + m_server->url() + "?read_only=true'", "push --all");
+  EXPECT_EQ(ro.status, 2) << ro.out;
+}
+
+TEST_F(CliRemote, TwoHostsShareAnHttpRemoteAndAHungServerNeverBlocksTheCompile) {
+  KCACHE_REQUIRE_TOOLKIT();
+  std::string why;
+  auto nginx = test::NginxServer::start(m_tmp.path() / "nginx", &why);
+  if (nginx == nullptr) {
+    const char* req = std::getenv("KCACHE_REQUIRE_TOOLKIT");
+    if (!test::nginx_installed() && (req == nullptr || std::string(req) != "1")) {
+      GTEST_SKIP() << why;
+    }
+    FAIL() << why;
+  }
+  const std::string http_env =
+      "KCACHE_REMOTE='" + nginx->url() + "?timeout_ms=300' KCACHE_REMOTE_KEY_FILE='" + m_key.string() + "'";
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  const std::string compile = "compile " + src + " --target ptx --arch sm_90 --json -o ";
+  auto a = run_cli(m_tmp.path() / "hostA", http_env, compile + (m_tmp.path() / "a.ptx").string());
+  ASSERT_EQ(a.status, 0) << a.out;
+  const std::string key = json_of(a.out)["key"].get<std::string>();
+  EXPECT_TRUE(fs::exists(nginx->data_dir() / "cache" / ("kcache:v1:" + key)));
+  auto b = run_cli(m_tmp.path() / "hostB", http_env, compile + (m_tmp.path() / "b.ptx").string());
+  ASSERT_EQ(b.status, 0) << b.out;
+  EXPECT_TRUE(json_of(b.out)["hit"].get<bool>()) << b.out;
+  EXPECT_EQ(json_of(b.out)["compile_us"].get<long long>(), 0) << b.out;
+  EXPECT_EQ(test::read_file(m_tmp.path() / "a.ptx"), test::read_file(m_tmp.path() / "b.ptx"));
+  // SIGSTOPped server: host C still compiles, within the timeouts, with one warning.
+  nginx->pause();
+  auto c = run_cli(m_tmp.path() / "hostC", http_env, compile + (m_tmp.path() / "c.ptx").string());
+  nginx->resume();
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_FALSE(json_of(c.out)["hit"].get<bool>());
+  EXPECT_NE(c.out.find("warning"), std::string::npos) << c.out;
+  EXPECT_EQ(test::read_file(m_tmp.path() / "c.ptx"), test::read_file(m_tmp.path() / "a.ptx"));
+}
+
+TEST_F(CliRemote, PingReportsTheServerAndFailsForADeadOne) {
+  auto ok = run_cli(m_tmp.path() / "c", env(), "remote ping");
+  ASSERT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("redis 7"), std::string::npos) << ok.out;
+  m_server->kill();
+  auto dead = run_cli(m_tmp.path() / "c", env(), "remote ping");
+  EXPECT_EQ(dead.status, 1) << dead.out;
+}
+
+}  // namespace
+}  // namespace kcache
