@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "store/remote/redis_cluster_backend.hpp"
+
 namespace kcache::remote {
 
 namespace {
@@ -119,14 +121,20 @@ Result<std::unique_ptr<RemoteBackend>> make_backend(const RemoteSpec& spec) {
     case Scheme::redis:
     case Scheme::redis_unix:
       return std::unique_ptr<RemoteBackend>(std::make_unique<RedisBackend>(spec));
-    case Scheme::redis_cluster:
+    case Scheme::redis_cluster: {
+      auto cluster = RedisClusterBackend::open(spec);
+      if (!cluster) {
+        return tl::unexpected(cluster.error());
+      }
+      return std::unique_ptr<RemoteBackend>(std::move(*cluster));
+    }
     case Scheme::http:
     case Scheme::https:
       break;
   }
   return make_error(ErrorCode::unsupported,
-                    fmt::format("remote {}: this build of kcache does not serve this scheme yet; use redis:// or "
-                                "redis+unix://",
+                    fmt::format("remote {}: this build of kcache does not serve this scheme yet; use redis://, "
+                                "redis+unix:// or redis+cluster://",
                                 spec.masked()));
 }
 

@@ -2,7 +2,7 @@
 //
 //   redis://[user[:password]@]host[:port][/db][?attrs]     (port 6379, db 0)
 //   redis+unix:///path/to/socket[?db=N&attrs]
-//   redis+cluster://host:port[,host:port...][?attrs]       (not in this build)
+//   redis+cluster://host:port[,host:port...][?attrs]       (seeds; port 6379)
 //   http://host[:port]/prefix, https://...                 (not in this build)
 //   attrs := attr ("&" attr)*
 //   attr  := read_only=BOOL | connect_timeout_ms=N | timeout_ms=N
