@@ -129,3 +129,35 @@ bool RedisCluster::wait_ok(std::chrono::milliseconds limit, bool synced) {
 }
 
 }  // namespace kcache::test
+
+namespace kcache::test {
+
+bool RedisCluster::wait_failover(int dead_port, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  const std::string port = std::to_string(dead_port);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool moved = true;
+    for (auto& n : m_nodes) {
+      if (n->pid() <= 0) {
+        continue;
+      }
+      // redis-cli prints one array item a line: the port stands alone.
+      const std::string slots = "\n" + n->cli({"CLUSTER", "SLOTS"}) + "\n";
+      if (slots.find("\n" + port + "\n") != std::string::npos) {
+        moved = false;
+        break;
+      }
+    }
+    if (moved) {
+      return wait_ok(deadline - std::chrono::steady_clock::now() > std::chrono::milliseconds(0)
+                         ? std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                                 std::chrono::steady_clock::now())
+                         : std::chrono::milliseconds(1),
+                     false);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+}  // namespace kcache::test

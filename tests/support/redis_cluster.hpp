@@ -39,6 +39,9 @@ class RedisCluster {
   // Waits until every running node reports cluster_state:ok, all slots
   // assigned and (with `synced`) every master's replicas at its offset.
   bool wait_ok(std::chrono::milliseconds limit, bool synced = true);
+  // Waits until no running node maps a slot to the node on `dead_port` (its
+  // replica was promoted) and wait_ok(synced = false) holds.
+  bool wait_failover(int dead_port, std::chrono::milliseconds limit);
 
  private:
   RedisCluster() = default;
