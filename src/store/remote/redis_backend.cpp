@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "store/remote/http_backend.hpp"
+#include "store/remote/redis_cluster_backend.hpp"
 
 namespace kcache::remote {
 
@@ -121,15 +122,20 @@ Result<std::unique_ptr<RemoteBackend>> make_backend(const RemoteSpec& spec) {
     case Scheme::redis:
     case Scheme::redis_unix:
       return std::unique_ptr<RemoteBackend>(std::make_unique<RedisBackend>(spec));
+    case Scheme::redis_cluster: {
+      auto cluster = RedisClusterBackend::open(spec);
+      if (!cluster) {
+        return tl::unexpected(cluster.error());
+      }
+      return std::unique_ptr<RemoteBackend>(std::move(*cluster));
+    }
     case Scheme::http:
     case Scheme::https:
       return std::unique_ptr<RemoteBackend>(std::make_unique<HttpBackend>(spec));
-    case Scheme::redis_cluster:
-      break;
   }
   return make_error(ErrorCode::unsupported,
                     fmt::format("remote {}: this build of kcache does not serve this scheme yet; use redis://, "
-                                "redis+unix://, http:// or https://",
+                                "redis+unix://, redis+cluster://, http:// or https://",
                                 spec.masked()));
 }
 

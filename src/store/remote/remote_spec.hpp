@@ -2,7 +2,7 @@
 //
 //   redis://[user[:password]@]host[:port][/db][?attrs]     (port 6379, db 0)
 //   redis+unix:///path/to/socket[?db=N&attrs]
-//   redis+cluster://host:port[,host:port...][?attrs]       (parsed; not served by this build)
+//   redis+cluster://host:port[,host:port...][?attrs]       (seeds; port 6379)
 //   http://[user[:password]@]host[:port]/prefix, https://...  (basic credentials)
 //   attrs := attr ("&" attr)*
 //   attr  := read_only=BOOL | connect_timeout_ms=N | timeout_ms=N

@@ -1,0 +1,488 @@
+#include "store/remote/redis_cluster_backend.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace kcache::remote {
+
+namespace {
+
+constexpr std::size_t k_max_idle_per_node = 4;
+
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+std::optional<ClusterNode> parse_address(std::string_view text) {
+  ClusterNode n;
+  std::string_view host = text;
+  int port = 6379;
+  const auto colon = text.rfind(':');
+  if (colon != std::string_view::npos && (text.front() != '[' || text[colon - 1] == ']')) {
+    host = text.substr(0, colon);
+    const std::string_view p = text.substr(colon + 1);
+    const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+    if (ec != std::errc() || end != p.data() + p.size() || port <= 0 || port > 65535) {
+      return std::nullopt;
+    }
+  }
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty()) {
+    return std::nullopt;
+  }
+  n.host = std::string(host);
+  n.port = port;
+  return n;
+}
+
+// "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" -> the node.
+std::optional<ClusterNode> redirect_target(std::string_view error) {
+  const auto last_space = error.rfind(' ');
+  if (last_space == std::string_view::npos) {
+    return std::nullopt;
+  }
+  return parse_address(error.substr(last_space + 1));
+}
+
+int redirect_slot(std::string_view error) {
+  const auto first = error.find(' ');
+  const auto second = error.find(' ', first + 1);
+  int slot = -1;
+  if (first != std::string_view::npos && second != std::string_view::npos) {
+    std::from_chars(error.data() + first + 1, error.data() + second, slot);
+  }
+  return slot >= 0 && slot < k_cluster_slots ? slot : -1;
+}
+
+}  // namespace
+
+Result<std::vector<ClusterNode>> parse_cluster_seeds(std::string_view list) {
+  std::vector<ClusterNode> out;
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    if (item.empty()) {
+      continue;
+    }
+    auto node = parse_address(item);
+    if (!node) {
+      return make_error(ErrorCode::invalid_argument,
+                        fmt::format("bad cluster node \"{}\"; use redis+cluster://host:port[,host:port...]", item));
+    }
+    out.push_back(std::move(*node));
+  }
+  if (out.empty()) {
+    return make_error(ErrorCode::invalid_argument, "no cluster node; use redis+cluster://host:port[,host:port...]");
+  }
+  return out;
+}
+
+Result<std::unique_ptr<RedisClusterBackend>> RedisClusterBackend::open(RemoteSpec spec) {
+  auto seeds = parse_cluster_seeds(spec.host);
+  if (!seeds) {
+    return make_error(ErrorCode::invalid_argument, fmt::format("remote {}: {}", spec.masked(), seeds.error().message));
+  }
+  return std::unique_ptr<RedisClusterBackend>(new RedisClusterBackend(std::move(spec), std::move(*seeds)));
+}
+
+RedisClusterBackend::RedisClusterBackend(RemoteSpec spec, std::vector<ClusterNode> seeds)
+    : m_spec(std::move(spec)), m_seeds(std::move(seeds)) {
+  m_slots.fill(k_no_node);
+}
+
+RedisClusterBackend::~RedisClusterBackend() = default;
+
+std::uint16_t RedisClusterBackend::node_index(const ClusterNode& node) {
+  for (std::size_t i = 0; i < m_nodes.size(); ++i) {
+    if (m_nodes[i] == node) {
+      return static_cast<std::uint16_t>(i);
+    }
+  }
+  m_nodes.push_back(node);
+  return static_cast<std::uint16_t>(m_nodes.size() - 1);
+}
+
+Result<std::unique_ptr<RedisConnection>> RedisClusterBackend::acquire(const ClusterNode& node) {
+  {
+    std::lock_guard lock(m_mutex);
+    auto it = m_idle.find(node.address());
+    if (it != m_idle.end() && !it->second.empty()) {
+      auto c = std::move(it->second.back());
+      it->second.pop_back();
+      return c;
+    }
+  }
+  return RedisConnection::connect(m_spec, node.host, node.port);
+}
+
+void RedisClusterBackend::release(const ClusterNode& node, std::unique_ptr<RedisConnection> c) {
+  if (c->broken()) {
+    return;
+  }
+  std::lock_guard lock(m_mutex);
+  auto& pool = m_idle[node.address()];
+  if (pool.size() < k_max_idle_per_node) {
+    pool.push_back(std::move(c));
+  }
+}
+
+Result<RedisReply> RedisClusterBackend::send(const ClusterNode& node, const std::vector<std::string_view>& argv,
+                                             bool asking) {
+  auto c = acquire(node);
+  if (!c) {
+    return tl::unexpected(c.error());
+  }
+  if (asking) {
+    auto a = (*c)->command({"ASKING"});
+    if (!a || a->type == RedisReply::Type::error) {
+      release(node, std::move(*c));
+      return a;
+    }
+  }
+  auto r = (*c)->command(argv);
+  release(node, std::move(*c));
+  return r;
+}
+
+Result<void> RedisClusterBackend::refresh(Clock::time_point deadline) {
+  std::vector<ClusterNode> candidates;
+  {
+    std::lock_guard lock(m_mutex);
+    // Masters of the last map first (they know the newest epoch), then seeds.
+    for (std::size_t i = 0; i < m_nodes.size(); ++i) {
+      if (std::find(m_slots.begin(), m_slots.end(), static_cast<std::uint16_t>(i)) != m_slots.end()) {
+        candidates.push_back(m_nodes[i]);
+      }
+    }
+  }
+  for (const auto& s : m_seeds) {
+    if (std::find(candidates.begin(), candidates.end(), s) == candidates.end()) {
+      candidates.push_back(s);
+    }
+  }
+  Error last{ErrorCode::io, fmt::format("no node of {} answered CLUSTER SLOTS", m_spec.masked()), {}};
+  for (const auto& node : candidates) {
+    if (Clock::now() >= deadline) {
+      last = Error{ErrorCode::timeout,
+                   fmt::format("{}: no node answered CLUSTER SLOTS within the timeout (raise timeout_ms or "
+                               "check the cluster)",
+                               m_spec.masked()),
+                   {}};
+      break;
+    }
+    auto r = send(node, {"CLUSTER", "SLOTS"}, false);
+    if (!r) {
+      last = r.error();
+      continue;
+    }
+    if (r->type != RedisReply::Type::array || r->elements.empty()) {
+      last = Error{ErrorCode::io,
+                   fmt::format("{}: {} answered CLUSTER SLOTS with {} (is it a cluster node? for a standalone "
+                               "server use redis://)",
+                               m_spec.masked(), node.address(),
+                               r->type == RedisReply::Type::error ? r->str : std::string("no slots")),
+                   {}};
+      continue;
+    }
+    // Each entry: [start, end, [host, port, id, ...] (master), [host, port, ...] (replicas)...].
+    struct Range {
+      int start;
+      int end;
+      ClusterNode master;
+    };
+    std::vector<Range> ranges;
+    std::set<std::string> replicas;
+    bool ok = true;
+    auto node_of = [&](const RedisReply& e) -> std::optional<ClusterNode> {
+      if (e.type != RedisReply::Type::array || e.elements.size() < 2 || e.elements[0].type != RedisReply::Type::string ||
+          e.elements[1].type != RedisReply::Type::integer || e.elements[1].integer <= 0 ||
+          e.elements[1].integer > 65535) {
+        return std::nullopt;
+      }
+      // An empty or "?" endpoint means "the address you reached me at".
+      const std::string& h = e.elements[0].str;
+      return ClusterNode{h.empty() || h == "?" ? node.host : h, static_cast<int>(e.elements[1].integer)};
+    };
+    for (const auto& entry : r->elements) {
+      if (entry.type != RedisReply::Type::array || entry.elements.size() < 3 ||
+          entry.elements[0].type != RedisReply::Type::integer || entry.elements[1].type != RedisReply::Type::integer ||
+          entry.elements[0].integer < 0 || entry.elements[1].integer >= k_cluster_slots ||
+          entry.elements[0].integer > entry.elements[1].integer) {
+        ok = false;
+        break;
+      }
+      auto master = node_of(entry.elements[2]);
+      if (!master) {
+        ok = false;
+        break;
+      }
+      ranges.push_back({static_cast<int>(entry.elements[0].integer), static_cast<int>(entry.elements[1].integer),
+                        std::move(*master)});
+      for (std::size_t i = 3; i < entry.elements.size(); ++i) {
+        if (auto rep = node_of(entry.elements[i])) {
+          replicas.insert(rep->address());
+        }
+      }
+    }
+    if (!ok) {
+      last = Error{ErrorCode::io,
+                   fmt::format("{}: {} sent a malformed CLUSTER SLOTS reply", m_spec.masked(), node.address()), {}};
+      continue;
+    }
+    std::lock_guard lock(m_mutex);
+    m_slots.fill(k_no_node);
+    for (const auto& range : ranges) {
+      const std::uint16_t index = node_index(range.master);
+      std::fill(m_slots.begin() + range.start, m_slots.begin() + range.end + 1, index);
+    }
+    m_replicas = replicas.size();
+    m_loaded = true;
+    m_stale = false;
+    ++m_stats.refreshes;
+    return {};
+  }
+  return tl::unexpected(last);
+}
+
+Result<RedisReply> RedisClusterBackend::command_for_key(std::string_view key,
+                                                        const std::vector<std::string_view>& argv) {
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(m_spec.connect_timeout_ms + 2 * std::uint64_t{m_spec.timeout_ms});
+  const int slot = cluster_key_slot(key);
+  std::optional<ClusterNode> ask_target;
+  bool force_refresh = false;
+  Error last{ErrorCode::io, fmt::format("{}: no attempt", m_spec.masked()), {}};
+  for (int attempt = 0; attempt < k_max_attempts; ++attempt) {
+    if (attempt > 0 && Clock::now() >= deadline) {
+      last = Error{ErrorCode::timeout,
+                   fmt::format("{}: slot {} not served within the timeout ({}); raise timeout_ms or check the cluster",
+                               m_spec.masked(), slot, last.message),
+                   {}};
+      break;
+    }
+    ClusterNode node;
+    if (ask_target) {
+      node = *ask_target;
+    } else {
+      bool need_refresh = false;
+      {
+        std::lock_guard lock(m_mutex);
+        need_refresh = !m_loaded || m_slots[slot] == k_no_node || force_refresh || (attempt == 0 && m_stale);
+      }
+      if (need_refresh) {
+        force_refresh = false;
+        if (auto r = refresh(deadline); !r) {
+          last = r.error();  // route with the old map, if any
+        }
+      }
+      std::lock_guard lock(m_mutex);
+      if (m_slots[slot] == k_no_node) {
+        if (!m_loaded) {
+          return tl::unexpected(last);
+        }
+        return make_error(ErrorCode::io, fmt::format("{}: no master serves slot {} (is the cluster down? check "
+                                                     "`redis-cli cluster info`)",
+                                                     m_spec.masked(), slot));
+      }
+      node = m_nodes[m_slots[slot]];
+    }
+    const bool asking = ask_target.has_value();
+    ask_target.reset();
+    auto reply = send(node, argv, asking);
+    if (!reply) {
+      // Dead or unreachable node: maybe a failover; reload the map and retry.
+      last = reply.error();
+      force_refresh = true;
+      std::lock_guard lock(m_mutex);
+      m_stale = true;
+      ++m_stats.retries;
+      continue;
+    }
+    if (reply->type == RedisReply::Type::error) {
+      const std::string& e = reply->str;
+      if (starts_with(e, "MOVED ")) {
+        auto target = redirect_target(e);
+        const int moved_slot = redirect_slot(e);
+        if (!target || moved_slot < 0) {
+          return make_error(ErrorCode::io, fmt::format("{}: {} sent a malformed redirect \"{}\"", m_spec.masked(),
+                                                       node.address(), e));
+        }
+        std::lock_guard lock(m_mutex);
+        m_slots[moved_slot] = node_index(*target);
+        m_stale = true;  // the next command reloads the whole map
+        ++m_stats.moved;
+        last = Error{ErrorCode::io, fmt::format("{}: too many redirects for slot {} (last: {})", m_spec.masked(),
+                                                slot, e),
+                     {}};
+        continue;
+      }
+      if (starts_with(e, "ASK ")) {
+        ask_target = redirect_target(e);
+        if (!ask_target) {
+          return make_error(ErrorCode::io, fmt::format("{}: {} sent a malformed redirect \"{}\"", m_spec.masked(),
+                                                       node.address(), e));
+        }
+        std::lock_guard lock(m_mutex);
+        ++m_stats.ask;
+        last = Error{ErrorCode::io, fmt::format("{}: too many redirects for slot {} (last: {})", m_spec.masked(),
+                                                slot, e),
+                     {}};
+        continue;
+      }
+      if (starts_with(e, "TRYAGAIN") || starts_with(e, "CLUSTERDOWN")) {
+        last = Error{ErrorCode::io, fmt::format("{}: {} answered {}", m_spec.masked(), node.address(), e), {}};
+        {
+          std::lock_guard lock(m_mutex);
+          ++m_stats.retries;
+          if (starts_with(e, "CLUSTERDOWN")) {
+            force_refresh = true;
+          }
+        }
+        const auto pause = std::min<Clock::duration>(std::chrono::milliseconds(50 << attempt),
+                                                     std::max<Clock::duration>(deadline - Clock::now(), {}));
+        std::this_thread::sleep_for(pause);
+        continue;
+      }
+    }
+    return reply;
+  }
+  return tl::unexpected(last);
+}
+
+Result<std::optional<std::string>> RedisClusterBackend::get(std::string_view name, std::uint64_t max_bytes) {
+  // GETRANGE end is inclusive: asking for 0..max returns up to max + 1 bytes.
+  const std::string end = std::to_string(max_bytes);
+  auto r = command_for_key(name, {"GETRANGE", name, "0", end});
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->type == RedisReply::Type::error) {
+    return make_error(ErrorCode::io, fmt::format("GETRANGE on {}: {}", m_spec.masked(), r->str));
+  }
+  // A missing key reads as "": no object is ever empty, so "" is a miss.
+  if (r->type != RedisReply::Type::string || r->str.empty()) {
+    return std::optional<std::string>{};
+  }
+  return std::optional<std::string>(std::move(r->str));
+}
+
+Result<bool> RedisClusterBackend::put(std::string_view name, std::string_view value, std::uint64_t ttl_s) {
+  std::vector<std::string_view> argv{"SET", name, value, "NX"};
+  const std::string ttl = std::to_string(ttl_s);
+  if (ttl_s > 0) {
+    argv.emplace_back("EX");
+    argv.emplace_back(ttl);
+  }
+  auto r = command_for_key(name, argv);
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->type == RedisReply::Type::error) {
+    const ErrorCode code = starts_with(r->str, "NOPERM") || starts_with(r->str, "READONLY")
+                               ? ErrorCode::permission_denied
+                           : starts_with(r->str, "OOM") ? ErrorCode::no_space
+                                                        : ErrorCode::io;
+    return make_error(code, fmt::format("SET on {}: {}", m_spec.masked(), r->str));
+  }
+  return r->type == RedisReply::Type::status;  // "OK"; nil when NX found the key
+}
+
+Result<bool> RedisClusterBackend::remove(std::string_view name) {
+  auto r = command_for_key(name, {"DEL", name});
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->type == RedisReply::Type::error) {
+    return make_error(ErrorCode::io, fmt::format("DEL on {}: {}", m_spec.masked(), r->str));
+  }
+  return r->type == RedisReply::Type::integer && r->integer > 0;
+}
+
+Result<std::string> RedisClusterBackend::describe() {
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(m_spec.connect_timeout_ms + 2 * std::uint64_t{m_spec.timeout_ms});
+  if (auto r = refresh(deadline); !r) {
+    return tl::unexpected(r.error());
+  }
+  // Masters and their slot ranges, in slot order.
+  std::vector<std::pair<ClusterNode, std::string>> masters;
+  std::size_t replicas = 0;
+  {
+    std::lock_guard lock(m_mutex);
+    replicas = m_replicas;
+    for (int s = 0; s < k_cluster_slots;) {
+      const std::uint16_t index = m_slots[s];
+      int e = s;
+      while (e + 1 < k_cluster_slots && m_slots[e + 1] == index) {
+        ++e;
+      }
+      if (index != k_no_node) {
+        const ClusterNode& n = m_nodes[index];
+        auto it = std::find_if(masters.begin(), masters.end(), [&](const auto& m) { return m.first == n; });
+        if (it == masters.end()) {
+          masters.emplace_back(n, std::string());
+          it = masters.end() - 1;
+        }
+        it->second += fmt::format("{}{}", it->second.empty() ? "" : ",", s == e ? fmt::format("{}", s)
+                                                                                 : fmt::format("{}-{}", s, e));
+      }
+      s = e + 1;
+    }
+  }
+  if (masters.empty()) {
+    return make_error(ErrorCode::io, fmt::format("{}: the cluster serves no slot", m_spec.masked()));
+  }
+  auto field = [](const std::string& text, std::string_view name) -> std::string {
+    const std::string needle = std::string(name) + ":";
+    const auto at = text.find(needle);
+    if (at == std::string::npos) {
+      return "?";
+    }
+    const auto end = text.find_first_of("\r\n", at);
+    return text.substr(at + needle.size(), end - at - needle.size());
+  };
+  auto info = send(masters.front().first, {"INFO", "server"}, false);
+  if (!info) {
+    return tl::unexpected(info.error());
+  }
+  auto state = send(masters.front().first, {"CLUSTER", "INFO"}, false);
+  if (!state) {
+    return tl::unexpected(state.error());
+  }
+  std::string out = fmt::format("redis {} (cluster, state {}): {} master{}", field(info->str, "redis_version"),
+                                field(state->str, "cluster_state"), masters.size(), masters.size() == 1 ? "" : "s");
+  for (const auto& [node, slots] : masters) {
+    out += fmt::format(" {} [{}]", node.address(), slots);
+  }
+  out += fmt::format(", {} replica{}", replicas, replicas == 1 ? "" : "s");
+  return out;
+}
+
+ClusterNode RedisClusterBackend::master_of(int slot) {
+  bool loaded = false;
+  {
+    std::lock_guard lock(m_mutex);
+    loaded = m_loaded;
+  }
+  if (!loaded) {
+    (void)refresh(Clock::now() + std::chrono::milliseconds(m_spec.connect_timeout_ms + m_spec.timeout_ms));
+  }
+  std::lock_guard lock(m_mutex);
+  if (slot < 0 || slot >= k_cluster_slots || m_slots[slot] == k_no_node) {
+    return {};
+  }
+  return m_nodes[m_slots[slot]];
+}
+
+ClusterRoutingStats RedisClusterBackend::routing_stats() const {
+  std::lock_guard lock(m_mutex);
+  return m_stats;
+}
+
+}  // namespace kcache::remote
