@@ -1,6 +1,7 @@
 // kcache compile: CUDA C++ to PTX, cubin or LTO-IR through the cache (docs/jit.md).
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,37 @@ std::string output_path(const CompileArgs& args, const std::string& file) {
   return std::filesystem::path(file).filename().replace_extension("." + args.target).string();
 }
 
+// Refuses, before anything is compiled, inputs whose outputs would overwrite
+// one another (`s3/k.cu s4/k.cu` both make ./k.cubin) or an input.
+int check_outputs_apart(const CompileArgs& args) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::string> input_of;  // output, as a normalised absolute path -> input
+  for (const auto& file : args.files) {
+    std::error_code ec;
+    const std::string out = output_path(args, file);
+    const std::string where = fs::weakly_canonical(fs::absolute(out, ec), ec).string();
+    if (const auto [it, fresh] = input_of.emplace(where, file); !fresh) {
+      std::fprintf(stderr,
+                   "kcache: error: invalid_argument: %s and %s would both be written to %s, one over the other\n"
+                   "kcache: hint: compile them one at a time with -o, from different directories, or rename one\n",
+                   it->second.c_str(), file.c_str(), out.c_str());
+      return k_exit_usage;
+    }
+  }
+  for (const auto& file : args.files) {
+    std::error_code ec;
+    const auto it = input_of.find(fs::weakly_canonical(fs::absolute(file, ec), ec).string());
+    if (it != input_of.end()) {
+      std::fprintf(stderr,
+                   "kcache: error: invalid_argument: the output of %s would overwrite the input %s\n"
+                   "kcache: hint: name another output with -o\n",
+                   it->second.c_str(), file.c_str());
+      return k_exit_usage;
+    }
+  }
+  return k_exit_ok;
+}
+
 // Several files with more than one job: compile in the worker pool, one
 // compile per key across processes (single-flight), results in input order.
 int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
@@ -131,7 +163,7 @@ int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
     }
     const std::string out = output_path(args, file);
     if (auto w = write_atomically(out, results[i]->payload); !w) {
-      return report_error(w.error());
+      return report_output_error(w.error());
     }
     if (args.json) {
       nlohmann::json j;
@@ -152,6 +184,9 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
   if (args.files.size() > 1 && !args.output.empty()) {
     std::fputs("kcache: error: -o needs exactly one input file\n", stderr);
     return k_exit_usage;
+  }
+  if (const int status = check_outputs_apart(args); status != k_exit_ok) {
+    return status;
   }
   auto env = open_compile_environment(ctx, args.no_cache);
   if (!env) {
@@ -186,7 +221,7 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
     }
     const std::string out = output_path(args, file);
     if (auto w = write_atomically(out, artifact->payload); !w) {
-      return report_error(w.error());
+      return report_output_error(w.error());
     }
     if (args.explain) {
       if (info.hit) {
@@ -228,7 +263,8 @@ void register_compile(CLI::App& app, Context& ctx, std::function<int()>& run) {
                   "A name expression whose lowered name goes into the symbol map (\"kernel<float>\")");
   cmd->add_option("-X,--option", args->extra_options, "Pass an NVRTC option through (\"-lineinfo\")")
       ->allow_extra_args(false);
-  cmd->add_option("-o,--output", args->output, "Output file (default: <stem>.<target> here), written atomically");
+  cmd->add_option("-o,--output", args->output, "Output file (default: <stem>.<target> here; `-` is stdout). A regular file is replaced "
+                  "atomically, a device, FIFO or symlink target is written in place");
   cmd->add_option("--extra-digest", args->extra_digest, "Mix anything kcache cannot see into the key");
   cmd->add_flag("--no-cache", args->no_cache, "Compile without looking up or storing");
   cmd->add_option("-j,--jobs", args->jobs,

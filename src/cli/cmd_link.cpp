@@ -71,7 +71,7 @@ int run_link(const Context& ctx, const LinkArgs& args) {
     std::fprintf(stderr, "kcache: warning: %s\n", info.store_warning.c_str());
   }
   if (auto w = write_atomically(args.output, cubin->payload); !w) {
-    return report_error(w.error());
+    return report_output_error(w.error());
   }
   if (args.json) {
     auto j = info_json(info);
@@ -89,7 +89,8 @@ void register_link(CLI::App& app, Context& ctx, std::function<int()>& run) {
   cmd->add_option("--arch,-a", args->arch, "GPU architecture (sm_XX)")->required();
   cmd->add_flag("--lto", args->lto, "Link-time optimisation (LTO-IR inputs)");
   cmd->add_option("-X,--option", args->extra_options, "Pass an nvJitLink option through (\"-O3\")");
-  cmd->add_option("-o,--output", args->output, "Output cubin, written atomically")->capture_default_str();
+  cmd->add_option("-o,--output", args->output, "Output cubin (`-` is stdout). A regular file is replaced atomically, "
+                  "a device, FIFO or symlink target is written in place")->capture_default_str();
   cmd->add_flag("--no-cache", args->no_cache, "Link without looking up or storing");
   cmd->add_flag("--json", args->json, "Print what happened and the passport as JSON");
   cmd->callback([&ctx, &run, args] { run = [&ctx, args] { return run_link(ctx, *args); }; });

@@ -23,7 +23,7 @@
 #include "kcache/compiler.hpp"
 #include "kcache/config.hpp"
 #include "kcache/toolkit.hpp"
-#include "util/atomic_write.hpp"
+#include "cli/output_file.hpp"
 
 namespace kcache::cli {
 
@@ -43,11 +43,17 @@ inline std::optional<std::string> read_whole_file(const std::string& path, std::
 // directory, then a rename, so a reader sees the old file or the new one,
 // never a part. Like a compiler's output it is not fsynced; a file that
 // already holds these bytes is only touched (docs/cli.md).
+// Anything but a regular file is written in place and `-` is standard output
+// (cli/output_file.hpp).
 inline Result<void> write_atomically(const std::string& path, const std::string& bytes) {
-  if (auto ok = util::write_output_file(path, bytes); !ok) {
-    return tl::unexpected(ok.error());
-  }
-  return {};
+  return write_output(path, bytes);
+}
+
+// Reports a failed -o write: it names the output, says the cache is not
+// affected, and is exit 1 whatever errno it was.
+inline int report_output_error(const Error& e) {
+  std::fprintf(stderr, "kcache: error: %s\nkcache: hint: %s\n", e.describe().c_str(), k_output_write_hint.data());
+  return k_exit_error;
 }
 
 inline int exit_code_for(const Error& e) {
