@@ -54,11 +54,10 @@ int run_link(const Context& ctx, const LinkArgs& args) {
                            "(.ptx .ltoir .cubin .fatbin .o .a)\n", f.c_str());
       return k_exit_usage;
     }
-    std::string read_error;
-    auto bytes = read_whole_file(f, read_error);
+    int read_status = k_exit_error;
+    auto bytes = read_input_file(f, read_status);
     if (!bytes) {
-      std::fprintf(stderr, "kcache: error: %s\n", read_error.c_str());
-      return k_exit_error;
+      return read_status;
     }
     linker.add_input(std::filesystem::path(f).filename().string(), kind, std::move(*bytes));
   }
@@ -85,7 +84,7 @@ int run_link(const Context& ctx, const LinkArgs& args) {
 void register_link(CLI::App& app, Context& ctx, std::function<int()>& run) {
   auto args = std::make_shared<LinkArgs>();
   auto* cmd = app.add_subcommand("link", "Link PTX / LTO-IR / cubin / fatbin to a cubin with nvJitLink, through the cache");
-  cmd->add_option("files", args->files, "Inputs; the kind comes from the extension")->required()->check(CLI::ExistingFile);
+  cmd->add_option("files", args->files, "Inputs; the kind comes from the extension")->required();
   cmd->add_option("--arch,-a", args->arch, "GPU architecture (sm_XX)")->required();
   cmd->add_flag("--lto", args->lto, "Link-time optimisation (LTO-IR inputs)");
   cmd->add_option("-X,--option", args->extra_options, "Pass an nvJitLink option through (\"-O3\")");

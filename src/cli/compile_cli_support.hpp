@@ -70,12 +70,34 @@ inline int exit_code_for(const Error& e) {
   }
 }
 
-inline int report_error(const Error& e) {
+// Prints the compiler log (if any), "kcache: error: <code>: <message>" and,
+// when given, "kcache: hint: <hint>"; returns the exit code for `e`.
+inline int report_error(const Error& e, std::string_view hint = {}) {
   if (!e.log.empty()) {
     std::fprintf(stderr, "%s\n", e.log.c_str());
   }
   std::fprintf(stderr, "kcache: error: %s\n", e.describe().c_str());
+  if (!hint.empty()) {
+    std::fprintf(stderr, "kcache: hint: %.*s\n", static_cast<int>(hint.size()), hint.data());
+  }
   return exit_code_for(e);
+}
+
+// Reads an input file named on the command line (a source, a link input, a
+// passport): refuses what is not a regular file without opening it, then
+// reads it whole. On failure prints the error with a hint and returns the
+// exit code (1) in `status`.
+inline std::optional<std::string> read_input_file(const std::string& path, int& status) {
+  if (auto ok = check_input_file(path); !ok) {
+    status = report_error(ok.error(), "give the path of an existing regular file");
+    return std::nullopt;
+  }
+  std::string error;
+  auto bytes = read_whole_file(path, error);
+  if (!bytes) {
+    status = report_error(Error{ErrorCode::io, error, {}}, "check the file's permissions");
+  }
+  return bytes;
 }
 
 // Loads the settings, points the toolkit at them and opens the configured

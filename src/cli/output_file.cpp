@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,6 +44,24 @@ Result<void> write_output(const std::string& path, std::string_view bytes) {
     return tl::unexpected(ok.error());
   }
   return {};
+}
+
+Result<void> check_input_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return make_error(ErrorCode::not_found, path + " does not exist");
+    }
+    return make_errno_error(errno, "cannot read " + path);
+  }
+  if (S_ISREG(st.st_mode)) {
+    return {};
+  }
+  const char* what = S_ISDIR(st.st_mode)    ? "a directory, not a file"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO, not a regular file"
+                     : S_ISSOCK(st.st_mode) ? "a socket, not a regular file"
+                                            : "a device, not a regular file";
+  return make_error(ErrorCode::io, path + " is " + what);
 }
 
 void prepare_standard_streams(bool handle_sigpipe) {

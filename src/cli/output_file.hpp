@@ -28,6 +28,13 @@ Result<void> write_output(const std::string& path, std::string_view bytes);
 // On failure: an io-type error naming standard output and the errno text.
 Result<void> write_to_stdout(std::string_view bytes);
 
+// Checks that `path` names something kcache can read as an input file:
+// it exists and (after following symlinks) is a regular file. A directory,
+// FIFO, device or socket is refused without opening it (opening a FIFO would
+// block). Errors name `path`: not_found "FILE does not exist", io "FILE is a
+// directory, not a file", io "FILE is a FIFO, not a regular file" (all exit 1).
+Result<void> check_input_file(const std::string& path);
+
 // Called once before a command runs: makes sure descriptors 0, 1 and 2 are
 // open (a closed one is opened on /dev/null with the wrong direction, so a
 // write to a closed stdout fails instead of landing in a file kcache opened

@@ -63,6 +63,7 @@ class CliShell : public ::testing::Test {
   }
 
   std::filesystem::path dir() const { return m_dir.path() / "work"; }
+  std::filesystem::path root() const { return m_dir.path(); }
   std::filesystem::path cache() const { return m_dir.path() / "cache"; }
 
   static mode_t type_of(const std::filesystem::path& p) {

@@ -147,5 +147,41 @@ TEST_F(CliOutput, CompileRefusesTwoInputsWithOneOutputNamingBoth) {
   EXPECT_EQ(read_file(dir() / "x.ptx"), kernel);
 }
 
+TEST_F(CliOutput, CompilePrintsOneLineOnATerminalAndNothingElsewhere) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const std::string src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  const std::string compile = "\"$K\" compile " + src + " --arch sm_90";
+  // `script` gives the command a terminal as stdout; its own output is the terminal's.
+  const ShellRun cold = sh("script -qec '" + compile + "' /dev/null");
+  EXPECT_EQ(cold.rc, 0) << cold.err;
+  EXPECT_NE(cold.out.find(src + " -> trivial.cubin: compiled (miss), "), std::string::npos) << cold.out;
+  const ShellRun warm = sh("script -qec '" + compile + "' /dev/null");
+  EXPECT_NE(warm.out.find(src + " -> trivial.cubin: hit, "), std::string::npos) << warm.out;
+  EXPECT_NE(warm.out.find(" ms"), std::string::npos) << warm.out;
+  const ShellRun quiet = sh("script -qec '" + compile + " -q' /dev/null");
+  EXPECT_EQ(quiet.rc, 0);
+  EXPECT_EQ(quiet.out.find("trivial.cubin"), std::string::npos) << quiet.out;
+  const ShellRun piped = sh(compile);
+  EXPECT_EQ(piped.rc, 0) << piped.err;
+  EXPECT_EQ(piped.out, "") << "not a terminal: scripts get clean output";
+}
+
+TEST_F(CliOutput, PlanFillsWhatHostOmitsFromWhatWasProbedAndSaysWhichHost) {
+  KCACHE_REQUIRE_TOOLKIT();  // the CUDA version is probed from the toolkit
+  write_file(dir() / "plan.toml", "version = 1\n[[entry]]\nname = \"a\"\nbuilder = \"command\"\n"
+                                  "command = [\"sh\", \"-c\", \"echo > {output}\"]\n");
+  const ShellRun given = sh("\"$K\" plan show plan.toml --host sm=90");
+  ASSERT_EQ(given.rc, 0) << given.err;
+  EXPECT_NE(given.out.find("host:   sm=90,"), std::string::npos) << given.out;
+  EXPECT_EQ(given.out.find("cuda=na"), std::string::npos) << "the probed CUDA version was dropped: " << given.out;
+  EXPECT_NE(given.err.find("kcache: host sm=90,"), std::string::npos) << given.err;
+  EXPECT_NE(given.err.find("(sm from --host, the rest probed)"), std::string::npos) << given.err;
+  const ShellRun explicit_na = sh("\"$K\" plan show plan.toml --host sm=90,cuda=na");
+  EXPECT_NE(explicit_na.out.find("cuda=na"), std::string::npos) << explicit_na.out;
+  const ShellRun probed = sh("\"$K\" plan build plan.toml --no-cache");
+  EXPECT_NE(probed.err.find("kcache: host sm="), std::string::npos) << probed.err;
+  EXPECT_NE(probed.err.find("(probed)"), std::string::npos) << probed.err;
+}
+
 }  // namespace
 }  // namespace kcache::test
