@@ -33,7 +33,7 @@ class CliShell : public ::testing::Test {
     const auto out = m_dir.path() / ".stdout";
     const auto err = m_dir.path() / ".stderr";
     const auto file = m_dir.path() / ".script";
-    write_file(file, "cd '" + dir().string() + "' || exit 99\nK='" + std::string(KCACHE_CLI_PATH) + "'\n" + script +
+    write_file(file, "cd '" + dir().string() + "' || exit 99\nexport K='" + std::string(KCACHE_CLI_PATH) + "'\n" + script +
                          "\n");
     const pid_t pid = ::fork();
     if (pid == 0) {
