@@ -112,10 +112,14 @@ class FileStore final : public Store {
   Result<VerifyReport> verify(Repair repair);
 
   // Evicts least recently used entries until the store holds at most
-  // `max_size_bytes` (the configured cap when 0).
+  // `max_size_bytes` (the configured cap when 0). Fails (with the errno-based
+  // reason, e.g. permission_denied or read_only) when entries that had to go
+  // could not be removed: a prune that did not reach its size is no success.
   Result<PruneReport> prune(std::uint64_t max_size_bytes = 0);
 
   // Removes every entry and resets size accounting (counters are kept).
+  // Returns how many entries were removed; fails, naming the cache and the
+  // first reason, when any entry could not be removed.
   Result<std::uint64_t> clear();
 
   // True once a write failure has made the store skip writes.

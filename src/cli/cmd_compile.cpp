@@ -1,6 +1,10 @@
 // kcache compile: CUDA C++ to PTX, cubin or LTO-IR through the cache (docs/jit.md).
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +32,7 @@ struct CompileArgs {
   bool no_cache = false;
   bool json = false;
   bool explain = false;
+  bool quiet = false;
   unsigned jobs = 0;  // 0: the `jobs` setting (0 there: the number of cores)
 };
 
@@ -103,6 +108,44 @@ std::string output_path(const CompileArgs& args, const std::string& file) {
   return std::filesystem::path(file).filename().replace_extension("." + args.target).string();
 }
 
+// One line per output on a terminal (docs/cli.md, "What compile prints"):
+// nothing with -q, --json or --explain, or when stdout is not a terminal, so
+// scripts and build logs stay clean.
+bool says_what_it_did(const CompileArgs& args) {
+  return !args.quiet && !args.json && !args.explain && ::isatty(STDOUT_FILENO) != 0;
+}
+
+// Refuses, before anything is compiled, inputs whose outputs would overwrite
+// one another (`s3/k.cu s4/k.cu` both make ./k.cubin) or an input.
+int check_outputs_apart(const CompileArgs& args) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::string> input_of;  // output, as a normalised absolute path -> input
+  for (const auto& file : args.files) {
+    std::error_code ec;
+    const std::string out = output_path(args, file);
+    const std::string where = fs::weakly_canonical(fs::absolute(out, ec), ec).string();
+    if (const auto [it, fresh] = input_of.emplace(where, file); !fresh) {
+      std::fprintf(stderr,
+                   "kcache: error: invalid_argument: %s and %s would both be written to %s, one over the other\n"
+                   "kcache: hint: compile them one at a time with -o, from different directories, or rename one\n",
+                   it->second.c_str(), file.c_str(), out.c_str());
+      return k_exit_usage;
+    }
+  }
+  for (const auto& file : args.files) {
+    std::error_code ec;
+    const auto it = input_of.find(fs::weakly_canonical(fs::absolute(file, ec), ec).string());
+    if (it != input_of.end()) {
+      std::fprintf(stderr,
+                   "kcache: error: invalid_argument: the output of %s would overwrite the input %s\n"
+                   "kcache: hint: name another output with -o\n",
+                   it->second.c_str(), file.c_str());
+      return k_exit_usage;
+    }
+  }
+  return k_exit_ok;
+}
+
 // Several files with more than one job: compile in the worker pool, one
 // compile per key across processes (single-flight), results in input order.
 int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
@@ -131,7 +174,10 @@ int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
     }
     const std::string out = output_path(args, file);
     if (auto w = write_atomically(out, results[i]->payload); !w) {
-      return report_error(w.error());
+      return report_output_error(w.error());
+    }
+    if (says_what_it_did(args) && out != "-") {
+      std::printf("%s -> %s\n", file.c_str(), out.c_str());
     }
     if (args.json) {
       nlohmann::json j;
@@ -153,17 +199,19 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
     std::fputs("kcache: error: -o needs exactly one input file\n", stderr);
     return k_exit_usage;
   }
+  if (const int status = check_outputs_apart(args); status != k_exit_ok) {
+    return status;
+  }
   auto env = open_compile_environment(ctx, args.no_cache);
   if (!env) {
     return report_error(env.error());
   }
   std::vector<CompileRequest> requests;
   for (const auto& file : args.files) {
-    std::string read_error;
-    auto source = read_whole_file(file, read_error);
+    int read_status = k_exit_error;
+    auto source = read_input_file(file, read_status);
     if (!source) {
-      std::fprintf(stderr, "kcache: error: %s\n", read_error.c_str());
-      return k_exit_error;
+      return read_status;
     }
     requests.push_back(make_request(args, file, std::move(*source)));
   }
@@ -176,7 +224,10 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
   for (const auto& r : requests) {
     const std::string& file = r.source_path;
     CompileInfo info;
+    const auto started = std::chrono::steady_clock::now();
     auto artifact = compile(r, env->store.get(), &info);
+    const auto took_us = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
     if (!artifact) {
       status = report_error(artifact.error());
       continue;
@@ -186,7 +237,11 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
     }
     const std::string out = output_path(args, file);
     if (auto w = write_atomically(out, artifact->payload); !w) {
-      return report_error(w.error());
+      return report_output_error(w.error());
+    }
+    if (says_what_it_did(args) && out != "-") {
+      std::printf("%s -> %s: %s, %.1f ms\n", file.c_str(), out.c_str(), info.hit ? "hit" : "compiled (miss)",
+                  static_cast<double>(took_us) / 1e3);
     }
     if (args.explain) {
       if (info.hit) {
@@ -217,7 +272,7 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
 void register_compile(CLI::App& app, Context& ctx, std::function<int()>& run) {
   auto args = std::make_shared<CompileArgs>();
   auto* cmd = app.add_subcommand("compile", "Compile CUDA C++ with NVRTC through the cache");
-  cmd->add_option("files", args->files, "CUDA C++ source files")->required()->check(CLI::ExistingFile);
+  cmd->add_option("files", args->files, "CUDA C++ source files")->required();
   cmd->add_option("--target", args->target, "What to produce")
       ->check(CLI::IsMember({"ptx", "cubin", "ltoir"}))
       ->capture_default_str();
@@ -228,7 +283,8 @@ void register_compile(CLI::App& app, Context& ctx, std::function<int()>& run) {
                   "A name expression whose lowered name goes into the symbol map (\"kernel<float>\")");
   cmd->add_option("-X,--option", args->extra_options, "Pass an NVRTC option through (\"-lineinfo\")")
       ->allow_extra_args(false);
-  cmd->add_option("-o,--output", args->output, "Output file (default: <stem>.<target> here), written atomically");
+  cmd->add_option("-o,--output", args->output, "Output file (default: <stem>.<target> here; `-` is stdout). A regular file is replaced "
+                  "atomically, a device, FIFO or symlink target is written in place");
   cmd->add_option("--extra-digest", args->extra_digest, "Mix anything kcache cannot see into the key");
   cmd->add_flag("--no-cache", args->no_cache, "Compile without looking up or storing");
   cmd->add_option("-j,--jobs", args->jobs,
@@ -236,6 +292,8 @@ void register_compile(CLI::App& app, Context& ctx, std::function<int()>& run) {
                   "0 = number of cores; 1 = one after another in this process)")
       ->type_name("N");
   cmd->add_flag("--json", args->json, "Print what happened and the passport as JSON");
+  cmd->add_flag("-q,--quiet", args->quiet,
+                "Print nothing on success (without -q: one line per file when stdout is a terminal)");
   cmd->add_flag("--explain", args->explain, "Say why the compile missed: the fields that differ from the nearest entry");
   cmd->callback([&ctx, &run, args] { run = [&ctx, args] { return run_compile(ctx, *args); }; });
 }

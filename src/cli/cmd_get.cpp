@@ -6,7 +6,7 @@
 #include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
 #include "kcache/key.hpp"
-#include "util/atomic_write.hpp"
+#include "cli/output_file.hpp"
 
 namespace kcache::cli {
 namespace {
@@ -22,14 +22,10 @@ int run_get(const Context& ctx, const GetArgs& args) {
     return status;
   }
   const Artifact& artifact = entry;
-  if (args.output.empty()) {
-    if (!write_stdout(artifact.payload)) {
-      return report(Error{ErrorCode::io, "cannot write to standard output", {}});
-    }
-  } else {
-    if (auto ok = util::write_output_file(args.output, artifact.payload); !ok) {
-      return report(ok.error(), "check that the directory of the output file exists and is writable");
-    }
+  // No -o is standard output, like `-o -`.
+  if (auto ok = write_output(args.output.empty() ? std::string("-") : args.output, artifact.payload); !ok) {
+    report(ok.error(), k_output_write_hint);
+    return k_exit_error;
   }
   if (ctx.verbose) {
     note("hit: " + format_size(artifact.payload.size()) + " of kind " + artifact.passport.kind + ", verified");
@@ -42,7 +38,8 @@ void register_get(CLI::App& app, Context& ctx, std::function<int()>& run) {
   CLI::App* sub = app.add_subcommand("get", "Fetch the payload stored under KEY (verified against its passport)");
   sub->add_option("KEY", args->key, "The key: 64 lowercase hex characters")->required();
   sub->add_option("-o,--output", args->output,
-                  "Write the payload to FILE (atomically: the file is whole or unchanged) instead of stdout")
+                  "Write the payload to FILE instead of stdout (`-` is stdout; a regular file is replaced "
+                  "atomically, a device, FIFO or symlink target is written in place)")
       ->type_name("FILE");
   sub->footer("Exit codes: 0 hit, 3 no entry for the key, 2 not a key, 1 the cache cannot be read.");
   sub->callback([&ctx, &run, args] { run = [&ctx, args] { return run_get(ctx, *args); }; });

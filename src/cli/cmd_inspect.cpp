@@ -10,6 +10,8 @@
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/onnx_module.hpp"
+#include "cli/output.hpp"
+#include "cli/output_file.hpp"
 #include "kcache/engine_name.hpp"
 #include "kcache/passport.hpp"
 #include "plan/sidecar.hpp"
@@ -29,10 +31,11 @@ int run_inspect(const InspectArgs& args) {
   nlohmann::ordered_json doc;
   doc["file"] = args.file;
   bool bad = false;
-  auto digest = plan::hash_file(file);
+  // A missing file, a directory or a FIFO (which would block the reader) is refused as what it is: exit 1.
+  auto digest = check_input_file(args.file).and_then([&] { return plan::hash_file(file); });
   if (!digest) {
-    std::fprintf(stderr, "kcache: %s\n", digest.error().message.c_str());
-    return digest.error().code == ErrorCode::not_found ? k_exit_miss : k_exit_error;
+    report(digest.error(), "give the path of a plan artifact (an engine, a fatbin, an ONNX model)");
+    return k_exit_error;
   }
   doc["size"] = digest->size;
   doc["sha256"] = digest->sha256;

@@ -54,11 +54,10 @@ int run_link(const Context& ctx, const LinkArgs& args) {
                            "(.ptx .ltoir .cubin .fatbin .o .a)\n", f.c_str());
       return k_exit_usage;
     }
-    std::string read_error;
-    auto bytes = read_whole_file(f, read_error);
+    int read_status = k_exit_error;
+    auto bytes = read_input_file(f, read_status);
     if (!bytes) {
-      std::fprintf(stderr, "kcache: error: %s\n", read_error.c_str());
-      return k_exit_error;
+      return read_status;
     }
     linker.add_input(std::filesystem::path(f).filename().string(), kind, std::move(*bytes));
   }
@@ -71,7 +70,7 @@ int run_link(const Context& ctx, const LinkArgs& args) {
     std::fprintf(stderr, "kcache: warning: %s\n", info.store_warning.c_str());
   }
   if (auto w = write_atomically(args.output, cubin->payload); !w) {
-    return report_error(w.error());
+    return report_output_error(w.error());
   }
   if (args.json) {
     auto j = info_json(info);
@@ -85,11 +84,12 @@ int run_link(const Context& ctx, const LinkArgs& args) {
 void register_link(CLI::App& app, Context& ctx, std::function<int()>& run) {
   auto args = std::make_shared<LinkArgs>();
   auto* cmd = app.add_subcommand("link", "Link PTX / LTO-IR / cubin / fatbin to a cubin with nvJitLink, through the cache");
-  cmd->add_option("files", args->files, "Inputs; the kind comes from the extension")->required()->check(CLI::ExistingFile);
+  cmd->add_option("files", args->files, "Inputs; the kind comes from the extension")->required();
   cmd->add_option("--arch,-a", args->arch, "GPU architecture (sm_XX)")->required();
   cmd->add_flag("--lto", args->lto, "Link-time optimisation (LTO-IR inputs)");
   cmd->add_option("-X,--option", args->extra_options, "Pass an nvJitLink option through (\"-O3\")");
-  cmd->add_option("-o,--output", args->output, "Output cubin, written atomically")->capture_default_str();
+  cmd->add_option("-o,--output", args->output, "Output cubin (`-` is stdout). A regular file is replaced atomically, "
+                  "a device, FIFO or symlink target is written in place")->capture_default_str();
   cmd->add_flag("--no-cache", args->no_cache, "Link without looking up or storing");
   cmd->add_flag("--json", args->json, "Print what happened and the passport as JSON");
   cmd->callback([&ctx, &run, args] { run = [&ctx, args] { return run_link(ctx, *args); }; });

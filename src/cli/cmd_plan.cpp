@@ -2,6 +2,8 @@
 // (docs/plans.md).
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -12,6 +14,8 @@
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/onnx_module.hpp"
+#include "cli/output.hpp"
+#include "cli/output_file.hpp"
 #include "kcache/orchestrator.hpp"
 #include "plan/process.hpp"
 
@@ -29,34 +33,91 @@ struct PlanArgs {
   bool no_cache = false;
 };
 
+// The host to build for: what was probed, with the fields --host names put
+// over it (`--host sm=90` keeps the detected CUDA, driver, TensorRT and
+// JetPack versions; `cuda=na` says "none" explicitly). Says on stderr which
+// host is used and where each part came from.
 Result<HostFingerprint> host_for(const PlanArgs& args) {
+  HostFingerprint host = probe_host();
+  std::string given_fields;
   if (!args.host.empty()) {
-    return HostFingerprint::parse(args.host);
+    auto given = HostFingerprint::parse(args.host);
+    if (!given) {
+      return given;
+    }
+    std::string_view spec = args.host;
+    while (!spec.empty()) {
+      const std::string_view pair = spec.substr(0, spec.find(','));
+      spec.remove_prefix(std::min(spec.size(), pair.size() + 1));
+      const std::string_view field = pair.substr(0, pair.find('='));
+      std::string* to = field == "sm"       ? &host.sm
+                        : field == "driver" ? &host.driver
+                        : field == "cuda"   ? &host.cuda
+                        : field == "trt"    ? &host.trt
+                        : field == "jp"     ? &host.jetpack
+                                            : nullptr;
+      const std::string* from = field == "sm"       ? &given->sm
+                                : field == "driver" ? &given->driver
+                                : field == "cuda"   ? &given->cuda
+                                : field == "trt"    ? &given->trt
+                                : field == "jp"     ? &given->jetpack
+                                                    : nullptr;
+      if (to != nullptr && from != nullptr) {
+        *to = *from;
+        given_fields += (given_fields.empty() ? "" : ",") + std::string(field);
+      }
+    }
   }
-  return probe_host();
+  std::string line = "host " + host.to_string() +
+                     (given_fields.empty() ? " (probed)" : " (" + given_fields + " from --host, the rest probed)");
+  if (host.sm == "na") {
+    line += "; no GPU was found: give --host sm=XX to build for one";
+  }
+  std::fprintf(stderr, "kcache: %s\n", line.c_str());
+  return host;
 }
 
 Result<Plan> load_plan(const PlanArgs& args, const BuilderRegistry& registry) {
+  // A directory or a FIFO is named as such, not parsed as an empty plan.
+  if (auto ok = check_input_file(args.plan); !ok) {
+    Error e = ok.error();
+    e.message = "the plan " + e.message;
+    return tl::unexpected(std::move(e));
+  }
   PlanLoadOptions options;
   options.builders = registry.names();
   return Plan::load(args.plan, options);
 }
 
-void print_plan_error(const Error& error) {
-  std::fputs(("kcache: plan is not valid:\n" + (error.log.empty() ? error.message + "\n" : error.log)).c_str(), stderr);
+// Prints why the plan cannot be used, with the documented prefix and a hint;
+// returns the exit code (1).
+int print_plan_error(const Error& error) {
+  if (error.code != ErrorCode::invalid_argument) {
+    report(error, "give the path of a plan file (docs/plan-file.md)");
+    return k_exit_error;
+  }
+  std::fputs(("kcache: error: invalid_argument: the plan is not valid:\n" +
+              (error.log.empty() ? error.message + "\n" : error.log) +
+              "kcache: hint: fix each line above (the format: docs/plan-file.md); `kcache plan check` checks again\n")
+                 .c_str(),
+             stderr);
+  return k_exit_error;
+}
+
+int report_host_error(const Error& error) {
+  report(error, "write --host field=value,... with fields sm, driver, cuda, trt, jp (e.g. --host sm=87,jp=6.2)");
+  return k_exit_usage;
 }
 
 int run_build(const PlanArgs& args, const Context& ctx) {
   const BuilderRegistry registry = BuilderRegistry::with_shipped_builders();
   auto plan = load_plan(args, registry);
   if (!plan) {
-    print_plan_error(plan.error());
-    return k_exit_error;
+    return print_plan_error(plan.error());
   }
   auto host = host_for(args);
   if (!host) {
-    std::fprintf(stderr, "kcache: %s\n", host.error().message.c_str());
-    return k_exit_usage;
+    return report_host_error(host.error());
   }
   // The content cache is optional: a broken cache never breaks a build.
   std::unique_ptr<Store> cache;
@@ -77,8 +138,8 @@ int run_build(const PlanArgs& args, const Context& ctx) {
   } else if (!args.log_json.empty()) {
     log_file = std::make_unique<std::ofstream>(args.log_json, std::ios::app);
     if (!*log_file) {
-      std::fprintf(stderr, "kcache: cannot open %s for the event log\n", args.log_json.c_str());
-      return k_exit_usage;
+      return cli::report(make_errno_error(errno, "cannot open " + args.log_json + " for the event log").value(),
+                         "name a file in a writable directory, or - for stdout");
     }
     log = log_file.get();
   }
@@ -114,10 +175,9 @@ int run_build(const PlanArgs& args, const Context& ctx) {
   }
   if (!report) {
     if (report.error().code == ErrorCode::invalid_argument) {
-      print_plan_error(report.error());
-    } else {
-      std::fprintf(stderr, "kcache: %s\n", report.error().message.c_str());
+      return print_plan_error(report.error());
     }
+    cli::report(report.error());
     return k_exit_error;
   }
   if (args.json) {
@@ -140,15 +200,13 @@ int run_check(const PlanArgs& args, bool show) {
   const BuilderRegistry registry = BuilderRegistry::with_shipped_builders();
   auto plan = load_plan(args, registry);
   if (!plan) {
-    print_plan_error(plan.error());
-    return k_exit_error;
+    return print_plan_error(plan.error());
   }
   OrchestratorOptions options;
   options.builders = &registry;
   const Orchestrator orchestrator(std::move(options));
   if (auto ok = orchestrator.validate(*plan); !ok) {
-    print_plan_error(ok.error());
-    return k_exit_error;
+    return print_plan_error(ok.error());
   }
   if (!show) {
     std::printf("%s: ok, %zu entries\n", args.plan.c_str(), plan->entries.size());
@@ -156,8 +214,7 @@ int run_check(const PlanArgs& args, bool show) {
   }
   auto host = host_for(args);
   if (!host) {
-    std::fprintf(stderr, "kcache: %s\n", host.error().message.c_str());
-    return k_exit_usage;
+    return report_host_error(host.error());
   }
   std::printf("plan:   %s\nhost:   %s\noutput: %s\n", plan->file.c_str(), host->to_string().c_str(),
               plan->output_dir.c_str());
@@ -176,7 +233,7 @@ void register_plan(CLI::App& app, Context& ctx, std::function<int()>& run) {
 
   CLI::App* build = plan->add_subcommand("build", "Build what is missing or stale for this host, reuse what is valid");
   build->add_option("PLAN", args->plan, "The plan file (TOML, docs/plan-file.md)")->required();
-  build->add_option("--host", args->host, "Host fingerprint instead of probing, e.g. sm=87,jp=6.2,trt=10.3 (omitted parts: na)");
+  build->add_option("--host", args->host, "Host fingerprint over the probed one, e.g. sm=87,jp=6.2,trt=10.3 (omitted parts: as probed)");
   build->add_option("-j,--jobs", args->jobs, "Entries built at once")->check(CLI::Range(1u, 256u))->default_val(1u);
   build->add_flag("--keep-going", args->keep_going, "Build the other entries after a failure");
   build->add_flag("--json", args->json, "Print the full report as JSON instead of a table");
@@ -195,7 +252,7 @@ void register_plan(CLI::App& app, Context& ctx, std::function<int()>& run) {
 
   CLI::App* show = plan->add_subcommand("show", "List each entry and the file name it gets on this host");
   show->add_option("PLAN", args->plan, "The plan file")->required();
-  show->add_option("--host", args->host, "Host fingerprint instead of probing, e.g. sm=87,jp=6.2,trt=10.3");
+  show->add_option("--host", args->host, "Host fingerprint over the probed one, e.g. sm=87,jp=6.2,trt=10.3 (omitted parts: as probed)");
   show->callback([&run, args] { run = [args] { return run_check(*args, true); }; });
 }
 

@@ -11,6 +11,7 @@
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
+#include "cli/output_file.hpp"
 #include "kcache/blob.hpp"
 
 namespace kcache::cli {
@@ -28,9 +29,9 @@ Result<std::string> read_input(const std::string& file) {
     buffer << std::cin.rdbuf();
     return buffer.str();
   }
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec)) {
-    return make_error(ErrorCode::not_found, "'" + file + "' is not a readable regular file");
+  // Names what is wrong: missing, a directory, a FIFO (never opened: it would block).
+  if (auto ok = check_input_file(file); !ok) {
+    return tl::unexpected(ok.error());
   }
   std::ifstream in(file, std::ios::binary);
   if (!in) {

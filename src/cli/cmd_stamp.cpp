@@ -8,6 +8,8 @@
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/onnx_module.hpp"
+#include "cli/output.hpp"
+#include "cli/output_file.hpp"
 #include "kcache/passport.hpp"
 
 namespace kcache::cli {
@@ -49,48 +51,59 @@ Result<Key> stamp_key(const OnnxModule& module, const StampArgs& args) {
   return kb.key();
 }
 
+// Reports a failed stamp or check: corrupt (the model fails its check) is exit 4, anything else 1.
+int report_stamp_error(const Error& error, const std::string& file) {
+  report(error, error.code == ErrorCode::corrupt
+                    ? "the model's stamp does not match it: stamp it again (`kcache stamp " + file + "`)"
+                    : "give the path of an ONNX model (a regular .onnx file)");
+  return error.code == ErrorCode::corrupt ? k_exit_corrupt : k_exit_error;
+}
+
 int run_stamp(const StampArgs& args) {
   std::optional<Key> expected;
   if (!args.key.empty()) {
     auto k = Key::parse(args.key);
     if (!k) {
-      std::fprintf(stderr, "kcache: --key: %s\n", k.error().message.c_str());
-      return k_exit_usage;
+      return report(Error{ErrorCode::invalid_argument, "--key: " + k.error().message, {}},
+                    "a key is exactly 64 lowercase hex characters");
     }
     expected = *k;
   }
+  // Named before the module is asked: a missing file, a directory or a FIFO
+  // (which would block the reader) is refused as what it is.
+  if (auto ok = check_input_file(args.file); !ok) {
+    return report_stamp_error(ok.error(), args.file);
+  }
   auto module = OnnxModule::get();
   if (!module) {
-    std::fprintf(stderr, "kcache: %s\n", module.error().message.c_str());
+    report(module.error());
     return k_exit_error;
   }
   if (args.check) {
     auto stamp = (*module)->verify(args.file, expected);
     if (!stamp) {
-      std::fprintf(stderr, "kcache: %s\n", stamp.error().message.c_str());
-      return stamp.error().code == ErrorCode::corrupt ? k_exit_corrupt : k_exit_error;
+      return report_stamp_error(stamp.error(), args.file);
     }
     std::printf("%s: stamp ok (key %s)\n", args.file.c_str(), stamp->key.c_str());
     return k_exit_ok;
   }
   auto key = stamp_key(**module, args);
   if (!key) {
-    std::fprintf(stderr, "kcache: %s\n", key.error().message.c_str());
+    report(key.error(), "pass the key to stamp with --key");
     return k_exit_error;
   }
   std::map<std::string, std::string> labels;
   for (const auto& l : args.labels) {
     const auto eq = l.find('=');
     if (eq == std::string::npos || eq == 0) {
-      std::fprintf(stderr, "kcache: --label wants NAME=VALUE, got '%s'\n", l.c_str());
-      return k_exit_usage;
+      return report(Error{ErrorCode::invalid_argument, "--label wants NAME=VALUE, got '" + l + "'", {}},
+                    "write --label NAME=VALUE");
     }
     labels[l.substr(0, eq)] = l.substr(eq + 1);
   }
   auto done = (*module)->stamp(args.file, *key, labels);
   if (!done) {
-    std::fprintf(stderr, "kcache: %s\n", done.error().message.c_str());
-    return done.error().code == ErrorCode::corrupt ? k_exit_corrupt : k_exit_error;
+    return report_stamp_error(done.error(), args.file);
   }
   std::printf("%s: %s (key %s)\n", args.file.c_str(), *done == StampChange::stamped ? "stamped" : "already stamped, unchanged",
               key->hex().c_str());

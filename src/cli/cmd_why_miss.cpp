@@ -28,10 +28,15 @@ Result<KeyRecord> record_of(const std::string& what, Store* store) {
     }
     return (*got)->passport.key_record;
   }
+  if (auto ok = check_input_file(what); !ok) {
+    Error e = ok.error();
+    e.message = "'" + what + "' is not a key (64 lowercase hex), and " + e.message;
+    return tl::unexpected(std::move(e));
+  }
   std::string error;
   auto text = read_whole_file(what, error);
   if (!text) {
-    return make_error(ErrorCode::not_found, what + " is neither a key (64 lowercase hex) nor a readable file: " + error);
+    return make_error(ErrorCode::io, error);
   }
   if (auto p = Passport::from_json(*text)) {
     return p->key_record;
@@ -59,13 +64,15 @@ int run_why_miss(const Context& ctx, const std::string& a, const std::string& b)
   if (!env) {
     return report_error(env.error());
   }
+  constexpr std::string_view hint =
+      "give two keys from `kcache ls` or `kcache compile --json`, or passport / key record JSON files";
   auto ra = record_of(a, env->store.get());
   if (!ra) {
-    return report_error(ra.error());
+    return report_error(ra.error(), hint);
   }
   auto rb = record_of(b, env->store.get());
   if (!rb) {
-    return report_error(rb.error());
+    return report_error(rb.error(), hint);
   }
   print_key_diff(*ra, *rb, "A", "B");
   return k_exit_ok;

@@ -32,7 +32,14 @@ class Context {
     ConfigInputs inputs;
     inputs.command_line = overrides;
     inputs.config_file = config_file;
-    return Config::load_from(inputs);
+    auto config = Config::load_from(inputs);
+    if (!config && config.error().code == ErrorCode::not_found) {
+      // A --config or $KCACHE_CONFIG file that does not exist is a bad setting (exit 2), as a bad value is.
+      Error e = config.error();
+      e.code = ErrorCode::invalid_argument;
+      return tl::unexpected(std::move(e));
+    }
+    return config;
   }
 };
 

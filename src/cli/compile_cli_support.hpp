@@ -23,7 +23,7 @@
 #include "kcache/compiler.hpp"
 #include "kcache/config.hpp"
 #include "kcache/toolkit.hpp"
-#include "util/atomic_write.hpp"
+#include "cli/output_file.hpp"
 
 namespace kcache::cli {
 
@@ -43,11 +43,17 @@ inline std::optional<std::string> read_whole_file(const std::string& path, std::
 // directory, then a rename, so a reader sees the old file or the new one,
 // never a part. Like a compiler's output it is not fsynced; a file that
 // already holds these bytes is only touched (docs/cli.md).
+// Anything but a regular file is written in place and `-` is standard output
+// (cli/output_file.hpp).
 inline Result<void> write_atomically(const std::string& path, const std::string& bytes) {
-  if (auto ok = util::write_output_file(path, bytes); !ok) {
-    return tl::unexpected(ok.error());
-  }
-  return {};
+  return write_output(path, bytes);
+}
+
+// Reports a failed -o write: it names the output, says the cache is not
+// affected, and is exit 1 whatever errno it was.
+inline int report_output_error(const Error& e) {
+  std::fprintf(stderr, "kcache: error: %s\nkcache: hint: %s\n", e.describe().c_str(), k_output_write_hint.data());
+  return k_exit_error;
 }
 
 inline int exit_code_for(const Error& e) {
@@ -64,12 +70,34 @@ inline int exit_code_for(const Error& e) {
   }
 }
 
-inline int report_error(const Error& e) {
+// Prints the compiler log (if any), "kcache: error: <code>: <message>" and,
+// when given, "kcache: hint: <hint>"; returns the exit code for `e`.
+inline int report_error(const Error& e, std::string_view hint = {}) {
   if (!e.log.empty()) {
     std::fprintf(stderr, "%s\n", e.log.c_str());
   }
   std::fprintf(stderr, "kcache: error: %s\n", e.describe().c_str());
+  if (!hint.empty()) {
+    std::fprintf(stderr, "kcache: hint: %.*s\n", static_cast<int>(hint.size()), hint.data());
+  }
   return exit_code_for(e);
+}
+
+// Reads an input file named on the command line (a source, a link input, a
+// passport): refuses what is not a regular file without opening it, then
+// reads it whole. On failure prints the error with a hint and returns the
+// exit code (1) in `status`.
+inline std::optional<std::string> read_input_file(const std::string& path, int& status) {
+  if (auto ok = check_input_file(path); !ok) {
+    status = report_error(ok.error(), "give the path of an existing regular file");
+    return std::nullopt;
+  }
+  std::string error;
+  auto bytes = read_whole_file(path, error);
+  if (!bytes) {
+    status = report_error(Error{ErrorCode::io, error, {}}, "check the file's permissions");
+  }
+  return bytes;
 }
 
 // Loads the settings, points the toolkit at them and opens the configured

@@ -11,6 +11,7 @@
 
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
+#include "cli/output_file.hpp"
 
 namespace kcache::cli {
 
@@ -110,6 +111,8 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("-v,--verbose", ctx.verbose, "Say more on stderr");
   app.add_flag("--json", ctx.json, "Machine-readable output (ls, stats, config, verify, put, prune, clear)");
+  // `kcache worker` talks to its pool over pipes and ends on its own when the pool is gone.
+  prepare_standard_streams(/*handle_sigpipe=*/first_word(argc, argv) != "worker");
   std::function<int()> run;
   // Building every command's options costs more than a whole cache hit
   // (docs/performance.md, "Process start"): when the command is known, only
@@ -151,5 +154,10 @@ int main(int argc, char** argv) {
     std::fputs("kcache: error: no command given\nkcache: hint: see `kcache --help`\n", stderr);
     return k_exit_usage;
   }
-  return run();
+  const int status = run();
+  // Every command's printed output counts: a lost line is a failure (exit 1).
+  if (!finish_standard_output() && status == k_exit_ok) {
+    return k_exit_error;
+  }
+  return status;
 }

@@ -1,7 +1,13 @@
 #include "compile/backends.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 #include "compile/toolkit_api.hpp"
 
@@ -23,6 +29,114 @@ std::string trim_log(std::string log) {
     log.pop_back();
   }
   return log;
+}
+
+// nvJitLink glues an input's name to its type in some messages ("does not
+// match type NVJITLINK_INPUT_CUBINg.cubin"): put ": " between them.
+std::string unglue_nvjitlink_names(std::string log) {
+  static constexpr std::array<std::string_view, 8> k_types{"NVJITLINK_INPUT_LIBRARY", "NVJITLINK_INPUT_OBJECT",
+                                                           "NVJITLINK_INPUT_FATBIN",  "NVJITLINK_INPUT_LTOIR",
+                                                           "NVJITLINK_INPUT_CUBIN",   "NVJITLINK_INPUT_INDEX",
+                                                           "NVJITLINK_INPUT_PTX",     "NVJITLINK_INPUT_ANY"};
+  for (const std::string_view type : k_types) {
+    for (std::size_t at = log.find(type); at != std::string::npos; at = log.find(type, at + 1)) {
+      const std::size_t end = at + type.size();
+      if (end < log.size() && log[end] != ' ' && log[end] != '\n' && log[end] != ',' && log[end] != ':') {
+        log.insert(end, ": ");
+      }
+    }
+  }
+  return log;
+}
+
+// nvJitLink 13.0 writes some errors straight to the process's stderr
+// ("@E@error   : Multiple definition of 'f' in 'k.ptx'") and still returns
+// success with empty logs and a cubin. While a link runs, descriptor 2 is
+// redirected to an anonymous file so such an error can fail the link; what
+// was written is handed back by finish() (and restored on destruction).
+// Links in one process are serialised while captured (descriptor 2 is
+// process-wide). When the redirection cannot be set up, nothing is captured.
+class StderrCapture {
+ public:
+  StderrCapture() : m_lock(mutex()) {
+    std::fflush(stderr);
+    m_file = ::memfd_create("kcache-nvjitlink-stderr", MFD_CLOEXEC);
+    m_saved = m_file >= 0 ? ::dup(STDERR_FILENO) : -1;
+    if (m_saved < 0 || ::dup2(m_file, STDERR_FILENO) < 0) {
+      close_all();
+    }
+  }
+  ~StderrCapture() { finish(); }
+  StderrCapture(const StderrCapture&) = delete;
+  StderrCapture& operator=(const StderrCapture&) = delete;
+
+  // Restores descriptor 2 and returns what was written to it meanwhile.
+  std::string finish() {
+    std::string text;
+    if (m_saved < 0) {
+      return text;
+    }
+    std::fflush(stderr);
+    ::dup2(m_saved, STDERR_FILENO);
+    char buf[4096];
+    for (off_t at = 0;;) {
+      const ssize_t n = ::pread(m_file, buf, sizeof buf, at);
+      if (n <= 0 || text.size() > (1U << 20)) {
+        break;
+      }
+      text.append(buf, static_cast<std::size_t>(n));
+      at += n;
+    }
+    close_all();
+    return text;
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  void close_all() {
+    if (m_saved >= 0) {
+      ::close(m_saved);
+    }
+    if (m_file >= 0) {
+      ::close(m_file);
+    }
+    m_saved = -1;
+    m_file = -1;
+  }
+
+  std::lock_guard<std::mutex> m_lock;
+  int m_file = -1;
+  int m_saved = -1;
+};
+
+// What nvJitLink wrote to stderr, without its "@E@"/"@W@"/"@I@" line tags;
+// `error` is set when a line was an error.
+std::string clean_nvjitlink_output(const std::string& text, bool& error) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end;
+    std::string_view line(text.data() + start, end - start);
+    if (line.starts_with("@E@")) {
+      error = true;
+      line.remove_prefix(3);
+    } else if (line.starts_with("@W@") || line.starts_with("@I@")) {
+      line.remove_prefix(3);
+    }
+    if (line.starts_with("error ") || line.starts_with("ERROR")) {
+      error = true;
+    }
+    if (!line.empty()) {
+      out.append(line);
+      out += '\n';
+    }
+    start = end + 1;
+  }
+  return unglue_nvjitlink_names(std::move(out));
 }
 
 // Owns one library handle (an NVRTC program, nvJitLink handle, NVVM program)
@@ -160,8 +274,12 @@ Result<BackendOutput> run_nvjitlink(const CompileRequest& request, const std::ve
       api.get_info_log(*handle, i.data());
       log += (log.empty() ? "" : "\n") + trim_log(std::move(i));
     }
-    return log;
+    return unglue_nvjitlink_names(std::move(log));
   };
+  // Errors nvJitLink only prints (see StderrCapture) fail the link too.
+  StderrCapture capture;
+  bool printed_error = false;
+  auto printed = [&]() { return trim_log(clean_nvjitlink_output(capture.finish(), printed_error)); };
   for (const auto& in : request.inputs) {
     int kind = 0;
     if (in.kind == "cubin") {
@@ -181,14 +299,28 @@ Result<BackendOutput> run_nvjitlink(const CompileRequest& request, const std::ve
                                                          "' (ptx, ltoir, cubin, fatbin, object, library)");
     }
     if ((rc = api.add_data(*handle, kind, in.bytes.data(), in.bytes.size(), in.name.c_str())) != 0) {
-      return make_error(ErrorCode::compile_failed, "nvJitLink rejected input '" + in.name + "'", logs());
+      const std::string said = printed();
+      return make_error(ErrorCode::compile_failed, "nvJitLink rejected input '" + in.name + "'",
+                        said + (said.empty() ? "" : "\n") + logs());
     }
   }
-  if ((rc = api.complete(*handle)) != 0) {
-    return make_error(ErrorCode::compile_failed, "nvJitLink could not link (" + std::to_string(rc) + ")", logs());
+  rc = api.complete(*handle);
+  const std::string said = printed();
+  auto with_said = [&](std::string log) { return said + (said.empty() || log.empty() ? "" : "\n") + log; };
+  if (rc != 0) {
+    return make_error(ErrorCode::compile_failed, "nvJitLink could not link (" + std::to_string(rc) + ")",
+                      with_said(logs()));
+  }
+  if (printed_error) {
+    return make_error(ErrorCode::compile_failed,
+                      "nvJitLink reported an error (though it returned success); nothing was linked or cached",
+                      with_said(logs()));
+  }
+  if (!said.empty()) {
+    std::fprintf(stderr, "%s\n", said.c_str());  // warnings it printed: still the user's to see
   }
   BackendOutput out;
-  out.log = logs();
+  out.log = with_said(logs());
   std::size_t size = 0;
   if (request.target_kind == "ptx") {
     rc = api.get_ptx_size(*handle, &size);

@@ -44,6 +44,11 @@ std::string suggest(std::string_view word, const std::vector<std::string>& known
   return "use one of: " + join(known);
 }
 
+// The largest numbers a plan may hold (docs/plan-file.md): a week of build
+// time, and a dimension TensorRT's 32-bit shapes can hold.
+constexpr std::int64_t k_max_timeout_s = 7 * 24 * 3600;
+constexpr std::int64_t k_max_dimension = 2147483647;
+
 int line_of(const toml::node& node) { return static_cast<int>(node.source().begin.line); }
 int line_of(const toml::key& key) { return static_cast<int>(key.source().begin.line); }
 
@@ -75,12 +80,21 @@ class Validator {
     return std::nullopt;
   }
 
-  std::optional<std::int64_t> positive_int(const toml::node& node, const std::string& what) {
-    if (const auto* i = node.as_integer(); i != nullptr && i->get() > 0) {
-      return i->get();
+  // A whole number from 1 to `max`; anything else (a string, 0, a number a
+  // later conversion would overflow) is a problem at its line.
+  std::optional<std::int64_t> positive_int(const toml::node& node, const std::string& what, std::int64_t max) {
+    const auto* i = node.as_integer();
+    if (i == nullptr || i->get() <= 0) {
+      problem(line_of(node), what + " must be a positive integer",
+              "write a whole number from 1 to " + std::to_string(max));
+      return std::nullopt;
     }
-    problem(line_of(node), what + " must be a positive integer", "write a whole number greater than 0");
-    return std::nullopt;
+    if (i->get() > max) {
+      problem(line_of(node), what + " = " + std::to_string(i->get()) + " is out of range",
+              "write a whole number from 1 to " + std::to_string(max));
+      return std::nullopt;
+    }
+    return i->get();
   }
 
   std::vector<std::string> string_list(const toml::node& node, const std::string& what) {
@@ -252,6 +266,12 @@ void parse_entry(Validator& v, const toml::table& t, const Defaults& defaults, i
                       "every dimension must be an integer of at least 1");
             continue;
           }
+          if (i->get() > k_max_dimension) {
+            v.problem(line_of(d), "shape '" + key + "' of entry '" + e.name + "' has a dimension out of range (" +
+                                      std::to_string(i->get()) + ")",
+                      "every dimension must be from 1 to " + std::to_string(k_max_dimension));
+            continue;
+          }
           shape.push_back(i->get());
         }
         e.shapes[key] = std::move(shape);
@@ -269,7 +289,7 @@ void parse_entry(Validator& v, const toml::table& t, const Defaults& defaults, i
     }
   }
   if (const auto* to = t.get("timeout_s")) {
-    if (auto s = v.positive_int(*to, "timeout_s")) {
+    if (auto s = v.positive_int(*to, "timeout_s", k_max_timeout_s)) {
       e.timeout = std::chrono::seconds(*s);
     }
   }
@@ -359,7 +379,7 @@ Result<Plan> Plan::parse(std::string_view text, const std::filesystem::path& bas
         }
       }
       if (const auto* to = t->get("timeout_s")) {
-        if (auto s = v.positive_int(*to, "timeout_s")) {
+        if (auto s = v.positive_int(*to, "timeout_s", k_max_timeout_s)) {
           defaults.timeout = std::chrono::seconds(*s);
         }
       }

@@ -11,6 +11,7 @@
 // still the one scanned (stat-guarded). A put that finds the lock held leaves
 // the work to the holder, which re-checks the total after unlocking, so the
 // cap holds once writers quiesce.
+#include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -388,12 +389,30 @@ Result<PruneReport> FileStore::prune(std::uint64_t max_size_bytes) {
   m.sweep_temps(m.options.stale_temp_age.count());
   ::flock(m.evict_lock_fd.get(), LOCK_UN);
   report.size_after = m.counters->total_bytes();
+  if (target != 0 && report.size_after > target) {
+    // Nothing more could be evicted: say why (a shard that cannot be written)
+    // rather than report a prune that did not happen.
+    int why = EIO;
+    for (unsigned shard = 0; shard < store::k_shard_count; ++shard) {
+      int err = 0;
+      util::Fd fd = m.open_shard(shard, CreateShard::no, err);
+      if (fd && ::faccessat(fd.get(), ".", W_OK, AT_EACCESS) != 0) {
+        why = errno;
+        break;
+      }
+    }
+    return make_errno_error(why, "cannot prune the cache at " + m.options.root.string() + ": removed " +
+                                     std::to_string(report.entries_removed) + " entries, it still holds " +
+                                     std::to_string(report.size_after) + " bytes, above " + std::to_string(target));
+  }
   return report;
 }
 
 Result<std::uint64_t> FileStore::clear() {
   Impl& m = *m_impl;
   std::uint64_t removed = 0;
+  std::uint64_t not_removed = 0;
+  int failed_errno = 0;
   for (unsigned shard = 0; shard < store::k_shard_count; ++shard) {
     int err = 0;
     util::Fd fd = m.open_shard(shard, CreateShard::no, err);
@@ -413,14 +432,29 @@ Result<std::uint64_t> FileStore::clear() {
     });
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    std::uint64_t kept = 0;
     for (const auto& key_hex : keys) {
       if (m.remove_locked(shard, fd.get(), key_hex, nullptr)) {
         ++removed;
+      } else {
+        failed_errno = failed_errno != 0 ? failed_errno : errno;
+        ++kept;
       }
     }
-    m.counters->shard_set(shard, 0, 0);
+    if (kept == 0) {
+      m.counters->shard_set(shard, 0, 0);
+    } else {
+      not_removed += kept;
+      m.scan_shard_locked(shard, fd.get());  // count what is still there
+    }
   }
   m.sweep_temps(m.options.stale_temp_age.count());
+  if (not_removed != 0) {
+    return make_errno_error(failed_errno != 0 ? failed_errno : EIO,
+                            "cannot clear the cache at " + m.options.root.string() + ": " +
+                                std::to_string(not_removed) + " entries could not be removed (" +
+                                std::to_string(removed) + " were)");
+  }
   return removed;
 }
 

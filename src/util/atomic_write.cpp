@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -106,9 +108,71 @@ bool holds_exactly(const std::filesystem::path& path, std::string_view bytes) {
   return same;
 }
 
+// Connects to the Unix stream socket at `path` (open() cannot open a socket).
+Fd connect_socket(const std::filesystem::path& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string& p = path.native();
+  if (p.size() >= sizeof addr.sun_path) {
+    errno = ENAMETOOLONG;
+    return Fd();
+  }
+  std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+  Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd || ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    return Fd();
+  }
+  return fd;
+}
+
+// Writes `bytes` through `path` in place: what is there is opened (a symlink
+// followed, a missing symlink target created), truncated where that means
+// anything (a regular target), and written; nothing is renamed or replaced.
+Result<void> write_in_place(const std::filesystem::path& path, std::string_view bytes, mode_t mode) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  if (!fd && errno == ENXIO) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      fd = connect_socket(path);
+    } else {
+      errno = ENXIO;
+    }
+  }
+  if (!fd) {
+    return make_errno_error(errno, "cannot open " + path.string());
+  }
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return make_errno_error(errno, "cannot write " + path.string());
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd.release()) != 0) {
+    return make_errno_error(errno, "cannot write " + path.string());
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<bool> write_output_file(const std::filesystem::path& path, std::string_view bytes, mode_t mode) {
+  // Only a regular file (or nothing) is replaced; anything else is written
+  // the way a compiler writes it, in place, so /dev/null stays a device,
+  // /dev/stdout stays a link and a FIFO's reader gets the bytes.
+  if (struct stat st {}; ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) {
+      return make_errno_error(EISDIR, "cannot write " + path.string());
+    }
+    if (auto ok = write_in_place(path, bytes, mode); !ok) {
+      return tl::unexpected(ok.error());
+    }
+    return true;
+  }
   if (holds_exactly(path, bytes)) {
     if (::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) == 0) {
       return false;

@@ -31,7 +31,12 @@ Result<void> write_file_atomically(const std::filesystem::path& path, std::strin
 // object): when `path` is already a regular file holding exactly `bytes`, it
 // is left as it is and only its modification time is set to now (so a build
 // tool sees it as new); otherwise it is written with write_file_atomically()
-// and FileSync::none. Returns whether the bytes were written.
+// and FileSync::none. Only a regular file or a missing path is replaced:
+// anything else at `path` is written in place, as a compiler does: a symlink
+// is followed (its target opened, truncated and written; a missing target is
+// created), a device, FIFO or socket is opened (a socket connected) and
+// written, and a directory is refused (EISDIR). Returns whether the
+// bytes were written; on failure, the errno-based error naming `path`.
 // Thread-safety: thread-safe (no shared state).
 Result<bool> write_output_file(const std::filesystem::path& path, std::string_view bytes, mode_t mode = 0666);
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -142,14 +143,30 @@ TEST_F(OutputFile, AnotherSizeIsWrittenAndAMissingFileCreated) {
   EXPECT_FALSE(write_output_file(g, "").value());  // empty and empty: the same
 }
 
-TEST_F(OutputFile, ASymlinkToIdenticalBytesIsReplacedNotTouched) {
+// A symlink is followed, as compilers do (docs/cli.md, "Output files"): the
+// link stays a link and its target gets the bytes, in place.
+TEST_F(OutputFile, ASymlinkIsFollowedAndItsTargetWrittenInPlace) {
   const fs::path target = m_dir.path() / "target.cubin";
   const fs::path link = m_dir.path() / "k.cubin";
-  test::write_file(target, "same");
+  test::write_file(target, "old and longer");
   fs::create_symlink(target, link);
-  ASSERT_TRUE(write_output_file(link, "same").value());
-  EXPECT_FALSE(fs::is_symlink(link));
-  EXPECT_EQ(test::read_file(link), "same");
+  ASSERT_TRUE(write_output_file(link, "new").value());
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(test::read_file(target), "new");
+}
+
+TEST_F(OutputFile, ACharacterDeviceIsWrittenInPlaceNeverReplaced) {
+  const fs::path null = m_dir.path() / "null";
+  ASSERT_EQ(::mknod(null.c_str(), S_IFCHR | 0666, ::makedev(1, 3)), 0) << "needs root (CAP_MKNOD)";
+  ASSERT_TRUE(write_output_file(null, "bytes").value());
+  EXPECT_TRUE(fs::is_character_file(null));
+  const fs::path full = m_dir.path() / "full";
+  ASSERT_EQ(::mknod(full.c_str(), S_IFCHR | 0666, ::makedev(1, 7)), 0);
+  const auto r = write_output_file(full, "bytes");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::no_space);
+  EXPECT_NE(r.error().message.find(full.string()), std::string::npos) << r.error().message;
+  EXPECT_TRUE(fs::is_character_file(full));
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, AtomicWrite, ::testing::Values(FileSync::fsync, FileSync::none),
