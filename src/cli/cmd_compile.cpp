@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/compile_cli_support.hpp"
+#include "compile/backends.hpp"
 #include "kcache/cache.hpp"
 #include "kcache/compiler.hpp"
 #include "kcache/passport.hpp"
@@ -160,10 +161,12 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
   std::vector<CompileRequest> requests;
   for (const auto& file : args.files) {
     std::string read_error;
-    auto source = read_whole_file(file, read_error);
+    auto source = read_whole_file(file, read_error, jit::k_nvrtc_max_text_bytes, NulBytes::refused);
     if (!source) {
       std::fprintf(stderr, "kcache: error: %s\n", read_error.c_str());
-      return k_exit_error;
+      // A source NVRTC cannot take is bad input (exit 2), like a bad option.
+      const bool bad_input = read_error.find("NVRTC") != std::string::npos;
+      return bad_input ? k_exit_usage : k_exit_error;
     }
     requests.push_back(make_request(args, file, std::move(*source)));
   }

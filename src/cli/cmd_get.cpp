@@ -1,4 +1,6 @@
 // kcache get KEY [-o FILE]: fetch a verified payload.
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -17,22 +19,26 @@ struct GetArgs {
 };
 
 int run_get(const Context& ctx, const GetArgs& args) {
-  Artifact entry;
+  PayloadFile entry;
   if (const int status = fetch_entry(ctx, args.key, entry); status != k_exit_ok) {
     return status;
   }
-  const Artifact& artifact = entry;
+  // The payload is copied from its file in bounded chunks (sendfile), never
+  // held in memory whole: a multi-GiB entry costs a few MiB.
   if (args.output.empty()) {
-    if (!write_stdout(artifact.payload)) {
-      return report(Error{ErrorCode::io, "cannot write to standard output", {}});
+    std::fflush(stdout);
+    if (auto ok = entry.copy_to(STDOUT_FILENO, "standard output"); !ok) {
+      return report(ok.error());
     }
   } else {
-    if (auto ok = util::write_output_file(args.output, artifact.payload); !ok) {
-      return report(ok.error(), "check that the directory of the output file exists and is writable");
+    const auto written = util::write_file_atomically_with(
+        args.output, [&](int fd) { return entry.copy_to(fd, args.output); }, 0666, util::FileSync::none);
+    if (!written) {
+      return report(written.error(), "check that the directory of the output file exists and is writable");
     }
   }
   if (ctx.verbose) {
-    note("hit: " + format_size(artifact.payload.size()) + " of kind " + artifact.passport.kind + ", verified");
+    note("hit: " + format_size(entry.size()) + " of kind " + entry.passport().kind + ", verified");
   }
   return k_exit_ok;
 }

@@ -18,6 +18,28 @@ namespace kcache::util {
 
 Result<void> write_file_atomically(const std::filesystem::path& path, std::string_view bytes, mode_t mode,
                                    FileSync sync) {
+  return write_file_atomically_with(
+      path,
+      [&](int fd) -> Result<void> {
+        std::size_t done = 0;
+        while (done < bytes.size()) {
+          const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+          if (n < 0) {
+            if (errno == EINTR) {
+              continue;
+            }
+            return make_errno_error(errno, "cannot write " + path.string());
+          }
+          done += static_cast<std::size_t>(n);
+        }
+        return {};
+      },
+      mode, sync);
+}
+
+Result<void> write_file_atomically_with(const std::filesystem::path& path,
+                                        const std::function<Result<void>(int fd)>& write, mode_t mode,
+                                        FileSync sync) {
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   // O_EXCL on a fresh name rather than mkstemp: the kernel then applies the
   // umask to `mode`, with no process-wide umask() dance.
@@ -42,16 +64,9 @@ Result<void> write_file_atomically(const std::filesystem::path& path, std::strin
     ::unlink(tmpl.c_str());
     return make_errno_error(err, std::string(what) + " " + path.string());
   };
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return fail(errno, "cannot write");
-    }
-    done += static_cast<std::size_t>(n);
+  if (auto written = write(fd.get()); !written) {
+    ::unlink(tmpl.c_str());
+    return written;
   }
   if (sync == FileSync::fsync && ::fsync(fd.get()) != 0) {
     return fail(errno, "cannot fsync");

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <string_view>
 
 #include "kcache/error.hpp"
@@ -25,6 +26,14 @@ enum class FileSync {
 // Thread-safety: thread-safe (no shared state).
 Result<void> write_file_atomically(const std::filesystem::path& path, std::string_view bytes, mode_t mode = 0666,
                                    FileSync sync = FileSync::fsync);
+
+// write_file_atomically(), with the bytes written into the temporary file by
+// `write(fd)` (which returns the error to report, if any) instead of taken from
+// memory: for outputs streamed from a file (`kcache get -o`). The temporary is
+// removed when `write` fails.
+Result<void> write_file_atomically_with(const std::filesystem::path& path,
+                                        const std::function<Result<void>(int fd)>& write, mode_t mode = 0666,
+                                        FileSync sync = FileSync::fsync);
 
 // Writes an output file the way a compiler's output should be written when
 // it is often the same as last time (a cache hit rebuilding an unchanged

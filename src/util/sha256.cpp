@@ -70,4 +70,18 @@ std::uint64_t xxh3_64(std::string_view bytes) noexcept {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
+static_assert(sizeof(XXH3_state_t) <= 576 && alignof(XXH3_state_t) <= 64);
+
+Xxh3::Xxh3() noexcept {
+  XXH3_64bits_reset(reinterpret_cast<XXH3_state_t*>(m_state));
+}
+
+void Xxh3::update(const void* data, std::size_t size) noexcept {
+  XXH3_64bits_update(reinterpret_cast<XXH3_state_t*>(m_state), data, size);
+}
+
+std::uint64_t Xxh3::digest() const noexcept {
+  return XXH3_64bits_digest(reinterpret_cast<const XXH3_state_t*>(m_state));
+}
+
 }  // namespace kcache::util
