@@ -6,6 +6,7 @@
 // of a read followed by a hashing pass. get() reads into the returned string
 // without zero-filling it first; open_payload() and verify() hash through one
 // chunk-sized buffer, so their memory does not grow with the payload.
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
 
@@ -149,28 +150,114 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
   if (err != 0) {
     return {PayloadVerdict::error, err};
   }
+  std::string sha_hex;
+  if (!fast) {
+    const auto digest = sha.finish();
+    sha_hex = util::to_hex(digest.data(), digest.size());
+  }
+  return judge_payload(key, st, passport, fast, fast_allowed, rec, xxh_value, sha_hex, [&](std::string& hex) {
+    if (out != nullptr) {
+      hex = util::sha256_hex(*out);
+      return 0;
+    }
+    return sha256_hex_of_file(fd, size, hex);
+  });
+}
+
+FileStore::Impl::PayloadCheck FileStore::Impl::judge_payload(const Key& key, const struct stat& st,
+                                                             const Passport& passport, bool fast, bool fast_allowed,
+                                                             const store::CheckRecord& rec, std::uint64_t xxh_value,
+                                                             const std::string& sha_hex,
+                                                             const std::function<int(std::string&)>& rehash) {
   if (fast && xxh_value == rec.xxh3) {
     return {PayloadVerdict::ok, 0};
   }
-  std::string hex;
+  std::string hex = sha_hex;
   if (fast) {
     // The record did not hold: judge by SHA-256 after all.
-    if (out != nullptr) {
-      hex = util::sha256_hex(*out);
-    } else if (int e = sha256_hex_of_file(fd, size, hex); e != 0) {
+    if (int e = rehash(hex); e != 0) {
       return {e == EPIPE ? PayloadVerdict::bad : PayloadVerdict::error, e == EPIPE ? 0 : e};
     }
-  } else {
-    const auto digest = sha.finish();
-    hex = util::to_hex(digest.data(), digest.size());
   }
   if (hex != passport.payload_sha256) {
     return {PayloadVerdict::bad, 0};
   }
   if (fast_allowed) {
-    checks->record(key, store::CheckRecord::from_stat(st, xxh_value, sha_prefix));
+    checks->record(key, store::CheckRecord::from_stat(st, xxh_value, store::sha256_prefix_of_hex(passport.payload_sha256)));
   }
   return {PayloadVerdict::ok, 0};
+}
+
+FileStore::Impl::PayloadCheck FileStore::Impl::check_payload_view(const Key& key, int fd, const struct stat& st,
+                                                                  const Passport& passport, PayloadView& view) {
+  const std::uint64_t size = passport.payload_size;
+  const std::uint64_t sha_prefix = store::sha256_prefix_of_hex(passport.payload_sha256);
+  const bool fast_allowed = options.verify == ReadVerify::fast_when_unchanged && checks != nullptr;
+  store::CheckRecord rec;
+  const bool fast = fast_allowed && sha_prefix != 0 && checks->find(key, rec) &&
+                    rec == store::CheckRecord::from_stat(st, rec.xxh3, sha_prefix);
+  view.reset();
+  if (size >= FileStore::k_map_min_bytes) {
+    // Mapped: the bytes are the page cache's, hashed where they lie, never copied.
+    void* map = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map == MAP_FAILED) {
+      return {PayloadVerdict::error, errno};
+    }
+    view.m_data = static_cast<const char*>(map);
+    view.m_mapped = true;
+  } else {
+    view.m_owned = std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(std::max<std::uint64_t>(size, 1)));
+    if (int e = read_fully(fd, view.m_owned.get(), static_cast<std::size_t>(size)); e != 0) {
+      view.reset();
+      return {e == EPIPE ? PayloadVerdict::bad : PayloadVerdict::error, e == EPIPE ? 0 : e};
+    }
+    view.m_data = view.m_owned.get();
+  }
+  view.m_size = static_cast<std::size_t>(size);
+  const std::string_view bytes = view.bytes();
+  const std::uint64_t xxh_value = util::xxh3_64(bytes);
+  const std::string sha_hex = fast ? std::string() : util::sha256_hex(bytes);
+  auto verdict = judge_payload(key, st, passport, fast, fast_allowed, rec, xxh_value, sha_hex, [&](std::string& hex) {
+    hex = util::sha256_hex(bytes);
+    return 0;
+  });
+  if (verdict.verdict != PayloadVerdict::ok) {
+    view.reset();
+  }
+  return verdict;
+}
+
+// ---------------------------------------------------------------- PayloadView
+
+PayloadView::PayloadView(PayloadView&& other) noexcept
+    : m_passport(std::move(other.m_passport)),
+      m_data(std::exchange(other.m_data, nullptr)),
+      m_size(std::exchange(other.m_size, 0)),
+      m_mapped(std::exchange(other.m_mapped, false)),
+      m_owned(std::move(other.m_owned)) {}
+
+PayloadView& PayloadView::operator=(PayloadView&& other) noexcept {
+  if (this != &other) {
+    reset();
+    m_passport = std::move(other.m_passport);
+    m_data = std::exchange(other.m_data, nullptr);
+    m_size = std::exchange(other.m_size, 0);
+    m_mapped = std::exchange(other.m_mapped, false);
+    m_owned = std::move(other.m_owned);
+  }
+  return *this;
+}
+
+PayloadView::~PayloadView() { reset(); }
+
+void PayloadView::reset() noexcept {
+  if (m_mapped && m_data != nullptr) {
+    ::munmap(const_cast<char*>(m_data), m_size);
+  }
+  m_data = nullptr;
+  m_size = 0;
+  m_mapped = false;
+  m_owned.reset();
 }
 
 // ---------------------------------------------------------------- PayloadFile

@@ -409,7 +409,20 @@ Result<std::optional<PayloadFile>> FileStore::open_payload(const Key& key) {
   return std::optional<PayloadFile>(std::move(file));
 }
 
-Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFile* file) {
+Result<std::optional<PayloadView>> FileStore::get_view(const Key& key) {
+  PayloadView view;
+  auto got = read_entry(key, nullptr, &view);
+  if (!got) {
+    return tl::unexpected(got.error());
+  }
+  if (!got->has_value()) {
+    return std::optional<PayloadView>{};
+  }
+  view.m_passport = std::move((*got)->passport);
+  return std::optional<PayloadView>(std::move(view));
+}
+
+Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFile* file, PayloadView* view) {
   Impl& m = *m_impl;
   const unsigned shard = key.bytes()[0];
   const std::string key_hex = key.hex();
@@ -440,7 +453,7 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
   if (io::fstatat(shard_fd.get(), pass_name.c_str(), &pass_st, AT_SYMLINK_NOFOLLOW) != 0) {
     err = errno;
     if (err == ENOENT && m.drop_held_shard_if_removed(shard, shard_fd.get())) {
-      return read_entry(key, file);  // the shard was removed behind our back: look in its successor
+      return read_entry(key, file, view);  // the shard was removed behind our back: look in its successor
     }
     if (err == ENOENT) {
       return miss();
@@ -531,8 +544,9 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
   // The payload's size was checked against the passport above; its bytes are
   // read (or, for open_payload, only hashed) in chunks and checked while hot.
   Artifact artifact;
-  const auto check = m.check_payload(key, payload_fd.get(), payload_st, *passport,
-                                     file == nullptr ? &artifact.payload : nullptr);
+  const auto check = view != nullptr ? m.check_payload_view(key, payload_fd.get(), payload_st, *passport, *view)
+                                     : m.check_payload(key, payload_fd.get(), payload_st, *passport,
+                                                       file == nullptr ? &artifact.payload : nullptr);
   if (check.verdict == Impl::PayloadVerdict::bad) {
     return bad_entry();
   }

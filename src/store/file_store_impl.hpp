@@ -162,6 +162,16 @@ struct FileStore::Impl {
   // early; error: a read failed (err).
   PayloadCheck check_payload(const Key& key, int fd, const struct stat& st, const Passport& passport,
                              std::string* out);
+  // check_payload() for get_view(): maps the payload (or reads a small one
+  // into a buffer) into `view` and checks the bytes there.
+  PayloadCheck check_payload_view(const Key& key, int fd, const struct stat& st, const Passport& passport,
+                                  PayloadView& view);
+  // The verdict on bytes already hashed: XXH3 against the record when `fast`,
+  // else the SHA-256 `sha_hex` (then recorded). `rehash` computes SHA-256 when
+  // the fast check fails.
+  PayloadCheck judge_payload(const Key& key, const struct stat& st, const Passport& passport, bool fast,
+                             bool fast_allowed, const store::CheckRecord& rec, std::uint64_t xxh_value,
+                             const std::string& sha_hex, const std::function<int(std::string&)>& rehash);
 
   // --- file_store_maintenance.cpp ---
   // Evicts when the shared size is above the cap (see docs/on-disk-format.md).

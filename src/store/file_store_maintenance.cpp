@@ -77,9 +77,16 @@ std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int
     complete.push_back(std::move(e));
   }
   // Orphan payloads: under the shard lock no writer is between its two renames.
+  // (Looked up in the sorted key list: a linear search per payload made a
+  // scan quadratic in the entries of a shard.)
+  std::vector<std::string_view> complete_keys;
+  complete_keys.reserve(complete.size());
+  for (const auto& e : complete) {
+    complete_keys.emplace_back(e.key_hex);
+  }
+  std::sort(complete_keys.begin(), complete_keys.end());
   for (const auto& name : orphans == Orphans::remove ? payloads : std::vector<std::string>{}) {
-    const bool has_pass = std::any_of(complete.begin(), complete.end(),
-                                      [&](const ScannedEntry& e) { return e.key_hex == name; });
+    const bool has_pass = std::binary_search(complete_keys.begin(), complete_keys.end(), std::string_view(name));
     if (!has_pass) {
       struct stat ps {};
       const std::string pass_name = name + std::string(store::k_passport_suffix);

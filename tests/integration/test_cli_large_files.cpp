@@ -27,10 +27,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::uint64_t k_large = 512ULL << 20;  // 8x the bound: memory that grew with the file would show
+constexpr std::uint64_t k_large = 320ULL << 20;  // 5x the bound: memory that grew with the file would show
 constexpr long k_max_rss_kib = 64 * 1024;
 
-struct Run {
+struct ChildRun {
   int rc = -1;
   long max_rss_kib = 0;
   std::string out;
@@ -88,8 +88,8 @@ class LargeFiles : public ::testing::Test {
   }
 
   // Runs kcache with `args`, stdout to `stdout_file` (default: a file read
-  // back into Run::out), and reports its exit code and peak RSS.
-  Run kcache(const std::vector<std::string>& args, const fs::path& stdout_file = {}) {
+  // back into ChildRun::out), and reports its exit code and peak RSS.
+  ChildRun kcache(const std::vector<std::string>& args, const fs::path& stdout_file = {}) {
     const fs::path out = stdout_file.empty() ? m_dir.path() / "stdout" : stdout_file;
     const fs::path err = m_dir.path() / "stderr";
     std::vector<std::string> argv_s{KCACHE_CLI_PATH};
@@ -114,7 +114,7 @@ class LargeFiles : public ::testing::Test {
       ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
-    Run r;
+    ChildRun r;
     int status = 0;
     struct rusage usage {};
     EXPECT_EQ(::wait4(pid, &status, 0, &usage), pid);
@@ -136,19 +136,19 @@ TEST_F(LargeFiles, PutGetVerifyOfALargeFileStayWithinBoundedMemory) {
   make_sparse(in, k_large);
   const std::string want = sha256_of(in);
 
-  const Run put = kcache({"put", in.string(), "--kind", "engine"});
+  const ChildRun put = kcache({"put", in.string(), "--kind", "engine"});
   ASSERT_EQ(put.rc, 0) << put.err;
   ASSERT_EQ(put.out.size(), 65U) << put.out;
   EXPECT_LT(put.max_rss_kib, k_max_rss_kib) << "put of a " << (k_large >> 20) << " MiB file";
   const std::string key = put.out.substr(0, 64);
 
   // The key is the blob key of the content, as for a file put from memory.
-  const Run again = kcache({"put", in.string(), "--kind", "engine", "--json"});
+  const ChildRun again = kcache({"put", in.string(), "--kind", "engine", "--json"});
   ASSERT_EQ(again.rc, 0) << again.err;
   EXPECT_NE(again.out.find("\"already_present\""), std::string::npos) << again.out;
 
   const fs::path via_o = m_dir.path() / "out-o.bin";
-  const Run get_o = kcache({"get", key, "-o", via_o.string()});
+  const ChildRun get_o = kcache({"get", key, "-o", via_o.string()});
   ASSERT_EQ(get_o.rc, 0) << get_o.err;
   EXPECT_LT(get_o.max_rss_kib, k_max_rss_kib) << "get -o";
   EXPECT_EQ(fs::file_size(via_o), k_large);
@@ -156,19 +156,19 @@ TEST_F(LargeFiles, PutGetVerifyOfALargeFileStayWithinBoundedMemory) {
   fs::remove(via_o);
 
   const fs::path via_stdout = m_dir.path() / "out-stdout.bin";
-  const Run get_stdout = kcache({"get", key}, via_stdout);
+  const ChildRun get_stdout = kcache({"get", key}, via_stdout);
   ASSERT_EQ(get_stdout.rc, 0) << get_stdout.err;
   EXPECT_LT(get_stdout.max_rss_kib, k_max_rss_kib) << "get to standard output";
   EXPECT_EQ(fs::file_size(via_stdout), k_large);
   EXPECT_EQ(sha256_of(via_stdout), want);
   fs::remove(via_stdout);
 
-  const Run show = kcache({"show", key});
+  const ChildRun show = kcache({"show", key});
   ASSERT_EQ(show.rc, 0) << show.err;
   EXPECT_LT(show.max_rss_kib, k_max_rss_kib) << "show";
   EXPECT_NE(show.out.find(want), std::string::npos) << "the passport names the payload's SHA-256";
 
-  const Run verify = kcache({"verify"});
+  const ChildRun verify = kcache({"verify"});
   EXPECT_EQ(verify.rc, 0) << verify.out << verify.err;
   EXPECT_LT(verify.max_rss_kib, k_max_rss_kib) << "verify";
   EXPECT_NE(verify.out.find("1 ok"), std::string::npos) << verify.out;
@@ -177,7 +177,7 @@ TEST_F(LargeFiles, PutGetVerifyOfALargeFileStayWithinBoundedMemory) {
 TEST_F(LargeFiles, GetOfALargeEntryDamagedOnDiskWritesNothing) {
   const fs::path in = m_dir.path() / "big.bin";
   make_sparse(in, 64ULL << 20);
-  const Run put = kcache({"put", in.string()});
+  const ChildRun put = kcache({"put", in.string()});
   ASSERT_EQ(put.rc, 0) << put.err;
   const std::string key = put.out.substr(0, 64);
   // Flip one byte deep inside the stored payload (never read before: the first
@@ -190,7 +190,7 @@ TEST_F(LargeFiles, GetOfALargeEntryDamagedOnDiskWritesNothing) {
     ::close(fd);
   }
   const fs::path out = m_dir.path() / "out.bin";
-  const Run get = kcache({"get", key, "-o", out.string()});
+  const ChildRun get = kcache({"get", key, "-o", out.string()});
   EXPECT_EQ(get.rc, 3) << get.err;  // a damaged entry is a miss
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(payload)) << "the damaged entry is removed";
@@ -200,7 +200,7 @@ TEST_F(LargeFiles, CompileOfASourceLargerThanNvrtcTakesIsAClearErrorInBoundedMem
   const fs::path src = m_dir.path() / "huge.cu";
   make_sparse(src, (2ULL << 30) + 4096);  // past the 2 GiB kcache gives NVRTC
   const fs::path out = m_dir.path() / "huge.cubin";
-  const Run r = kcache({"compile", src.string(), "--arch", "sm_90", "-o", out.string()});
+  const ChildRun r = kcache({"compile", src.string(), "--arch", "sm_90", "-o", out.string()});
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("huge.cu"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("the most kcache gives NVRTC"), std::string::npos) << r.err;
@@ -213,7 +213,7 @@ TEST_F(LargeFiles, CompileOfASparseSourceIsRefusedAtItsFirstNulInBoundedMemory) 
   const fs::path src = m_dir.path() / "zeros.cu";
   make_sparse(src, 1ULL << 30);
   const fs::path out = m_dir.path() / "zeros.cubin";
-  const Run r = kcache({"compile", src.string(), "--arch", "sm_90", "-o", out.string()});
+  const ChildRun r = kcache({"compile", src.string(), "--arch", "sm_90", "-o", out.string()});
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("zeros.cu holds a NUL byte at offset"), std::string::npos) << r.err;
   EXPECT_LT(r.max_rss_kib, k_max_rss_kib) << "refused at the first NUL, not after reading 1 GiB";
@@ -229,7 +229,7 @@ TEST_F(LargeFiles, CompileOfASourceWithANulByteIsRefusedNotCompiledEmpty) {
     f << std::string(64, '\0') << "extern \"C\" __global__ void k(int* p) { *p = 1; }\n";
   }
   const fs::path out = m_dir.path() / "nul.cubin";
-  const Run r = kcache({"compile", src.string(), "--arch", "sm_90", "-o", out.string()});
+  const ChildRun r = kcache({"compile", src.string(), "--arch", "sm_90", "-o", out.string()});
   EXPECT_NE(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("NUL byte at offset 0"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("nul.cu"), std::string::npos) << r.err;
