@@ -10,6 +10,8 @@
 // Thread-safety: free functions over values; thread-safe.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -29,5 +31,11 @@ KeyBuilder blob_key(std::string_view kind, std::string_view content);
 // [a-z0-9_-]{1,32} or a label name is empty.
 Result<Artifact> make_blob(std::string kind, std::string content,
                            std::map<std::string, std::string> labels = {});
+
+// The passport make_blob() gives a content of `size` bytes whose SHA-256 is
+// `sha256` (32 raw bytes), for a payload that is never held in memory (`kcache
+// put` streams files through FileStore::put_stream). Same errors as make_blob.
+Result<Passport> make_blob_passport(std::string kind, std::uint64_t size, const std::array<std::uint8_t, 32>& sha256,
+                                    std::map<std::string, std::string> labels = {});
 
 }  // namespace kcache

@@ -18,12 +18,15 @@
 // use one root at once.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "kcache/store.hpp"
 
@@ -88,6 +91,78 @@ struct PruneReport {
 
 enum class Repair { no, yes };
 
+// A verified entry whose payload stays in its file (FileStore::open_payload):
+// the passport, and the payload file held open. Memory does not grow with the
+// payload's size. Move-only; closes the file when destroyed.
+// Thread-safety: const methods may be called from many threads.
+class PayloadFile {
+ public:
+  PayloadFile() = default;
+  PayloadFile(PayloadFile&& other) noexcept;
+  PayloadFile& operator=(PayloadFile&& other) noexcept;
+  PayloadFile(const PayloadFile&) = delete;
+  PayloadFile& operator=(const PayloadFile&) = delete;
+  ~PayloadFile();
+
+  const Passport& passport() const noexcept { return m_passport; }
+  std::uint64_t size() const noexcept { return m_passport.payload_size; }
+
+  // Copies the whole payload to `out_fd` (a file, pipe, socket or device) in
+  // bounded chunks (sendfile where the kernel can), then checks that the
+  // payload file is still the one that was verified (inode, size, mtime,
+  // ctime: any write to it changes them). Returns an io error naming
+  // `out_name` when writing fails, and `corrupt` when the file changed while
+  // it was copied (the bytes written are then not to be trusted).
+  Result<void> copy_to(int out_fd, std::string_view out_name) const;
+
+ private:
+  friend class FileStore;
+  Passport m_passport;
+  int m_fd = -1;
+  std::uint64_t m_ino = 0;
+  std::int64_t m_mtime_ns = 0;
+  std::int64_t m_ctime_ns = 0;
+};
+
+// A verified payload borrowed without a copy into a std::string
+// (FileStore::get_view): a read-only mapping of the payload file for large
+// payloads, else bytes read into an uninitialised buffer. Move-only; the bytes
+// stay valid until the view is destroyed, whatever happens to the entry.
+// Thread-safety: const methods may be called from many threads.
+class PayloadView {
+ public:
+  PayloadView() = default;
+  PayloadView(PayloadView&& other) noexcept;
+  PayloadView& operator=(PayloadView&& other) noexcept;
+  PayloadView(const PayloadView&) = delete;
+  PayloadView& operator=(const PayloadView&) = delete;
+  ~PayloadView();
+
+  const Passport& passport() const noexcept { return m_passport; }
+  std::string_view bytes() const noexcept { return {m_data, m_size}; }
+  bool mapped() const noexcept { return m_mapped; }
+
+ private:
+  friend class FileStore;
+  void reset() noexcept;
+  Passport m_passport;
+  const char* m_data = nullptr;
+  std::size_t m_size = 0;
+  bool m_mapped = false;
+  std::unique_ptr<char[]> m_owned;
+};
+
+// What put_stream() stored.
+struct StreamedPut {
+  PutOutcome outcome = PutOutcome::stored;
+  Passport passport;
+};
+
+// Makes the passport of a payload streamed by put_stream(), from its size and
+// SHA-256 (32 raw bytes); an error refuses the put.
+using PassportForPayload =
+    std::function<Result<Passport>(std::uint64_t size, const std::array<std::uint8_t, 32>& sha256)>;
+
 class FileStore final : public Store {
  public:
   // Opens (creating if needed) the store at `options.root`. Fails with
@@ -106,6 +181,30 @@ class FileStore final : public Store {
   Result<bool> remove(const Key& key) override;
   Result<std::vector<EntryInfo>> list() override;
   Result<StoreStats> stats() override;
+
+  // get(), leaving the payload in its file: the payload is checked against its
+  // passport in bounded chunks, so memory does not grow with its size (a
+  // multi-GiB entry costs a few MiB). Hit: the passport and the open payload
+  // file. Miss: std::nullopt (a damaged entry is a miss, counted and removed,
+  // as for get()). Error: the store cannot be read.
+  Result<std::optional<PayloadFile>> open_payload(const Key& key);
+
+  // get() without copying the payload into a std::string: payloads of
+  // k_map_min_bytes or more are mapped read-only and checked through the
+  // mapping, smaller ones are read into a buffer the view owns, unzeroed.
+  // Same hits, misses, errors and counters as get().
+  // (Below 1 MiB, setting up and tearing down a mapping costs more than a read.)
+  static constexpr std::size_t k_map_min_bytes = 1024 * 1024;
+  Result<std::optional<PayloadView>> get_view(const Key& key);
+
+  // put() of a payload read from `fd` to its end in bounded chunks: the bytes
+  // are staged in v1/tmp while their SHA-256 is computed, `make_passport` is
+  // called with their size and digest, and the entry is published as put()
+  // publishes. Memory does not grow with the payload's size. Fails with
+  // invalid_argument when the passport does not name that size and digest,
+  // with io when `fd` cannot be read, and as put() when the store cannot be
+  // written. `fd` may be a pipe.
+  Result<StreamedPut> put_stream(int fd, const PassportForPayload& make_passport);
 
   // Re-hashes every entry in full and lists orphans; with Repair::yes removes
   // what is bad and sweeps orphans.
@@ -130,6 +229,10 @@ class FileStore final : public Store {
  private:
   struct Impl;
   explicit FileStore(std::unique_ptr<Impl> impl);
+  // The read path shared by get() and open_payload(): with `file` null the
+  // payload is read into the returned artifact; otherwise it is checked in
+  // chunks and left open in `*file` (the artifact's payload stays empty).
+  Result<std::optional<Artifact>> read_entry(const Key& key, PayloadFile* file, PayloadView* view = nullptr);
   std::unique_ptr<Impl> m_impl;
 };
 

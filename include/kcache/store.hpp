@@ -63,6 +63,7 @@ struct StoreStats {
   std::uint64_t bytes_written = 0;
   std::uint64_t entries = 0;         // entries held now
   std::uint64_t size_bytes = 0;      // bytes held now (payload + passport)
+  std::uint64_t metadata_bytes = 0;  // FileStore: shared counters and check table, also under the cap
   std::uint64_t max_size_bytes = 0;  // the cap; 0 = none
   std::uint64_t compile_us_saved = 0;  // sum of compile_duration_us over hits
   bool remote = false;  // a remote tier: its counters are this process's, it reports no occupancy

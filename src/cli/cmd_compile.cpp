@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/compile_cli_support.hpp"
+#include "compile/backends.hpp"
 #include "kcache/cache.hpp"
 #include "kcache/compiler.hpp"
 #include "kcache/passport.hpp"
@@ -209,7 +210,7 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
   std::vector<CompileRequest> requests;
   for (const auto& file : args.files) {
     int read_status = k_exit_error;
-    auto source = read_input_file(file, read_status);
+    auto source = read_input_file(file, read_status, jit::k_nvrtc_max_text_bytes, NulBytes::refused);
     if (!source) {
       return read_status;
     }

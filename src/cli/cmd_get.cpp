@@ -1,4 +1,6 @@
 // kcache get KEY [-o FILE]: fetch a verified payload.
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -7,6 +9,7 @@
 #include "cli/output.hpp"
 #include "kcache/key.hpp"
 #include "cli/output_file.hpp"
+#include "util/atomic_write.hpp"
 
 namespace kcache::cli {
 namespace {
@@ -17,18 +20,31 @@ struct GetArgs {
 };
 
 int run_get(const Context& ctx, const GetArgs& args) {
-  Artifact entry;
+  PayloadFile entry;
   if (const int status = fetch_entry(ctx, args.key, entry); status != k_exit_ok) {
     return status;
   }
-  const Artifact& artifact = entry;
-  // No -o is standard output, like `-o -`.
-  if (auto ok = write_output(args.output.empty() ? std::string("-") : args.output, artifact.payload); !ok) {
-    report(ok.error(), k_output_write_hint);
+  // The payload is copied from its file in bounded chunks (sendfile), never
+  // held in memory whole: a multi-GiB entry costs a few MiB. No -o is
+  // standard output, like `-o -`; other outputs follow docs/cli.md "Output files".
+  const std::string output = args.output.empty() ? std::string("-") : args.output;
+  Result<void> written;
+  if (output == "-") {
+    std::fflush(stdout);
+    written = entry.copy_to(STDOUT_FILENO, "standard output");
+  } else {
+    written = util::write_output_file_with(output, [&](int fd) { return entry.copy_to(fd, output); });
+  }
+  if (!written) {
+    // A damaged payload (exit 4) is the cache's; anything else is the output's.
+    if (written.error().code == ErrorCode::corrupt) {
+      return report(written.error());
+    }
+    report(written.error(), k_output_write_hint);
     return k_exit_error;
   }
   if (ctx.verbose) {
-    note("hit: " + format_size(artifact.payload.size()) + " of kind " + artifact.passport.kind + ", verified");
+    note("hit: " + format_size(entry.size()) + " of kind " + entry.passport().kind + ", verified");
   }
   return k_exit_ok;
 }

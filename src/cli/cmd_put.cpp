@@ -1,10 +1,11 @@
 // kcache put FILE [--kind K] [--label NAME=VALUE]...: store a file by content.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
-#include <iterator>
+#include <filesystem>
 #include <memory>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,7 @@
 #include "cli/output.hpp"
 #include "cli/output_file.hpp"
 #include "kcache/blob.hpp"
+#include "util/fd.hpp"
 
 namespace kcache::cli {
 namespace {
@@ -23,25 +25,21 @@ struct PutArgs {
   std::vector<std::string> labels;
 };
 
-Result<std::string> read_input(const std::string& file) {
-  std::ostringstream buffer;
+// Opens the input: standard input for "-", else a regular file. Returns the
+// descriptor (owned by `holder` unless it is standard input).
+Result<int> open_input(const std::string& file, util::Fd& holder) {
   if (file == "-") {
-    buffer << std::cin.rdbuf();
-    return buffer.str();
+    return STDIN_FILENO;
   }
   // Names what is wrong: missing, a directory, a FIFO (never opened: it would block).
   if (auto ok = check_input_file(file); !ok) {
     return tl::unexpected(ok.error());
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
+  holder.reset(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!holder) {
     return make_errno_error(errno, "cannot open '" + file + "'");
   }
-  buffer << in.rdbuf();
-  if (in.bad()) {
-    return make_errno_error(errno, "cannot read '" + file + "'");
-  }
-  return buffer.str();
+  return holder.get();
 }
 
 int run_put(const Context& ctx, const PutArgs& args) {
@@ -54,29 +52,36 @@ int run_put(const Context& ctx, const PutArgs& args) {
     }
     labels[l.substr(0, eq)] = l.substr(eq + 1);
   }
-  auto bytes = read_input(args.file);
-  if (!bytes) {
-    return report(bytes.error(), "give the path of an existing file, or - to read standard input");
+  // The kind and labels are checked before anything is read.
+  if (auto checked = make_blob_passport(args.kind, 0, {}, labels); !checked) {
+    return report(checked.error());
   }
-  auto artifact = make_blob(args.kind, std::move(*bytes), std::move(labels));
-  if (!artifact) {
-    return report(artifact.error());
+  util::Fd holder;
+  auto fd = open_input(args.file, holder);
+  if (!fd) {
+    return report(fd.error(), "give the path of an existing file, or - to read standard input");
   }
   auto store = open_file_store(ctx);
   if (!store) {
     return report(store.error());
   }
-  auto outcome = (*store)->put(*artifact);
-  if (!outcome) {
-    return report(outcome.error());
+  // Streamed: the file is hashed and staged in bounded chunks, never held in
+  // memory whole (docs/cli.md, "Large files").
+  auto put = (*store)->put_stream(*fd, [&](std::uint64_t size, const std::array<std::uint8_t, 32>& sha256) {
+    return make_blob_passport(args.kind, size, sha256, labels);
+  });
+  if (!put) {
+    return report(put.error());
   }
+  const PutOutcome outcome = put->outcome;
+  const Passport& passport = put->passport;
   const bool skipped = (*store)->degraded();
-  const std::string key = artifact->passport.key.hex();
+  const std::string key = passport.key.hex();
   if (ctx.json) {
     nlohmann::json j{{"key", key},
-                     {"outcome", skipped ? "skipped" : *outcome == PutOutcome::stored ? "stored" : "already_present"},
-                     {"kind", artifact->passport.kind},
-                     {"size", artifact->passport.payload_size}};
+                     {"outcome", skipped ? "skipped" : outcome == PutOutcome::stored ? "stored" : "already_present"},
+                     {"kind", passport.kind},
+                     {"size", passport.payload_size}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s\n", key.c_str());
@@ -86,8 +91,8 @@ int run_put(const Context& ctx, const PutArgs& args) {
     return k_exit_error;
   }
   if (ctx.verbose) {
-    note(std::string(*outcome == PutOutcome::stored ? "stored " : "already present: ") +
-         format_size(artifact->passport.payload_size) + " as kind " + artifact->passport.kind);
+    note(std::string(outcome == PutOutcome::stored ? "stored " : "already present: ") +
+         format_size(passport.payload_size) + " as kind " + passport.kind);
   }
   return k_exit_ok;
 }

@@ -11,11 +11,11 @@ namespace kcache::cli {
 namespace {
 
 int run_show(const Context& ctx, const std::string& text) {
-  Artifact entry;
+  PayloadFile entry;
   if (const int status = fetch_entry(ctx, text, entry); status != k_exit_ok) {
     return status;
   }
-  std::printf("%s\n", entry.passport.to_pretty_json().c_str());
+  std::printf("%s\n", entry.passport().to_pretty_json().c_str());
   return k_exit_ok;
 }
 

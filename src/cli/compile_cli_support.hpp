@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -27,16 +28,76 @@
 
 namespace kcache::cli {
 
-// Reads a whole file; std::nullopt with `error` set when it cannot.
-inline std::optional<std::string> read_whole_file(const std::string& path, std::string& error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+// Whether read_whole_file accepts NUL bytes.
+enum class NulBytes { allowed, refused };
+
+// Reads a whole file; std::nullopt with `error` set when it cannot, when it is
+// larger than `max_bytes` (checked before reading, so memory stays bounded),
+// or, with NulBytes::refused, at the first NUL byte (a CUDA source for NVRTC,
+// which reads C strings: a file of zeros once compiled to an empty cubin).
+// `code`, when given, is set to invalid_argument for a file kcache refuses
+// (too large, a NUL byte) and to io when it cannot be read.
+inline std::optional<std::string> read_whole_file(const std::string& path, std::string& error,
+                                                  std::uint64_t max_bytes = UINT64_MAX,
+                                                  NulBytes nul = NulBytes::allowed, ErrorCode* code = nullptr) {
+  if (code != nullptr) {
+    *code = ErrorCode::invalid_argument;
+  }
+  const auto io_failed = [&] {
+    if (code != nullptr) {
+      *code = ErrorCode::io;
+    }
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     error = "cannot read " + path + ": " + std::strerror(errno);
+    io_failed();
     return std::nullopt;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  const std::string too_large = path + " is larger than " + std::to_string(max_bytes) +
+                                " bytes, the most kcache gives NVRTC (2 GiB). Split it or compile it with nvcc";
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    error = too_large;
+    return std::nullopt;
+  }
+  std::string bytes;
+  if (S_ISREG(st.st_mode)) {
+    bytes.reserve(static_cast<std::size_t>(st.st_size));
+  }
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      error = "cannot read " + path + ": " + std::strerror(errno);
+      io_failed();
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) {
+      break;
+    }
+    if (const void* at = nul == NulBytes::refused ? std::memchr(buffer, '\0', static_cast<std::size_t>(n)) : nullptr;
+        at != nullptr) {
+      error = path + " holds a NUL byte at offset " +
+              std::to_string(bytes.size() + static_cast<std::size_t>(static_cast<const char*>(at) - buffer)) +
+              "; NVRTC would read it only up to there. Is it a binary file? Give the CUDA source text";
+      ::close(fd);
+      return std::nullopt;
+    }
+    bytes.append(buffer, static_cast<std::size_t>(n));
+    if (bytes.size() > max_bytes) {
+      error = too_large;
+      ::close(fd);
+      return std::nullopt;
+    }
+  }
+  ::close(fd);
+  return bytes;
 }
 
 // Writes an output file (-o) atomically: a temporary file in the same
@@ -87,15 +148,20 @@ inline int report_error(const Error& e, std::string_view hint = {}) {
 // passport): refuses what is not a regular file without opening it, then
 // reads it whole. On failure prints the error with a hint and returns the
 // exit code (1) in `status`.
-inline std::optional<std::string> read_input_file(const std::string& path, int& status) {
+inline std::optional<std::string> read_input_file(const std::string& path, int& status,
+                                                  std::uint64_t max_bytes = UINT64_MAX,
+                                                  NulBytes nul = NulBytes::allowed) {
   if (auto ok = check_input_file(path); !ok) {
     status = report_error(ok.error(), "give the path of an existing regular file");
     return std::nullopt;
   }
   std::string error;
-  auto bytes = read_whole_file(path, error);
+  ErrorCode code = ErrorCode::io;
+  auto bytes = read_whole_file(path, error, max_bytes, nul, &code);
   if (!bytes) {
-    status = report_error(Error{ErrorCode::io, error, {}}, "check the file's permissions");
+    // A file kcache refuses (too large, a NUL byte) is bad input, exit 2.
+    status = report_error(Error{code, error, {}},
+                          code == ErrorCode::io ? "check the file's permissions" : "give the CUDA source text");
   }
   return bytes;
 }

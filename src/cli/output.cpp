@@ -136,7 +136,7 @@ bool write_stdout(std::string_view bytes) {
   return true;
 }
 
-int fetch_entry(const Context& ctx, const std::string& key_text, Artifact& out) {
+int fetch_entry(const Context& ctx, const std::string& key_text, PayloadFile& out) {
   auto key = Key::parse(key_text);
   if (!key) {
     return report(Error{ErrorCode::invalid_argument, "'" + key_text + "' is not a key", {}},
@@ -147,7 +147,7 @@ int fetch_entry(const Context& ctx, const std::string& key_text, Artifact& out) 
     return report(store.error());
   }
   // get() verifies the payload: only an entry that would be served is shown or written.
-  auto got = (*store)->get(*key);
+  auto got = (*store)->open_payload(*key);
   if (!got) {
     return report(got.error());
   }

@@ -36,10 +36,11 @@ void note(std::string_view line);
 // the FileStore at the configured cache directory.
 Result<std::unique_ptr<FileStore>> open_file_store(const Context& ctx);
 
-// Parses `key_text`, opens the file store and fetches the verified entry.
+// Parses `key_text`, opens the file store and fetches the verified entry,
+// leaving its payload in its file (memory does not grow with its size).
 // Returns k_exit_ok and fills `out` on a hit; otherwise prints what went wrong
 // (not a key, the store cannot be read, a miss) and returns its exit code.
-int fetch_entry(const Context& ctx, const std::string& key_text, Artifact& out);
+int fetch_entry(const Context& ctx, const std::string& key_text, PayloadFile& out);
 
 // "2025-03-01 14:02:11" (UTC) for a Unix time in milliseconds; "-" for 0.
 std::string format_time(std::int64_t unix_ms);

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -160,6 +161,26 @@ class LibraryHandle {
   Destroy m_destroy;
 };
 
+// NVRTC reads each text as a C string: one larger than it compiles, or with a
+// NUL byte (everything after it silently dropped: a 2 GiB file of zeros compiled
+// to an empty cubin), is refused naming the input.
+Result<void> check_nvrtc_text(std::string_view what, std::string_view name, std::string_view text) {
+  if (text.size() > k_nvrtc_max_text_bytes) {
+    return make_error(ErrorCode::invalid_argument,
+                      std::string(what) + " '" + std::string(name) + "' is " + std::to_string(text.size()) +
+                          " bytes; kcache gives NVRTC at most " + std::to_string(k_nvrtc_max_text_bytes) +
+                          " bytes (2 GiB). Split it or compile it with nvcc");
+  }
+  if (const void* nul = std::memchr(text.data(), '\0', text.size()); nul != nullptr) {
+    const auto offset = static_cast<const char*>(nul) - text.data();
+    return make_error(ErrorCode::invalid_argument,
+                      std::string(what) + " '" + std::string(name) + "' holds a NUL byte at offset " +
+                          std::to_string(offset) +
+                          "; NVRTC would read it only up to there. Is it a binary file? Give the CUDA source text");
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<BackendOutput> run_nvrtc(const CompileRequest& request, const std::vector<std::string>& options) {
@@ -168,6 +189,14 @@ Result<BackendOutput> run_nvrtc(const CompileRequest& request, const std::vector
     return tl::unexpected(api_r.error());
   }
   const NvrtcApi& api = **api_r;
+  if (auto ok = check_nvrtc_text("source", request.name, request.source); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  for (const auto& h : request.headers) {
+    if (auto ok = check_nvrtc_text("header", h.name, h.bytes); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
   std::vector<std::string> header_names;
   std::vector<std::string> header_bodies;
   for (const auto& h : request.headers) {

@@ -1,6 +1,7 @@
 // compile/backends.hpp: running NVRTC, nvJitLink and libNVVM on a request (private).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +17,13 @@ struct BackendOutput {
   std::string log;
   std::map<std::string, std::string> symbols;  // name expression -> lowered name
 };
+
+// The largest source or header text kcache hands to NVRTC (bytes). NVRTC takes
+// its inputs as C strings; it compiled a 2 GiB + 4 KiB source, in 8 minutes
+// and with twice that in memory, so kcache draws its line at 2 GiB (docs/jit.md,
+// "Limits"). A larger text is refused with invalid_argument, as is a text
+// holding a NUL byte (NVRTC would read it only up to the NUL).
+inline constexpr std::uint64_t k_nvrtc_max_text_bytes = std::uint64_t{1} << 31;
 
 // Each runs the library (loading it on first use) with the canonical options.
 // compile_failed carries the compiler's log in Error::log.

@@ -1,6 +1,9 @@
 #include "kcache/blob.hpp"
 
+#include <chrono>
 #include <utility>
+
+#include "util/hex.hpp"
 
 namespace kcache {
 
@@ -29,6 +32,33 @@ Result<Artifact> make_blob(std::string kind, std::string content, std::map<std::
   Artifact a = Artifact::make(key, std::move(kind), std::move(content), Producer{"kcache", KCACHE_VERSION});
   a.passport.labels = std::move(labels);
   return a;
+}
+
+Result<Passport> make_blob_passport(std::string kind, std::uint64_t size, const std::array<std::uint8_t, 32>& sha256,
+                                    std::map<std::string, std::string> labels) {
+  if (!is_valid_kind(kind)) {
+    return make_error(ErrorCode::invalid_argument,
+                      "kind '" + kind + "' is not valid: use 1 to 32 of a-z, 0-9, '_' and '-' (e.g. cubin, engine)");
+  }
+  for (const auto& [name, value] : labels) {
+    if (name.empty()) {
+      return make_error(ErrorCode::invalid_argument, "a label needs a name: write name=value");
+    }
+  }
+  KeyBuilder key("blob");
+  key.add("kind", kind);
+  key.add_digest("content", sha256);
+  Passport p;
+  p.key = key.key();
+  p.key_record = key.record();
+  p.kind = std::move(kind);
+  p.producer = Producer{"kcache", KCACHE_VERSION};
+  p.payload_size = size;
+  p.payload_sha256 = util::to_hex(sha256.data(), sha256.size());
+  p.created_unix_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  p.labels = std::move(labels);
+  return p;
 }
 
 }  // namespace kcache

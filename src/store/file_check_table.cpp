@@ -19,8 +19,27 @@ namespace kcache::store {
 
 namespace {
 
-constexpr SharedFileFormat k_format{"checks", {'K', 'C', 'C', 'H', 'K', '0', '0', '1'}, 1, FileCheckTable::k_slots,
-                                    FileCheckTable::k_file_size};
+constexpr SharedFileFormat format_for(unsigned slots) {
+  return SharedFileFormat{"checks", {'K', 'C', 'C', 'H', 'K', '0', '0', '1'}, 1, slots,
+                          FileCheckTable::file_size(slots)};
+}
+
+bool valid_slots(std::uint32_t slots) noexcept {
+  return slots >= FileCheckTable::k_min_slots && slots <= FileCheckTable::k_max_slots && (slots & (slots - 1)) == 0;
+}
+
+// The slot count the existing file's header names, or 0 when there is no
+// usable file (missing, damaged, or of another format).
+unsigned existing_slots(int stats_dir_fd) {
+  util::Fd fd(util::io::openat(stats_dir_fd, "checks", O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  unsigned char header[16];
+  if (!fd || ::pread(fd.get(), header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
+    return 0;
+  }
+  std::uint32_t slots = 0;
+  std::memcpy(&slots, header + 12, 4);
+  return valid_slots(slots) ? slots : 0;
+}
 constexpr std::uint64_t k_seal_salt = 0x6b63616368653031ULL;  // "kcache01"
 constexpr std::size_t k_words = FileCheckTable::k_slot_bytes / 8;  // 12
 constexpr std::size_t k_sealed_words = 10;                          // key(4) + 6 fields
@@ -58,20 +77,35 @@ CheckRecord CheckRecord::from_stat(const struct stat& st, std::uint64_t xxh3, st
   return r;
 }
 
-std::unique_ptr<FileCheckTable> FileCheckTable::open(int stats_dir_fd, mode_t mode) {
-  void* p = map_shared_file(stats_dir_fd, k_format, mode).data;
+unsigned FileCheckTable::slots_for_cap(std::uint64_t cap_bytes) noexcept {
+  if (cap_bytes == 0) {
+    return k_max_slots;
+  }
+  unsigned slots = k_min_slots;
+  while (slots < k_max_slots && std::uint64_t{slots} * 2 * k_cap_bytes_per_slot <= cap_bytes) {
+    slots *= 2;
+  }
+  return slots;
+}
+
+std::unique_ptr<FileCheckTable> FileCheckTable::open(int stats_dir_fd, mode_t mode, unsigned slots) {
+  // Another process may have created the table with another cap: its size wins.
+  const unsigned existing = existing_slots(stats_dir_fd);
+  const unsigned use = existing != 0 ? existing : (valid_slots(slots) ? slots : k_min_slots);
+  void* p = map_shared_file(stats_dir_fd, format_for(use), mode).data;
   if (p == nullptr) {
     return nullptr;
   }
-  return std::unique_ptr<FileCheckTable>(new FileCheckTable(p));
+  return std::unique_ptr<FileCheckTable>(new FileCheckTable(p, use));
 }
 
-FileCheckTable::~FileCheckTable() { unmap_shared_file(m_mapped, k_format); }
+FileCheckTable::~FileCheckTable() { unmap_shared_file(m_mapped, format_for(m_slots)); }
 
 std::uint64_t* FileCheckTable::slot(const Key& key) const noexcept {
   const auto& b = key.bytes();
-  const unsigned index = ((unsigned{b[2]} << 8) | b[3]) % k_slots;
-  return reinterpret_cast<std::uint64_t*>(static_cast<char*>(m_mapped) + 64 + std::size_t{index} * k_slot_bytes);
+  const unsigned index = ((unsigned{b[2]} << 8) | b[3]) & (m_slots - 1);
+  return reinterpret_cast<std::uint64_t*>(static_cast<char*>(m_mapped) + k_header_bytes +
+                                         std::size_t{index} * k_slot_bytes);
 }
 
 bool FileCheckTable::find(const Key& key, CheckRecord& out) const noexcept {

@@ -6,13 +6,18 @@
 // and ctime, had this XXH3 and matched this SHA-256 (prefix) when it was last
 // hashed in full":
 //
-//   checks := header slot[4096]                  64 + 4096 * 96 bytes
-//   header := "KCCHK001" u32 version(=1) u32 slots(=4096) u64 reserved[6]
+//   checks := header slot[N]                     64 + N * 96 bytes
+//   header := "KCCHK001" u32 version(=1) u32 slots(=N) u64 reserved[6]
 //   slot   := key[32] ino u64 size u64 mtime_ns u64 ctime_ns u64 xxh3 u64
 //             sha256_prefix u64 seal u64 pad u64
 //   seal   := XXH3-64 of the 80 bytes before it, XOR k_seal_salt
 //
-// A slot index is bytes 2..3 of the key modulo 4096; a colliding key simply
+// N is a power of two from 64 to 65536, sized with the cache's cap by the
+// process that creates the file (slots_for_cap: one slot per 16 KiB of cap, so
+// the table is about 0.6 % of the cap at most; 6 KiB for a 1 MiB cap, 6 MiB
+// from a 1 GiB cap up) and read from the header by every other process.
+//
+// A slot index is bytes 2..3 of the key modulo N; a colliding key simply
 // overwrites the slot (the table is a cache, not a source of truth). Words are
 // written with relaxed atomics by any process; a torn slot fails its seal and
 // reads as absent. A record never proves anything by itself: a cheap read
@@ -46,13 +51,24 @@ struct CheckRecord {
 
 class FileCheckTable {
  public:
-  static constexpr unsigned k_slots = 4096;
+  static constexpr unsigned k_min_slots = 64;
+  static constexpr unsigned k_max_slots = 65536;
+  static constexpr std::uint64_t k_cap_bytes_per_slot = 16 * 1024;
   static constexpr std::size_t k_slot_bytes = 96;
-  static constexpr std::size_t k_file_size = 64 + k_slots * k_slot_bytes;
+  static constexpr std::size_t k_header_bytes = 64;
 
-  // Opens or creates `checks` in `stats_dir_fd`. Returns null when the table
-  // cannot be used (then every read hashes in full).
-  static std::unique_ptr<FileCheckTable> open(int stats_dir_fd, mode_t mode);
+  // The slot count for a cache capped at `cap_bytes` (0: no cap, the largest).
+  static unsigned slots_for_cap(std::uint64_t cap_bytes) noexcept;
+  static constexpr std::size_t file_size(unsigned slots) noexcept { return k_header_bytes + slots * k_slot_bytes; }
+
+  // Opens `checks` in `stats_dir_fd` with the slot count its header gives, or
+  // creates it with `slots` (a power of two in [k_min_slots, k_max_slots]) when
+  // it is missing or damaged. Returns null when the table cannot be used (then
+  // every read hashes in full).
+  static std::unique_ptr<FileCheckTable> open(int stats_dir_fd, mode_t mode, unsigned slots);
+
+  // The size of the mapped file in bytes (metadata counted in stats).
+  std::size_t bytes() const noexcept { return file_size(m_slots); }
   ~FileCheckTable();
   FileCheckTable(const FileCheckTable&) = delete;
   FileCheckTable& operator=(const FileCheckTable&) = delete;
@@ -63,9 +79,10 @@ class FileCheckTable {
   void forget(const Key& key) noexcept;
 
  private:
-  explicit FileCheckTable(void* mapped) : m_mapped(mapped) {}
+  FileCheckTable(void* mapped, unsigned slots) : m_mapped(mapped), m_slots(slots) {}
   std::uint64_t* slot(const Key& key) const noexcept;
   void* m_mapped;
+  unsigned m_slots;
 };
 
 // The first 8 bytes of a 64-hex SHA-256, as a number; 0 when `hex` is malformed.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "store/file_store_impl.hpp"
 #include "util/hex.hpp"
@@ -267,7 +268,8 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   impl->stats_fd = open_subdir(v1.get(), store::k_stats_dir, dmode, err);
   const mode_t fmode = store::file_mode(impl->options.sharing);
   impl->counters = store::SharedCounters::open(impl->stats_fd.get(), fmode);
-  impl->checks = store::FileCheckTable::open(impl->stats_fd.get(), fmode);
+  impl->checks = store::FileCheckTable::open(impl->stats_fd.get(), fmode,
+                                             store::FileCheckTable::slots_for_cap(impl->options.max_size_bytes));
   if (impl->stats_fd) {
     util::Fd lock_fd(io::openat(impl->stats_fd.get(), store::k_evict_lock_file,
                                 O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, fmode));
@@ -285,6 +287,20 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
     impl->sweep_temps(impl->options.stale_temp_age.count());
   }
   return std::unique_ptr<FileStore>(new FileStore(std::move(impl)));
+}
+
+// ---------------------------------------------------------------- metadata under the cap
+
+std::uint64_t FileStore::Impl::metadata_bytes() const noexcept {
+  return (counters && counters->shared() ? store::SharedCounters::k_file_size : 0) + (checks ? checks->bytes() : 0);
+}
+
+std::uint64_t FileStore::Impl::entry_budget(std::uint64_t cap) const noexcept {
+  if (cap == 0) {
+    return 0;
+  }
+  const std::uint64_t meta = metadata_bytes();
+  return cap > 2 * meta ? cap - meta : cap / 2;
 }
 
 // ---------------------------------------------------------------- held shard directories
@@ -377,6 +393,36 @@ void FileStore::Impl::memo_forget(const Key& key) {
 // ---------------------------------------------------------------- get
 
 Result<std::optional<Artifact>> FileStore::get(const Key& key) {
+  return read_entry(key, nullptr);
+}
+
+Result<std::optional<PayloadFile>> FileStore::open_payload(const Key& key) {
+  PayloadFile file;
+  auto got = read_entry(key, &file);
+  if (!got) {
+    return tl::unexpected(got.error());
+  }
+  if (!got->has_value()) {
+    return std::optional<PayloadFile>{};
+  }
+  file.m_passport = std::move((*got)->passport);
+  return std::optional<PayloadFile>(std::move(file));
+}
+
+Result<std::optional<PayloadView>> FileStore::get_view(const Key& key) {
+  PayloadView view;
+  auto got = read_entry(key, nullptr, &view);
+  if (!got) {
+    return tl::unexpected(got.error());
+  }
+  if (!got->has_value()) {
+    return std::optional<PayloadView>{};
+  }
+  view.m_passport = std::move((*got)->passport);
+  return std::optional<PayloadView>(std::move(view));
+}
+
+Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFile* file, PayloadView* view) {
   Impl& m = *m_impl;
   const unsigned shard = key.bytes()[0];
   const std::string key_hex = key.hex();
@@ -407,7 +453,7 @@ Result<std::optional<Artifact>> FileStore::get(const Key& key) {
   if (io::fstatat(shard_fd.get(), pass_name.c_str(), &pass_st, AT_SYMLINK_NOFOLLOW) != 0) {
     err = errno;
     if (err == ENOENT && m.drop_held_shard_if_removed(shard, shard_fd.get())) {
-      return get(key);  // the shard was removed behind our back: look in its successor
+      return read_entry(key, file, view);  // the shard was removed behind our back: look in its successor
     }
     if (err == ENOENT) {
       return miss();
@@ -495,36 +541,18 @@ Result<std::optional<Artifact>> FileStore::get(const Key& key) {
       static_cast<std::uint64_t>(payload_st.st_size) != passport->payload_size) {
     return bad_entry();
   }
-  // The payload's size was checked against the passport above and its bytes
-  // are checked below, so reading exactly that many bytes is enough: no extra
-  // read to find the end of the file.
+  // The payload's size was checked against the passport above; its bytes are
+  // read (or, for open_payload, only hashed) in chunks and checked while hot.
   Artifact artifact;
-  if (int e = io::read_exact(payload_fd.get(), passport->payload_size, artifact.payload); e != 0) {
-    if (e == EPIPE) {
-      return bad_entry();  // shorter than its stat said: changed under us
-    }
+  const auto check = view != nullptr ? m.check_payload_view(key, payload_fd.get(), payload_st, *passport, *view)
+                                     : m.check_payload(key, payload_fd.get(), payload_st, *passport,
+                                                       file == nullptr ? &artifact.payload : nullptr);
+  if (check.verdict == Impl::PayloadVerdict::bad) {
+    return bad_entry();
+  }
+  if (check.verdict == Impl::PayloadVerdict::error) {
     m.counters->add(Counter::errors);
-    return make_errno_error(e, "cannot read payload " + key_hex);
-  }
-
-  // The check: full SHA-256, or XXH3 against a record made by a full check of
-  // this very file (same inode, size, mtime, ctime) when allowed.
-  const std::uint64_t sha_prefix = store::sha256_prefix_of_hex(passport->payload_sha256);
-  bool ok = false;
-  store::CheckRecord rec;
-  if (m.options.verify == ReadVerify::fast_when_unchanged && m.checks && m.checks->find(key, rec)) {
-    const std::uint64_t x = util::xxh3_64(artifact.payload);
-    ok = rec == store::CheckRecord::from_stat(payload_st, x, sha_prefix) && sha_prefix != 0;
-  }
-  if (!ok) {
-    const std::string hex = util::sha256_hex(artifact.payload);
-    if (hex != passport->payload_sha256) {
-      return bad_entry();
-    }
-    ok = true;
-    if (m.checks && m.options.verify == ReadVerify::fast_when_unchanged) {
-      m.checks->record(key, store::CheckRecord::from_stat(payload_st, util::xxh3_64(artifact.payload), sha_prefix));
-    }
+    return make_errno_error(check.err, "cannot read payload " + key_hex);
   }
 
   // Refresh the last-use stamp at coarse granularity (LRU). This changes the
@@ -539,9 +567,15 @@ Result<std::optional<Artifact>> FileStore::get(const Key& key) {
     }
   }
   m.counters->add(Counter::hits);
-  m.counters->add(Counter::bytes_read, artifact.payload.size());
+  m.counters->add(Counter::bytes_read, passport->payload_size);
   m.counters->add(Counter::compile_us_saved, passport->compile_duration_us);
   artifact.passport = *passport;
+  if (file != nullptr) {
+    file->m_ino = static_cast<std::uint64_t>(payload_st.st_ino);
+    file->m_mtime_ns = mtime_ns(payload_st);
+    file->m_ctime_ns = static_cast<std::int64_t>(payload_st.st_ctim.tv_sec) * 1'000'000'000 + payload_st.st_ctim.tv_nsec;
+    file->m_fd = payload_fd.release();
+  }
   return std::optional<Artifact>(std::move(artifact));
 }
 
@@ -553,114 +587,207 @@ Result<PutOutcome> FileStore::put(const Artifact& artifact) {
     return make_error(ErrorCode::invalid_argument, "refusing to store an artifact that does not verify: " +
                                                        v.error().message);
   }
-  if (m.degraded.load() && now_unix_ms() < m.retry_writes_at_ms.load()) {
-    m.counters->add(Counter::puts_skipped);
-    return make_error(ErrorCode::read_only, "the cache at " + m.options.root.string() +
-                                                " is degraded (a write failed earlier); write skipped");
+  if (auto skipped = m.check_writable(); !skipped) {
+    return tl::unexpected(skipped.error());
   }
   const Key& key = artifact.passport.key;
   const unsigned shard = key.bytes()[0];
-  const std::string key_hex = key.hex();
-  const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
-
   int err = 0;
   util::Fd shard_fd = m.open_shard(shard, CreateShard::yes, err);
   if (!shard_fd) {
-    if (err == ELOOP || err == ENOTDIR) {
-      m.counters->add(Counter::errors);
-      return make_error(ErrorCode::corrupt, "shard " + store::shard_name(shard) +
-                                                " is not a directory (a symlink?); run `kcache verify --repair`");
-    }
-    return tl::unexpected(m.write_failed(err, "cannot create shard directory " + store::shard_name(shard)));
+    return tl::unexpected(m.shard_open_failed(shard, err));
   }
   struct stat existing {};
+  const std::string pass_name = key.hex() + std::string(store::k_passport_suffix);
   if (io::fstatat(shard_fd.get(), pass_name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
     return PutOutcome::already_present;
   }
   if (!m.tmp_fd) {
     return tl::unexpected(m.write_failed(EACCES, "no usable staging directory v1/tmp"));
   }
-
-  const mode_t fmode = store::file_mode(m.options.sharing);
-  const bool do_fsync = m.options.fsync != FsyncPolicy::none;
   const std::string json = artifact.passport.to_json();
+  // Room under the cap first, so that the staged bytes are counted in it.
+  const Impl::RoomGuard room(*m.counters, m.make_room(artifact.payload.size() + json.size()));
   const std::string tmp_payload = m.new_temp_name();
-  const std::string tmp_pass = m.new_temp_name();
-  bool payload_staged = false;
+  if (int e = m.stage(tmp_payload, [&](int fd) { return io::write_all(fd, artifact.payload); }); e != 0) {
+    return tl::unexpected(m.write_failed(e, "cannot stage the payload in v1/tmp"));
+  }
+  return m.publish_staged(shard, shard_fd.get(), artifact.passport, json, tmp_payload);
+}
+
+Result<StreamedPut> FileStore::put_stream(int fd, const PassportForPayload& make_passport) {
+  Impl& m = *m_impl;
+  if (auto skipped = m.check_writable(); !skipped) {
+    return tl::unexpected(skipped.error());
+  }
+  if (!m.tmp_fd) {
+    return tl::unexpected(m.write_failed(EACCES, "no usable staging directory v1/tmp"));
+  }
+  // Room under the cap for what a regular file says it holds (a pipe's size is
+  // not known ahead: its entry is settled by eviction after it is published).
+  struct stat in_st {};
+  const bool sized = io::fstat(fd, &in_st) == 0 && S_ISREG(in_st.st_mode);
+  constexpr std::uint64_t k_passport_estimate = 4096;
+  const Impl::RoomGuard room(
+      *m.counters, sized ? m.make_room(static_cast<std::uint64_t>(in_st.st_size) + k_passport_estimate) : -1);
+  // One pass over the input: each chunk is hashed and written to the staged file.
+  const std::string tmp_payload = m.new_temp_name();
+  util::Sha256 sha;
+  std::uint64_t size = 0;
+  int read_err = 0;
+  const int e = m.stage(tmp_payload, [&](int out) {
+    constexpr std::size_t k_chunk = 1 << 20;
+    const auto buffer = std::make_unique_for_overwrite<char[]>(k_chunk);
+    for (;;) {
+      const ssize_t n = io::read(fd, buffer.get(), k_chunk);
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n < 0) {
+        read_err = errno;
+        return read_err;
+      }
+      if (n == 0) {
+        return 0;
+      }
+      sha.update(buffer.get(), static_cast<std::size_t>(n));
+      size += static_cast<std::uint64_t>(n);
+      if (int w = io::write_all(out, std::string_view(buffer.get(), static_cast<std::size_t>(n))); w != 0) {
+        return w;
+      }
+    }
+  });
+  if (read_err != 0) {
+    return make_errno_error(read_err, "cannot read the input to store");
+  }
+  if (e != 0) {
+    return tl::unexpected(m.write_failed(e, "cannot stage the payload in v1/tmp"));
+  }
+  auto discard = [&] { io::unlinkat(m.tmp_fd.get(), tmp_payload.c_str(), 0); };
+  const auto digest = sha.finish();
+  auto passport = make_passport(size, digest);
+  if (!passport) {
+    discard();
+    return tl::unexpected(passport.error());
+  }
+  if (passport->payload_size != size || passport->payload_sha256 != util::to_hex(digest.data(), digest.size()) ||
+      passport->format != k_passport_format_version || !is_valid_kind(passport->kind)) {
+    discard();
+    return make_error(ErrorCode::invalid_argument,
+                      "refusing to store a payload whose passport does not name its size and SHA-256");
+  }
+  const unsigned shard = passport->key.bytes()[0];
+  int err = 0;
+  util::Fd shard_fd = m.open_shard(shard, CreateShard::yes, err);
+  if (!shard_fd) {
+    discard();
+    return tl::unexpected(m.shard_open_failed(shard, err));
+  }
+  auto outcome = m.publish_staged(shard, shard_fd.get(), *passport, passport->to_json(), tmp_payload);
+  if (!outcome) {
+    return tl::unexpected(outcome.error());
+  }
+  return StreamedPut{*outcome, std::move(*passport)};
+}
+
+// ---------------------------------------------------------------- put: staging and publishing
+
+Result<void> FileStore::Impl::check_writable() {
+  if (degraded.load() && now_unix_ms() < retry_writes_at_ms.load()) {
+    counters->add(Counter::puts_skipped);
+    return make_error(ErrorCode::read_only, "the cache at " + options.root.string() +
+                                                " is degraded (a write failed earlier); write skipped");
+  }
+  return {};
+}
+
+Error FileStore::Impl::shard_open_failed(unsigned shard, int err) {
+  if (err == ELOOP || err == ENOTDIR) {
+    counters->add(Counter::errors);
+    return Error{ErrorCode::corrupt,
+                 "shard " + store::shard_name(shard) + " is not a directory (a symlink?); run `kcache verify --repair`",
+                 {}};
+  }
+  return write_failed(err, "cannot create shard directory " + store::shard_name(shard));
+}
+
+int FileStore::Impl::stage(const std::string& name, const std::function<int(int fd)>& write) {
+  const mode_t fmode = store::file_mode(options.sharing);
+  util::Fd fd(io::openat(tmp_fd.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, fmode));
+  if (!fd) {
+    return errno;
+  }
+  int e = write(fd.get());
+  if (e == 0 && io::fchmod(fd.get(), fmode) != 0) {
+    e = errno;
+  }
+  if (e == 0 && options.fsync != FsyncPolicy::none && io::fsync(fd.get()) != 0) {
+    e = errno;
+  }
+  if (e != 0) {
+    io::unlinkat(tmp_fd.get(), name.c_str(), 0);
+  }
+  return e;
+}
+
+Result<PutOutcome> FileStore::Impl::publish_staged(unsigned shard, int shard_fd, const Passport& passport,
+                                                   const std::string& json, const std::string& tmp_payload) {
+  const std::string key_hex = passport.key.hex();
+  const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
+  const std::string tmp_pass = new_temp_name();
+  bool payload_staged = true;
   bool pass_staged = false;
   auto cleanup = [&] {
     if (payload_staged) {
-      io::unlinkat(m.tmp_fd.get(), tmp_payload.c_str(), 0);
+      io::unlinkat(tmp_fd.get(), tmp_payload.c_str(), 0);
     }
     if (pass_staged) {
-      io::unlinkat(m.tmp_fd.get(), tmp_pass.c_str(), 0);
+      io::unlinkat(tmp_fd.get(), tmp_pass.c_str(), 0);
     }
   };
-  // Stage one file completely: create, write, set mode, fsync, close.
-  auto stage = [&](const std::string& name, std::string_view bytes, bool& staged, const char* what) -> int {
-    util::Fd fd(io::openat(m.tmp_fd.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, fmode));
-    if (!fd) {
-      return errno;
-    }
-    staged = true;
-    (void)what;
-    if (int e = io::write_all(fd.get(), bytes); e != 0) {
-      return e;
-    }
-    if (io::fchmod(fd.get(), fmode) != 0) {
-      return errno;
-    }
-    if (do_fsync && io::fsync(fd.get()) != 0) {
-      return errno;
-    }
-    return 0;
-  };
-  if (int e = stage(tmp_payload, artifact.payload, payload_staged, "payload"); e != 0) {
+  if (int e = stage(tmp_pass, [&](int fd) { return io::write_all(fd, json); }); e != 0) {
     cleanup();
-    return tl::unexpected(m.write_failed(e, "cannot stage the payload in v1/tmp"));
+    return tl::unexpected(write_failed(e, "cannot stage the passport in v1/tmp"));
   }
-  if (int e = stage(tmp_pass, json, pass_staged, "passport"); e != 0) {
-    cleanup();
-    return tl::unexpected(m.write_failed(e, "cannot stage the passport in v1/tmp"));
-  }
-
+  pass_staged = true;
+  struct stat existing {};
   {
-    ShardLock lock(shard_fd.get(), LOCK_EX);
+    ShardLock lock(shard_fd, LOCK_EX);
     if (!lock.held()) {
       cleanup();
-      return tl::unexpected(m.write_failed(lock.error(), "cannot lock shard " + store::shard_name(shard)));
+      return tl::unexpected(write_failed(lock.error(), "cannot lock shard " + store::shard_name(shard)));
     }
-    if (io::fstatat(shard_fd.get(), pass_name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (io::fstatat(shard_fd, pass_name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
       cleanup();
       return PutOutcome::already_present;
     }
-    if (io::renameat(m.tmp_fd.get(), tmp_payload.c_str(), shard_fd.get(), key_hex.c_str()) != 0) {
+    if (io::renameat(tmp_fd.get(), tmp_payload.c_str(), shard_fd, key_hex.c_str()) != 0) {
       const int e = errno;
       cleanup();
-      return tl::unexpected(m.write_failed(e, "cannot publish the payload"));
+      return tl::unexpected(write_failed(e, "cannot publish the payload"));
     }
     payload_staged = false;
-    if (io::renameat(m.tmp_fd.get(), tmp_pass.c_str(), shard_fd.get(), pass_name.c_str()) != 0) {
+    if (io::renameat(tmp_fd.get(), tmp_pass.c_str(), shard_fd, pass_name.c_str()) != 0) {
       const int e = errno;
-      io::unlinkat(shard_fd.get(), key_hex.c_str(), 0);  // our orphan: we hold the lock
+      io::unlinkat(shard_fd, key_hex.c_str(), 0);  // our orphan: we hold the lock
       cleanup();
-      return tl::unexpected(m.write_failed(e, "cannot publish the passport"));
+      return tl::unexpected(write_failed(e, "cannot publish the passport"));
     }
     pass_staged = false;
-    if (m.options.fsync == FsyncPolicy::file_and_directory && io::fsync(shard_fd.get()) != 0) {
+    if (options.fsync == FsyncPolicy::file_and_directory && io::fsync(shard_fd) != 0) {
       // Published but not known durable: take it back rather than report an
       // entry that may vanish on a crash.
       const int e = errno;
-      io::unlinkat(shard_fd.get(), pass_name.c_str(), 0);
-      io::unlinkat(shard_fd.get(), key_hex.c_str(), 0);
-      return tl::unexpected(m.write_failed(e, "cannot fsync shard directory " + store::shard_name(shard)));
+      io::unlinkat(shard_fd, pass_name.c_str(), 0);
+      io::unlinkat(shard_fd, key_hex.c_str(), 0);
+      return tl::unexpected(write_failed(e, "cannot fsync shard directory " + store::shard_name(shard)));
     }
-    m.counters->shard_add(shard, static_cast<std::int64_t>(artifact.payload.size() + json.size()), 1);
+    counters->shard_add(shard, static_cast<std::int64_t>(passport.payload_size + json.size()), 1);
   }
-  m.degraded.store(false);
-  m.counters->add(Counter::puts);
-  m.counters->add(Counter::bytes_written, artifact.payload.size() + json.size());
-  m.maybe_evict();
+  degraded.store(false);
+  counters->add(Counter::puts);
+  counters->add(Counter::bytes_written, passport.payload_size + json.size());
+  maybe_evict();
   return PutOutcome::stored;
 }
 
@@ -745,6 +872,7 @@ Result<StoreStats> FileStore::stats() {
   s.compile_us_saved = c.get(Counter::compile_us_saved);
   s.entries = c.total_entries();
   s.size_bytes = c.total_bytes();
+  s.metadata_bytes = m.metadata_bytes();
   s.max_size_bytes = m.options.max_size_bytes;
   return s;
 }

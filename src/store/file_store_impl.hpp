@@ -100,6 +100,11 @@ struct FileStore::Impl {
   std::uint64_t temp_salt = 0;
 
   // --- file_store.cpp ---
+  // Bytes of the shared metadata files (counters, check table): counted in
+  // stats and under the cap.
+  std::uint64_t metadata_bytes() const noexcept;
+  // What entries may hold under `cap` once the metadata is paid for (0: no cap).
+  std::uint64_t entry_budget(std::uint64_t cap) const noexcept;
   // Opens the shard directory without following a symlink. On failure returns
   // an invalid Fd and sets `err`.
   util::Fd open_shard(unsigned shard, CreateShard create, int& err) const;
@@ -108,6 +113,33 @@ struct FileStore::Impl {
   // degrades the store (one warning per store). Returns the error to hand back.
   Error write_failed(int err, std::string_view what);
   void warn(const std::string& line);
+  // Fails with read_only (and counts a skipped put) while the store is degraded.
+  Result<void> check_writable();
+  // The error for a shard directory that cannot be opened or created.
+  Error shard_open_failed(unsigned shard, int err);
+  // Creates `name` in v1/tmp, lets `write(fd)` fill it (returns 0 or an
+  // errno), sets its mode and fsyncs it as the options say. On failure the
+  // file is removed and the errno returned.
+  int stage(const std::string& name, const std::function<int(int fd)>& write);
+  // Publishes the payload staged as `tmp_payload` under `passport` (which is
+  // staged here): under the shard lock, payload then passport by rename, then
+  // the accounting, then eviction if above the cap. The staged files are
+  // removed on every failure and when the key is already present.
+  Result<PutOutcome> publish_staged(unsigned shard, int shard_fd, const Passport& passport, const std::string& json,
+                                    const std::string& tmp_payload);
+
+  // Releases a room slot (make_room) when it goes out of scope.
+  class RoomGuard {
+   public:
+    RoomGuard(store::SharedCounters& counters, int slot) noexcept : m_counters(counters), m_slot(slot) {}
+    ~RoomGuard() { m_counters.release_room(m_slot); }
+    RoomGuard(const RoomGuard&) = delete;
+    RoomGuard& operator=(const RoomGuard&) = delete;
+
+   private:
+    store::SharedCounters& m_counters;
+    int m_slot;
+  };
   // Under the shard lock: removes the entry of `key_hex` when its passport is
   // still the file described by `pass_seen` (null: whatever passport is there;
   // a payload without passport is an orphan and goes too). Adjusts the shard
@@ -116,9 +148,42 @@ struct FileStore::Impl {
   // The same, for a caller that already holds the shard lock.
   bool remove_locked(unsigned shard, int shard_fd, const std::string& key_hex, const struct stat* pass_seen);
 
+  // --- file_payload.cpp ---
+  enum class PayloadVerdict { ok, bad, error };
+  struct PayloadCheck {
+    PayloadVerdict verdict = PayloadVerdict::ok;
+    int err = 0;  // the errno when verdict is error
+  };
+  // Reads the payload file `fd` (`st` its fstat, its size already checked
+  // against `passport`) in bounded chunks, into `out` when not null (else only
+  // hashing it), and checks it against `passport`: XXH3 against a check record
+  // made by a full check of this very file when the options allow, else
+  // SHA-256 (then recorded). bad: the bytes do not match, or the file ended
+  // early; error: a read failed (err).
+  PayloadCheck check_payload(const Key& key, int fd, const struct stat& st, const Passport& passport,
+                             std::string* out);
+  // check_payload() for get_view(): maps the payload (or reads a small one
+  // into a buffer) into `view` and checks the bytes there.
+  PayloadCheck check_payload_view(const Key& key, int fd, const struct stat& st, const Passport& passport,
+                                  PayloadView& view);
+  // The verdict on bytes already hashed: XXH3 against the record when `fast`,
+  // else the SHA-256 `sha_hex` (then recorded). `rehash` computes SHA-256 when
+  // the fast check fails.
+  PayloadCheck judge_payload(const Key& key, const struct stat& st, const Passport& passport, bool fast,
+                             bool fast_allowed, const store::CheckRecord& rec, std::uint64_t xxh_value,
+                             const std::string& sha_hex, const std::function<int(std::string&)>& rehash);
+
   // --- file_store_maintenance.cpp ---
   // Evicts when the shared size is above the cap (see docs/on-disk-format.md).
   void maybe_evict();
+  // Reserves room for a put in flight of `bytes` (payload + passport) before
+  // it is staged, so that staged entries count against the cap: evicts ahead
+  // when published + reserved + `bytes` would pass the cap, and waits while
+  // other writers' entries in flight fill it. Returns the room slot to release
+  // once the entry is published or abandoned, or -1 (nothing reserved) when
+  // there is no cap, the counters are process-local, or the entry alone is
+  // larger than the cap.
+  int make_room(std::uint64_t bytes);
   // Evicts least recently used entries until at most `target` bytes are held.
   // REQUIRES: the evict lock is held. Returns (entries, bytes) removed.
   std::pair<std::uint64_t, std::uint64_t> evict_to(std::uint64_t target);
@@ -130,6 +195,10 @@ struct FileStore::Impl {
   // Removes temp files older than `min_age_s` seconds. Returns how many.
   std::uint64_t sweep_temps(std::int64_t min_age_s, std::vector<std::string>* names = nullptr);
 };
+
+// SHA-256 (lowercase hex, into `hex`) of the first `size` bytes of `fd`, read
+// through one bounded buffer. Returns 0, EPIPE when the file is shorter, or an errno.
+int sha256_hex_of_file(int fd, std::uint64_t size, std::string& hex);
 
 // Calls `fn(name, d_type)` for every entry of the directory `dir_fd` except "." and "..".
 // Returns 0 or an errno.

@@ -16,8 +16,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <mutex>
 #include <cerrno>
+#include <chrono>
+#include <mutex>
+#include <thread>
 
 #include "kcache/file_store.hpp"
 #include "store/file_store_impl.hpp"
@@ -76,9 +78,16 @@ std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int
     complete.push_back(std::move(e));
   }
   // Orphan payloads: under the shard lock no writer is between its two renames.
+  // (Looked up in the sorted key list: a linear search per payload made a
+  // scan quadratic in the entries of a shard.)
+  std::vector<std::string_view> complete_keys;
+  complete_keys.reserve(complete.size());
+  for (const auto& e : complete) {
+    complete_keys.emplace_back(e.key_hex);
+  }
+  std::sort(complete_keys.begin(), complete_keys.end());
   for (const auto& name : orphans == Orphans::remove ? payloads : std::vector<std::string>{}) {
-    const bool has_pass = std::any_of(complete.begin(), complete.end(),
-                                      [&](const ScannedEntry& e) { return e.key_hex == name; });
+    const bool has_pass = std::binary_search(complete_keys.begin(), complete_keys.end(), std::string_view(name));
     if (!has_pass) {
       struct stat ps {};
       const std::string pass_name = name + std::string(store::k_passport_suffix);
@@ -176,7 +185,7 @@ std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_to(std::uint64_t 
 }
 
 void FileStore::Impl::maybe_evict() {
-  const std::uint64_t cap = options.max_size_bytes;
+  const std::uint64_t cap = entry_budget(options.max_size_bytes);
   if (cap == 0 || !evict_lock_fd) {
     return;
   }
@@ -206,6 +215,53 @@ void FileStore::Impl::maybe_evict() {
     if (counters->total_bytes() > cap && counters->total_entries() == 0) {
       return;
     }
+  }
+}
+
+int FileStore::Impl::make_room(std::uint64_t bytes) {
+  const std::uint64_t cap = entry_budget(options.max_size_bytes);
+  if (cap == 0 || !counters->shared() || !evict_lock_fd || bytes > cap) {
+    return -1;
+  }
+  // Fast path, without the evict lock: reserve, then look. Reservations and
+  // these loads are sequentially consistent, so of two writers racing for the
+  // last room at least one sees the other's reservation and takes the slow path.
+  if (const int slot = counters->reserve_room(bytes); slot >= 0) {
+    if (counters->total_bytes() + counters->reserved_bytes() <= cap) {
+      return slot;
+    }
+    counters->release_room(slot);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> thread_guard(evict_mutex);
+      if (io::lock(evict_lock_fd.get(), LOCK_EX) != 0) {
+        return -1;
+      }
+      std::uint64_t reserved = counters->reserved_bytes();
+      if (counters->total_bytes() + reserved + bytes > cap) {
+        // Evict ahead: down to the low watermark, less what is in flight.
+        const std::uint64_t low = low_watermark(options, cap);
+        const std::uint64_t target = low > reserved + bytes ? low - reserved - bytes : 0;
+        while (counters->total_bytes() > target && evict_to(target).first != 0) {
+        }
+        if (counters->total_bytes() + reserved + bytes > cap && reserved != 0) {
+          reserved -= std::min(reserved, counters->reclaim_dead_rooms());
+        }
+      }
+      // With nothing else in flight the entry goes ahead even if the cache
+      // could not be brought low enough (maybe_evict settles it after).
+      if (counters->total_bytes() + reserved + bytes <= cap || reserved == 0 ||
+          std::chrono::steady_clock::now() > deadline) {
+        const int slot = counters->reserve_room(bytes);
+        ::flock(evict_lock_fd.get(), LOCK_UN);
+        return slot;
+      }
+      ::flock(evict_lock_fd.get(), LOCK_UN);
+    }
+    // Other writers' entries in flight fill the cap: wait for them to publish.
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
 }
 
@@ -300,16 +356,15 @@ Result<VerifyReport> FileStore::verify(Repair repair) {
       if (problem.empty()) {
         util::Fd dfd(io::openat(fd.get(), key_hex.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
         struct stat ds {};
-        std::string payload;
+        std::string payload_sha256;  // hashed in bounded chunks: memory does not grow with the payload
         if (!dfd || io::fstat(dfd.get(), &ds) != 0 || !S_ISREG(ds.st_mode)) {
           problem = "payload is missing or not a regular file";
         } else if (static_cast<std::uint64_t>(ds.st_size) != passport->payload_size) {
           problem = "payload is " + std::to_string(ds.st_size) + " bytes, passport says " +
                     std::to_string(passport->payload_size);
-        } else if (io::read_bounded(dfd.get(), passport->payload_size, payload, passport->payload_size) != 0 ||
-                   payload.size() != passport->payload_size) {
+        } else if (sha256_hex_of_file(dfd.get(), passport->payload_size, payload_sha256) != 0) {
           problem = "payload cannot be read in full";
-        } else if (util::sha256_hex(payload) != passport->payload_sha256) {
+        } else if (payload_sha256 != passport->payload_sha256) {
           problem = "payload SHA-256 does not match the passport";
         }
       }
@@ -367,7 +422,7 @@ Result<VerifyReport> FileStore::verify(Repair repair) {
 
 Result<PruneReport> FileStore::prune(std::uint64_t max_size_bytes) {
   Impl& m = *m_impl;
-  const std::uint64_t target = max_size_bytes != 0 ? max_size_bytes : m.options.max_size_bytes;
+  const std::uint64_t target = m.entry_budget(max_size_bytes != 0 ? max_size_bytes : m.options.max_size_bytes);
   PruneReport report;
   if (!m.evict_lock_fd) {
     return make_error(ErrorCode::read_only, "the cache at " + m.options.root.string() + " cannot be pruned (no v1/stats)");

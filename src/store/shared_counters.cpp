@@ -1,6 +1,7 @@
 #include "store/shared_counters.hpp"
 
 #include <sys/mman.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
@@ -101,6 +102,72 @@ std::uint64_t SharedCounters::total_entries() const noexcept {
     sum += shard_entries(s);
   }
   return sum;
+}
+
+// ---------------------------------------------------------------- room for puts in flight
+
+namespace {
+constexpr std::size_t room_word(unsigned slot) {
+  return shard_word(SharedCounters::k_shards) + std::size_t{slot} * 2;
+}
+static_assert(room_word(SharedCounters::k_room_slots) * 8 <= SharedCounters::k_file_size);
+
+std::atomic<std::uint32_t> g_room_sequence{0};
+}  // namespace
+
+int SharedCounters::reserve_room(std::uint64_t bytes) noexcept {
+  const std::uint64_t owner = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(::getpid())) << 32) |
+                              (g_room_sequence.fetch_add(1, std::memory_order_relaxed) | 1U);
+  // Start at a slot that depends on the owner, so that writers rarely contend.
+  const unsigned start = static_cast<unsigned>((owner >> 32) * 31 + (owner & 0xffffffffU)) % k_room_slots;
+  for (unsigned i = 0; i < k_room_slots; ++i) {
+    const unsigned slot = (start + i) % k_room_slots;
+    std::uint64_t expected = 0;
+    if (std::atomic_ref<std::uint64_t>(*word(room_word(slot))).compare_exchange_strong(expected, owner)) {
+      std::atomic_ref<std::uint64_t>(*word(room_word(slot) + 1)).store(bytes);
+      return static_cast<int>(slot);
+    }
+  }
+  return -1;
+}
+
+void SharedCounters::release_room(int slot) noexcept {
+  if (slot < 0 || slot >= static_cast<int>(k_room_slots)) {
+    return;
+  }
+  const auto s = static_cast<unsigned>(slot);
+  std::atomic_ref<std::uint64_t>(*word(room_word(s) + 1)).store(0);
+  std::atomic_ref<std::uint64_t>(*word(room_word(s))).store(0);
+}
+
+std::uint64_t SharedCounters::reserved_bytes() const noexcept {
+  std::uint64_t sum = 0;
+  for (unsigned slot = 0; slot < k_room_slots; ++slot) {
+    if (std::atomic_ref<std::uint64_t>(*word(room_word(slot))).load() != 0) {
+      sum += std::atomic_ref<std::uint64_t>(*word(room_word(slot) + 1)).load();
+    }
+  }
+  return sum;
+}
+
+std::uint64_t SharedCounters::reclaim_dead_rooms() noexcept {
+  std::uint64_t freed = 0;
+  for (unsigned slot = 0; slot < k_room_slots; ++slot) {
+    std::uint64_t owner = std::atomic_ref<std::uint64_t>(*word(room_word(slot))).load();
+    if (owner == 0) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(owner >> 32);
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) {
+      continue;  // alive (or not ours to judge: EPERM means it exists)
+    }
+    const std::uint64_t bytes = std::atomic_ref<std::uint64_t>(*word(room_word(slot) + 1)).load();
+    std::atomic_ref<std::uint64_t>(*word(room_word(slot) + 1)).store(0);
+    if (std::atomic_ref<std::uint64_t>(*word(room_word(slot))).compare_exchange_strong(owner, 0)) {
+      freed += bytes;
+    }
+  }
+  return freed;
 }
 
 }  // namespace kcache::store

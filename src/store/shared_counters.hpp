@@ -5,10 +5,17 @@
 // mapped MAP_SHARED and updated with lock-free 64-bit atomics, so any number of
 // processes count hits, misses, ... into the same words without a lock:
 //
-//   counters := header counter[16] shard[256] padding        8192 bytes in all
+//   counters := header counter[16] shard[256] room[128] padding   8192 bytes in all
 //   header   := "KCCNT001" u32 version(=1) u32 shard_count(=256) u64 reserved[6]
 //   counter  := u64                     in the order of Counter below
 //   shard    := i64 bytes i64 entries   complete entries (payload + passport)
+//   room     := u64 owner u64 bytes     a put in flight: `bytes` it will add, and
+//                                       its writer (pid << 32 | sequence); 0 0 when free
+//
+// Room slots let writers reserve the size of an entry before staging it, so
+// that entries in flight count against the cap (docs/on-disk-format.md, "Size
+// cap"). A slot whose writer process is gone is reclaimed. Files made before
+// room slots existed hold zeros there, which read as free slots.
 //
 // Shard words are changed only by a process that holds the shard directory's
 // flock (publish, remove, evict, recount), so a recount under that lock can set
@@ -62,6 +69,18 @@ class SharedCounters {
   std::uint64_t shard_entries(unsigned shard) const noexcept;
   std::uint64_t total_bytes() const noexcept;
   std::uint64_t total_entries() const noexcept;
+
+  static constexpr unsigned k_room_slots = 128;
+
+  // Takes a room slot for a put in flight that will add `bytes`, owned by this
+  // process. Returns the slot, or -1 when every slot is taken.
+  int reserve_room(std::uint64_t bytes) noexcept;
+  // Frees a slot taken by reserve_room (no-op for -1).
+  void release_room(int slot) noexcept;
+  // The bytes reserved by puts in flight, in every process.
+  std::uint64_t reserved_bytes() const noexcept;
+  // Frees the slots of writer processes that no longer exist. Returns the bytes freed.
+  std::uint64_t reclaim_dead_rooms() noexcept;
 
   // True when the counters are the shared file, false when process-local.
   bool shared() const noexcept { return m_mapped != nullptr; }

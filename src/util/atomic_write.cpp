@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "util/fd.hpp"
@@ -18,8 +19,36 @@
 
 namespace kcache::util {
 
+namespace {
+
+// The writer of `bytes` for write_in_place / write_file_atomically_with.
+std::function<Result<void>(int fd)> bytes_writer(const std::filesystem::path& path, std::string_view bytes) {
+  return [&path, bytes](int fd) -> Result<void> {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        return make_errno_error(errno, "cannot write " + path.string());
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    return {};
+  };
+}
+
+}  // namespace
+
 Result<void> write_file_atomically(const std::filesystem::path& path, std::string_view bytes, mode_t mode,
                                    FileSync sync) {
+  return write_file_atomically_with(path, bytes_writer(path, bytes), mode, sync);
+}
+
+Result<void> write_file_atomically_with(const std::filesystem::path& path,
+                                        const std::function<Result<void>(int fd)>& write, mode_t mode,
+                                        FileSync sync) {
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   // O_EXCL on a fresh name rather than mkstemp: the kernel then applies the
   // umask to `mode`, with no process-wide umask() dance.
@@ -44,16 +73,9 @@ Result<void> write_file_atomically(const std::filesystem::path& path, std::strin
     ::unlink(tmpl.c_str());
     return make_errno_error(err, std::string(what) + " " + path.string());
   };
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return fail(errno, "cannot write");
-    }
-    done += static_cast<std::size_t>(n);
+  if (auto written = write(fd.get()); !written) {
+    ::unlink(tmpl.c_str());
+    return written;
   }
   if (sync == FileSync::fsync && ::fsync(fd.get()) != 0) {
     return fail(errno, "cannot fsync");
@@ -125,10 +147,12 @@ Fd connect_socket(const std::filesystem::path& path) {
   return fd;
 }
 
-// Writes `bytes` through `path` in place: what is there is opened (a symlink
+// Writes through `path` in place: what is there is opened (a symlink
 // followed, a missing symlink target created), truncated where that means
-// anything (a regular target), and written; nothing is renamed or replaced.
-Result<void> write_in_place(const std::filesystem::path& path, std::string_view bytes, mode_t mode) {
+// anything (a regular target), and written by `write(fd)`; nothing is renamed
+// or replaced.
+Result<void> write_in_place(const std::filesystem::path& path, const std::function<Result<void>(int fd)>& write,
+                            mode_t mode) {
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
   if (!fd && errno == ENXIO) {
     struct stat st {};
@@ -141,21 +165,23 @@ Result<void> write_in_place(const std::filesystem::path& path, std::string_view 
   if (!fd) {
     return make_errno_error(errno, "cannot open " + path.string());
   }
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return make_errno_error(errno, "cannot write " + path.string());
-    }
-    done += static_cast<std::size_t>(n);
+  if (auto written = write(fd.get()); !written) {
+    return written;
   }
   if (::close(fd.release()) != 0) {
     return make_errno_error(errno, "cannot write " + path.string());
   }
   return {};
+}
+
+// Where an output goes: nullopt for a regular file or a missing path (replace
+// it atomically); EISDIR for a directory; 0 for anything else (write in place).
+std::optional<int> special_output(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) {
+    return std::nullopt;
+  }
+  return S_ISDIR(st.st_mode) ? EISDIR : 0;
 }
 
 }  // namespace
@@ -164,11 +190,11 @@ Result<bool> write_output_file(const std::filesystem::path& path, std::string_vi
   // Only a regular file (or nothing) is replaced; anything else is written
   // the way a compiler writes it, in place, so /dev/null stays a device,
   // /dev/stdout stays a link and a FIFO's reader gets the bytes.
-  if (struct stat st {}; ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode)) {
-      return make_errno_error(EISDIR, "cannot write " + path.string());
+  if (const auto special = special_output(path)) {
+    if (*special != 0) {
+      return make_errno_error(*special, "cannot write " + path.string());
     }
-    if (auto ok = write_in_place(path, bytes, mode); !ok) {
+    if (auto ok = write_in_place(path, bytes_writer(path, bytes), mode); !ok) {
       return tl::unexpected(ok.error());
     }
     return true;
@@ -183,6 +209,17 @@ Result<bool> write_output_file(const std::filesystem::path& path, std::string_vi
     return tl::unexpected(ok.error());
   }
   return true;
+}
+
+Result<void> write_output_file_with(const std::filesystem::path& path,
+                                    const std::function<Result<void>(int fd)>& write, mode_t mode) {
+  if (const auto special = special_output(path)) {
+    if (*special != 0) {
+      return make_errno_error(*special, "cannot write " + path.string());
+    }
+    return write_in_place(path, write, mode);
+  }
+  return write_file_atomically_with(path, write, mode, FileSync::none);
 }
 
 }  // namespace kcache::util

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <string_view>
 
 #include "kcache/error.hpp"
@@ -26,6 +27,14 @@ enum class FileSync {
 Result<void> write_file_atomically(const std::filesystem::path& path, std::string_view bytes, mode_t mode = 0666,
                                    FileSync sync = FileSync::fsync);
 
+// write_file_atomically(), with the bytes written into the temporary file by
+// `write(fd)` (which returns the error to report, if any) instead of taken from
+// memory: for outputs streamed from a file (`kcache get -o`). The temporary is
+// removed when `write` fails.
+Result<void> write_file_atomically_with(const std::filesystem::path& path,
+                                        const std::function<Result<void>(int fd)>& write, mode_t mode = 0666,
+                                        FileSync sync = FileSync::fsync);
+
 // Writes an output file the way a compiler's output should be written when
 // it is often the same as last time (a cache hit rebuilding an unchanged
 // object): when `path` is already a regular file holding exactly `bytes`, it
@@ -39,5 +48,13 @@ Result<void> write_file_atomically(const std::filesystem::path& path, std::strin
 // bytes were written; on failure, the errno-based error naming `path`.
 // Thread-safety: thread-safe (no shared state).
 Result<bool> write_output_file(const std::filesystem::path& path, std::string_view bytes, mode_t mode = 0666);
+
+// write_output_file() for bytes streamed by `write(fd)` (`kcache get -o` copies
+// a payload from its file): the same rules for what is replaced and what is
+// written in place, without the "already holds the bytes" touch. On failure,
+// the error of the step that failed, naming `path`.
+// Thread-safety: thread-safe (no shared state).
+Result<void> write_output_file_with(const std::filesystem::path& path,
+                                    const std::function<Result<void>(int fd)>& write, mode_t mode = 0666);
 
 }  // namespace kcache::util

@@ -9,6 +9,13 @@
 #define XXH_INLINE_ALL 1
 #include <xxhash.h>
 
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>  // glibc 2.33+
+#define KCACHE_HAVE_GLIBC_X86_FEATURES 1
+#endif
+
+#include "util/xxh3_simd.hpp"
+
 #include "util/hex.hpp"
 
 namespace kcache::util {
@@ -66,8 +73,62 @@ std::string sha256_hex(std::string_view bytes) {
   return to_hex(d.data(), d.size());
 }
 
+namespace {
+
+// Which XXH3 code the CPU can run. glibc's dynamic loader has already asked
+// the CPU; reading its answer costs nothing, where CPUID traps to the
+// hypervisor on a virtual machine (see compile/directive_scanner.cpp).
+enum class XxhCode { baseline, avx2, avx512 };
+
+XxhCode xxh_code() noexcept {
+#if defined(__x86_64__) && KCACHE_HAVE_GLIBC_X86_FEATURES
+  static const XxhCode code = CPU_FEATURE_ACTIVE(AVX512F) ? XxhCode::avx512
+                              : CPU_FEATURE_ACTIVE(AVX2)  ? XxhCode::avx2
+                                                          : XxhCode::baseline;
+  return code;
+#else
+  return XxhCode::baseline;
+#endif
+}
+
+}  // namespace
+
 std::uint64_t xxh3_64(std::string_view bytes) noexcept {
+#if defined(__x86_64__)
+  switch (xxh_code()) {
+    case XxhCode::avx512:
+      return simd::xxh3_64_avx512(bytes.data(), bytes.size());
+    case XxhCode::avx2:
+      return simd::xxh3_64_avx2(bytes.data(), bytes.size());
+    case XxhCode::baseline:
+      break;
+  }
+#endif
   return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+static_assert(sizeof(XXH3_state_t) <= 576 && alignof(XXH3_state_t) <= 64);
+
+Xxh3::Xxh3() noexcept {
+  XXH3_64bits_reset(reinterpret_cast<XXH3_state_t*>(m_state));
+}
+
+void Xxh3::update(const void* data, std::size_t size) noexcept {
+#if defined(__x86_64__)
+  switch (xxh_code()) {
+    case XxhCode::avx512:
+      return simd::xxh3_update_avx512(m_state, data, size);
+    case XxhCode::avx2:
+      return simd::xxh3_update_avx2(m_state, data, size);
+    case XxhCode::baseline:
+      break;
+  }
+#endif
+  XXH3_64bits_update(reinterpret_cast<XXH3_state_t*>(m_state), data, size);
+}
+
+std::uint64_t Xxh3::digest() const noexcept {
+  return XXH3_64bits_digest(reinterpret_cast<const XXH3_state_t*>(m_state));
 }
 
 }  // namespace kcache::util

@@ -37,4 +37,17 @@ std::string sha256_hex(std::string_view bytes);
 // XXH3-64 of `bytes`: a fast integrity check, never an identity.
 std::uint64_t xxh3_64(std::string_view bytes) noexcept;
 
+// Incremental XXH3-64: update() over consecutive pieces gives the digest
+// xxh3_64() gives over their concatenation. A plain value (no allocation).
+class Xxh3 {
+ public:
+  Xxh3() noexcept;
+  void update(const void* data, std::size_t size) noexcept;
+  std::uint64_t digest() const noexcept;
+
+ private:
+  // xxHash's XXH3_state_t (576 bytes, 64-byte aligned); sha256.cpp checks it.
+  alignas(64) unsigned char m_state[576];
+};
+
 }  // namespace kcache::util
