@@ -31,7 +31,7 @@ int run_get(const Context& ctx, const GetArgs& args) {
   Result<void> written;
   if (output == "-") {
     std::fflush(stdout);
-    written = entry.copy_to(STDOUT_FILENO, "standard output");
+    written = entry.copy_to(STDOUT_FILENO, "to standard output");
   } else {
     written = util::write_output_file_with(output, [&](int fd) { return entry.copy_to(fd, output); });
   }

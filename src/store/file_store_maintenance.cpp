@@ -422,7 +422,11 @@ Result<VerifyReport> FileStore::verify(Repair repair) {
 
 Result<PruneReport> FileStore::prune(std::uint64_t max_size_bytes) {
   Impl& m = *m_impl;
-  const std::uint64_t target = m.entry_budget(max_size_bytes != 0 ? max_size_bytes : m.options.max_size_bytes);
+  // A cap of 0 is "no cap"; a cap smaller than the metadata leaves a budget
+  // of 0 for entries, which prunes every entry.
+  const std::uint64_t cap = max_size_bytes != 0 ? max_size_bytes : m.options.max_size_bytes;
+  const bool capped = cap != 0;
+  const std::uint64_t target = m.entry_budget(cap);
   PruneReport report;
   if (!m.evict_lock_fd) {
     return make_error(ErrorCode::read_only, "the cache at " + m.options.root.string() + " cannot be pruned (no v1/stats)");
@@ -431,7 +435,7 @@ Result<PruneReport> FileStore::prune(std::uint64_t max_size_bytes) {
     return make_errno_error(e, "cannot take the eviction lock");
   }
   m.recount_all();
-  if (target != 0) {
+  if (capped) {
     while (m.counters->total_bytes() > target) {
       const auto [n, bytes] = m.evict_to(target);
       report.entries_removed += n;
@@ -444,7 +448,7 @@ Result<PruneReport> FileStore::prune(std::uint64_t max_size_bytes) {
   m.sweep_temps(m.options.stale_temp_age.count());
   ::flock(m.evict_lock_fd.get(), LOCK_UN);
   report.size_after = m.counters->total_bytes();
-  if (target != 0 && report.size_after > target) {
+  if (capped && report.size_after > target) {
     // Nothing more could be evicted: say why (a shard that cannot be written)
     // rather than report a prune that did not happen.
     int why = EIO;
