@@ -108,6 +108,9 @@ struct FileStore::Impl {
   // degrades the store (one warning per store). Returns the error to hand back.
   Error write_failed(int err, std::string_view what);
   void warn(const std::string& line);
+  // Tells options.damaged (default: one stderr line per process) that get()
+  // removed the damaged entry `key` because of `why`.
+  void report_damaged(const Key& key, std::string_view why);
   // Under the shard lock: removes the entry of `key_hex` when its passport is
   // still the file described by `pass_seen` (null: whatever passport is there;
   // a payload without passport is an orphan and goes too). Adjusts the shard
