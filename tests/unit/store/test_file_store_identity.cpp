@@ -130,8 +130,11 @@ TEST(FileStoreIdentity, DamagedPayloadIsReportedWithTheReason) {
 TEST(FileStoreIdentity, FuzzedEntriesOnDiskNeverYieldOtherBytes) {
   TempDir dir;
   auto store = open_store(quiet_options(dir.path()));
-  std::vector<Artifact> originals{*make_blob("ptx", ".version 8.8\n.target sm_90\n", {{"a", "b"}}),
-                                  make_artifact(11, 11, 3000)};
+  // A `kcache put` entry and a compiled-style entry (its record names its kind).
+  std::vector<Artifact> originals{
+      *make_blob("ptx", ".version 8.8\n.target sm_90\n", {{"a", "b"}}),
+      Artifact::make(KeyBuilder("nvrtc").add("target_kind", "cubin").add_content("source", "k"), "cubin",
+                     make_payload(11, 3000), {"nvrtc", "13.0"}, {"sm_90", ""})};
   std::mt19937_64 rng(20261123);
   std::uint64_t tried = 0, hits = 0, refused = 0, forged_compiled = 0;
   for (int i = 0; i < 400; ++i) {
