@@ -26,8 +26,10 @@ struct Artifact {
   static Artifact make(const KeyBuilder& key, std::string kind, std::string payload,
                        Producer producer = {}, Target target = {});
 
-  // Checks the passport against the payload: format version, valid kind,
-  // size, SHA-256. Returns `corrupt` naming the first mismatch.
+  // Checks the passport against the payload and its key: format version,
+  // valid kind, size, the key record hashing to the key (and, for a
+  // content-addressed entry, naming this payload: check_entry_identity), and
+  // the payload's SHA-256. Returns `corrupt` naming the first mismatch.
   Result<void> verify() const;
 
   // The checks of verify() without the SHA-256: format version, valid kind,

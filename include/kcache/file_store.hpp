@@ -70,6 +70,12 @@ struct FileStoreOptions {
   // Called once per store with a one-line warning when the store degrades
   // (writes skipped). Default: print to stderr with a "kcache: warning:" prefix.
   std::function<void(const std::string&)> warn;
+  // Called each time get() finds a damaged entry and removes it, with the key
+  // and what was wrong (e.g. "the payload's SHA-256 does not match the
+  // passport"), from the thread that called get(). Default: one
+  // "kcache: warning: cache entry KEY was damaged (WHY) ..." line on stderr for
+  // the first such entry of the process.
+  std::function<void(const Key&, const std::string&)> damaged;
 };
 
 // What verify() found.

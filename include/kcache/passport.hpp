@@ -7,22 +7,25 @@
 //   passport := {
 //     "format": 1,                         required, integer, must equal 1
 //     "key": HEX64,                        required
-//     "key_record": { "schema": u32, "domain": str,
-//                     "fields": [ { "name": str, "value": str, "digest": bool } ... ] },
+//     "key_record": { "schema": 1, "domain": KIND,          required, all three
+//                     "fields": [ { "name": str, "value": str, "digest": bool } ...1+ ] },
 //     "kind": str,                         required, [a-z0-9_-]{1,32}
-//     "producer": { "name": str, "version": str },
-//     "target": { "arch": str, "host": str },
-//     "payload": { "size": u64, "sha256": HEX64 },   required
-//     "created_unix_ms": i64,
-//     "compile_duration_us": u64,
-//     "log": str,
-//     "symbols": { str: str ... },         name expression -> lowered name
-//     "labels": { str: str ... }
+//     "producer": { "name": str, "version": str },    required, both
+//     "target": { "arch": str, "host": str },         required, both
+//     "payload": { "size": u64, "sha256": HEX64 },   required, both
+//     "created_unix_ms": i64,              required
+//     "compile_duration_us": u64,          required
+//     "log": str,                          required
+//     "symbols": { str: str ... },         required; name expression -> lowered name
+//     "labels": { str: str ... }           required
 //   }
 //
-// The parser is strict: unknown top-level members, wrong types, a document
-// larger than k_passport_max_bytes, or more than k_passport_max_entries map or
-// list entries are rejected as `corrupt`.
+// The parser is strict: every member above is required, at every depth; an
+// unknown or repeated member, a wrong type, an empty key_record.fields, a
+// key_record.schema other than k_key_schema_version, a domain or kind outside
+// [a-z0-9_-]{1,32}, a document larger than k_passport_max_bytes, or more than
+// k_passport_max_entries map or list entries are rejected as `corrupt`; a newer
+// `format` is refused as `unsupported` before any other member is read.
 #pragma once
 
 #include <cstddef>
@@ -85,5 +88,28 @@ struct Passport {
 
 // Returns true when `kind` is a well-formed kind name: [a-z0-9_-]{1,32}.
 bool is_valid_kind(std::string_view kind) noexcept;
+
+// The key-record domain of content-addressed entries (`kcache put`, make_blob):
+// their record is exactly [ "kind" = passport.kind, "content" = digest of the
+// payload ], so the key names the payload itself.
+inline constexpr std::string_view k_blob_domain = "blob";
+
+// Checks that `passport` is what a writer of the entry `asked` would have
+// stamped, as far as the key can tell:
+// - `passport.key` is `asked`;
+// - the key recomputed from `passport.key_record` (recompute_key) is `asked`,
+//   so the record is the one the key was made from;
+// - the first literal field "kind" or "target_kind" of the record, if any,
+//   equals `passport.kind`;
+// - for a content-addressed entry (domain k_blob_domain) the record holds
+//   exactly the fields "kind" (literal, equal to `passport.kind`) and "content"
+//   (digest, equal to `passport.payload_sha256`): a payload swapped together
+//   with an edited payload.sha256 changes the key and never passes.
+// It does not hash the payload: callers also check the payload against
+// `payload.sha256` (Artifact::verify, FileStore reads). Every reader of entries
+// from outside the process (FileStore::get, `kcache verify`, Artifact::verify
+// and so every put, the worker protocol, remote tiers) calls it.
+// Returns `corrupt` naming the first mismatch. Thread-safe; never throws.
+Result<void> check_entry_identity(const Key& asked, const Passport& passport);
 
 }  // namespace kcache

@@ -8,7 +8,9 @@
 // - get() returns the artifact on a hit, std::nullopt on a miss, and an Error
 //   only when the store itself cannot be read (permission denied, I/O error).
 //   A damaged entry is a miss, never an error and never returned: it is
-//   counted in `corrupt` and removed.
+//   counted in `corrupt` and removed. An entry read from outside the process
+//   is returned only when its passport passes check_entry_identity(key, ...)
+//   (kcache/passport.hpp) and its payload matches payload.sha256.
 // - put() returns `stored`, or `already_present` when an entry for the key
 //   exists (a success: the content of a key never changes), or `queued` from a
 //   store that publishes later (WriteBehindStore: its get() already returns

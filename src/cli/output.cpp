@@ -142,7 +142,15 @@ int fetch_entry(const Context& ctx, const std::string& key_text, PayloadFile& ou
     return report(Error{ErrorCode::invalid_argument, "'" + key_text + "' is not a key", {}},
                   "a key is exactly 64 lowercase hex characters, as printed by `kcache put` or `kcache ls`");
   }
-  auto store = open_file_store(ctx);
+  auto config = ctx.config();
+  if (!config) {
+    return report(config.error());
+  }
+  // A damaged entry is removed by get() and is a miss; say what was wrong.
+  std::string damage;
+  FileStoreOptions options = config->file_store_options();
+  options.damaged = [&damage](const Key&, const std::string& why) { damage = why; };
+  auto store = FileStore::open(std::move(options));
   if (!store) {
     return report(store.error());
   }
@@ -152,7 +160,12 @@ int fetch_entry(const Context& ctx, const std::string& key_text, PayloadFile& ou
     return report(got.error());
   }
   if (!got->has_value()) {
-    note("no entry for " + key->hex() + " (a miss)");
+    if (!damage.empty()) {
+      note("the entry for " + key->hex() + " was damaged (" + damage +
+           ") and has been removed: a miss. Store it again (kcache put, or the compile that made it)");
+    } else {
+      note("no entry for " + key->hex() + " (a miss)");
+    }
     return k_exit_miss;
   }
   out = std::move(**got);

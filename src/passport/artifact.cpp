@@ -27,6 +27,9 @@ Result<void> Artifact::verify() const {
   if (auto shape = verify_shape(); !shape) {
     return shape;
   }
+  if (auto identity = check_entry_identity(passport.key, passport); !identity) {
+    return identity;
+  }
   if (util::sha256_hex(payload) != passport.payload_sha256) {
     return make_error(ErrorCode::corrupt, "payload SHA-256 does not match the passport");
   }

@@ -2,6 +2,12 @@
 // docs/passport.md; the parser below is its only reader and checks every rule.
 #include "kcache/passport.hpp"
 
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <set>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "util/hex.hpp"
@@ -35,80 +41,91 @@ json to_json_value(const Passport& p) {
   };
 }
 
-// A small strict reader: each accessor records the first violation.
+// A strict reader of the grammar: every object must hold exactly its listed
+// members with their types; the first violation is kept and wins.
 class Reader {
  public:
   std::string error;
 
-  const json* member(const json& obj, const char* name, bool required) {
-    const auto it = obj.find(name);
-    if (it == obj.end()) {
-      if (required) {
-        fail(std::string("missing member '") + name + "'");
+  // Checks that `v` is an object holding exactly the members `names`: each
+  // present, none other. `where` names the object in messages.
+  bool exact_object(const json& v, std::string_view where, std::initializer_list<const char*> names) {
+    if (!v.is_object()) {
+      fail(std::string(where) + " is not an object");
+      return false;
+    }
+    for (const char* name : names) {
+      if (!v.contains(name)) {
+        fail(std::string(where) + " has no member '" + name + "'");
+        return false;
       }
-      return nullptr;
     }
-    return &*it;
+    if (v.size() != names.size()) {
+      for (const auto& [name, value] : v.items()) {
+        bool known = false;
+        for (const char* n : names) {
+          known = known || name == n;
+        }
+        if (!known) {
+          fail(std::string(where) + " has an unknown member '" + name + "'");
+          return false;
+        }
+      }
+    }
+    return true;
   }
 
-  std::string str(const json& obj, const char* name, bool required = false) {
-    const json* v = member(obj, name, required);
-    if (v == nullptr) {
+  std::string str(const json& obj, const char* name, std::string_view where) {
+    const json& v = obj.at(name);
+    if (!v.is_string()) {
+      fail(std::string(where) + "." + name + " is not a string");
       return {};
     }
-    if (!v->is_string()) {
-      fail(std::string("member '") + name + "' is not a string");
-      return {};
-    }
-    return v->get<std::string>();
+    return v.get<std::string>();
   }
 
-  std::uint64_t u64(const json& obj, const char* name, bool required = false) {
-    const json* v = member(obj, name, required);
-    if (v == nullptr) {
+  std::uint64_t u64(const json& obj, const char* name, std::string_view where) {
+    const json& v = obj.at(name);
+    if (!v.is_number_unsigned()) {
+      fail(std::string(where) + "." + name + " is not a non-negative integer");
       return 0;
     }
-    if (!v->is_number_unsigned()) {
-      fail(std::string("member '") + name + "' is not a non-negative integer");
-      return 0;
-    }
-    return v->get<std::uint64_t>();
+    return v.get<std::uint64_t>();
   }
 
-  std::int64_t i64(const json& obj, const char* name) {
-    const json* v = member(obj, name, false);
-    if (v == nullptr) {
+  std::int64_t i64(const json& obj, const char* name, std::string_view where) {
+    const json& v = obj.at(name);
+    if (!v.is_number_integer() ||
+        (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))) {
+      fail(std::string(where) + "." + name + " is not a 64-bit integer");
       return 0;
     }
-    if (!v->is_number_integer()) {
-      fail(std::string("member '") + name + "' is not an integer");
-      return 0;
-    }
-    return v->get<std::int64_t>();
+    return v.get<std::int64_t>();
   }
 
-  const json* object(const json& obj, const char* name, bool required = false) {
-    const json* v = member(obj, name, required);
-    if (v != nullptr && !v->is_object()) {
-      fail(std::string("member '") + name + "' is not an object");
-      return nullptr;
+  bool boolean(const json& obj, const char* name, std::string_view where) {
+    const json& v = obj.at(name);
+    if (!v.is_boolean()) {
+      fail(std::string(where) + "." + name + " is not a boolean");
+      return false;
     }
-    return v;
+    return v.get<bool>();
   }
 
   std::map<std::string, std::string> string_map(const json& obj, const char* name) {
     std::map<std::string, std::string> out;
-    const json* v = object(obj, name);
-    if (v == nullptr) {
+    const json& v = obj.at(name);
+    if (!v.is_object()) {
+      fail(std::string(name) + " is not an object");
       return out;
     }
-    if (v->size() > k_passport_max_entries) {
-      fail(std::string("member '") + name + "' has too many entries");
+    if (v.size() > k_passport_max_entries) {
+      fail(std::string(name) + " has more than " + std::to_string(k_passport_max_entries) + " entries");
       return out;
     }
-    for (const auto& [k, val] : v->items()) {
+    for (const auto& [k, val] : v.items()) {
       if (!val.is_string()) {
-        fail(std::string("member '") + name + "' holds a non-string value");
+        fail(std::string(name) + " holds a non-string value");
         return out;
       }
       out.emplace(k, val.get<std::string>());
@@ -116,12 +133,39 @@ class Reader {
     return out;
   }
 
+  bool ok() const noexcept { return error.empty(); }
+
   void fail(std::string why) {
     if (error.empty()) {
       error = std::move(why);
     }
   }
 };
+
+// Parses `text` as JSON and notes a member name repeated within one object
+// (nlohmann keeps the last one silently; the grammar allows each once).
+json parse_without_duplicates(std::string_view text, bool& duplicate) {
+  std::vector<std::set<std::string>> open_objects;
+  json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: open_objects.emplace_back(); break;
+      case json::parse_event_t::object_end:
+        if (!open_objects.empty()) {
+          open_objects.pop_back();
+        }
+        break;
+      case json::parse_event_t::key:
+        if (!open_objects.empty() && parsed.is_string() &&
+            !open_objects.back().insert(parsed.get_ref<const std::string&>()).second) {
+          duplicate = true;
+        }
+        break;
+      default: break;
+    }
+    return true;
+  };
+  return json::parse(text, cb, /*allow_exceptions=*/false);
+}
 
 }  // namespace
 
@@ -156,98 +200,123 @@ Result<Passport> Passport::from_json(std::string_view text) {
   if (text.size() > k_passport_max_bytes) {
     return corrupt("larger than " + std::to_string(k_passport_max_bytes) + " bytes");
   }
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  bool duplicate = false;
+  const json doc = parse_without_duplicates(text, duplicate);
   if (doc.is_discarded()) {
     return corrupt("not valid JSON");
   }
   if (!doc.is_object()) {
     return corrupt("not a JSON object");
   }
-  static constexpr const char* k_members[] = {
-      "format",  "key",     "key_record",      "kind",
-      "producer", "target", "payload",         "created_unix_ms",
-      "compile_duration_us", "log", "symbols", "labels"};
-  for (const auto& [name, value] : doc.items()) {
-    bool known = false;
-    for (const char* m : k_members) {
-      known = known || name == m;
-    }
-    if (!known) {
-      return corrupt("unknown member '" + name + "'");
-    }
+  // The version comes first: a passport of another version is refused whole,
+  // before any other member is read (never a partial parse).
+  const auto format = doc.find("format");
+  if (format == doc.end()) {
+    return corrupt("no member 'format'");
+  }
+  if (!format->is_number_unsigned()) {
+    return corrupt("member 'format' is not a non-negative integer");
+  }
+  if (const auto v = format->get<std::uint64_t>(); v != static_cast<std::uint64_t>(k_passport_format_version)) {
+    return make_error(v > static_cast<std::uint64_t>(k_passport_format_version) ? ErrorCode::unsupported
+                                                                                : ErrorCode::corrupt,
+                      "bad passport: format version " + std::to_string(v) + " is not supported (this kcache reads " +
+                          std::to_string(k_passport_format_version) + ")");
+  }
+  if (duplicate) {
+    return corrupt("a member appears twice in one object");
   }
 
   Reader r;
+  if (!r.exact_object(doc, "the passport",
+                      {"format", "key", "key_record", "kind", "producer", "target", "payload", "created_unix_ms",
+                       "compile_duration_us", "log", "symbols", "labels"})) {
+    return corrupt(r.error);
+  }
   Passport p;
-  const std::uint64_t format = r.u64(doc, "format", true);
-  if (r.error.empty() && format != static_cast<std::uint64_t>(k_passport_format_version)) {
-    return corrupt("format version " + std::to_string(format) + " is not supported (expected " +
-                   std::to_string(k_passport_format_version) + ")");
-  }
-  p.format = static_cast<int>(format);
+  p.format = k_passport_format_version;
 
-  const std::string key_hex = r.str(doc, "key", true);
-  if (r.error.empty()) {
-    auto key = Key::parse(key_hex);
-    if (!key) {
-      return corrupt("member 'key' is not a 64-hex key");
+  const std::string key_hex = r.str(doc, "key", "passport");
+  if (!r.ok()) {
+    return corrupt(r.error);
+  }
+  auto key = Key::parse(key_hex);
+  if (!key) {
+    return corrupt("member 'key' is not a 64-hex key");
+  }
+  p.key = *key;
+
+  const json& rec = doc.at("key_record");
+  if (!r.exact_object(rec, "key_record", {"schema", "domain", "fields"})) {
+    return corrupt(r.error);
+  }
+  const std::uint64_t schema = r.u64(rec, "schema", "key_record");
+  p.key_record.domain = r.str(rec, "domain", "key_record");
+  if (!r.ok()) {
+    return corrupt(r.error);
+  }
+  if (schema != k_key_schema_version) {
+    return corrupt("key_record.schema " + std::to_string(schema) + " is not supported (this kcache reads " +
+                   std::to_string(k_key_schema_version) + ")");
+  }
+  p.key_record.schema = static_cast<std::uint32_t>(schema);
+  if (!is_valid_kind(p.key_record.domain)) {
+    return corrupt("key_record.domain is not [a-z0-9_-]{1,32}");
+  }
+  const json& fields = rec.at("fields");
+  if (!fields.is_array() || fields.empty() || fields.size() > k_passport_max_entries) {
+    return corrupt("key_record.fields is not an array of 1 to " + std::to_string(k_passport_max_entries) +
+                   " fields");
+  }
+  p.key_record.fields.reserve(fields.size());
+  for (const auto& f : fields) {
+    if (!r.exact_object(f, "a key_record field", {"name", "value", "digest"})) {
+      return corrupt(r.error);
     }
-    p.key = *key;
-  }
-
-  if (const json* rec = r.object(doc, "key_record")) {
-    p.key_record.schema = static_cast<std::uint32_t>(r.u64(*rec, "schema"));
-    p.key_record.domain = r.str(*rec, "domain");
-    if (const json* fields = r.member(*rec, "fields", false)) {
-      if (!fields->is_array() || fields->size() > k_passport_max_entries) {
-        return corrupt("key_record.fields is not a bounded array");
-      }
-      for (const auto& f : *fields) {
-        if (!f.is_object()) {
-          return corrupt("key_record.fields holds a non-object");
-        }
-        KeyField kf;
-        kf.name = r.str(f, "name", true);
-        kf.value = r.str(f, "value", true);
-        if (const json* d = r.member(f, "digest", false)) {
-          if (!d->is_boolean()) {
-            return corrupt("key_record field 'digest' is not a boolean");
-          }
-          kf.digested = d->get<bool>();
-        }
-        if (kf.digested && !Key::is_valid_hex(kf.value)) {
-          return corrupt("key_record field '" + kf.name + "' has a malformed digest");
-        }
-        p.key_record.fields.push_back(std::move(kf));
-      }
+    KeyField kf;
+    kf.name = r.str(f, "name", "key_record field");
+    kf.value = r.str(f, "value", "key_record field");
+    kf.digested = r.boolean(f, "digest", "key_record field");
+    if (!r.ok()) {
+      return corrupt(r.error);
     }
+    if (kf.name.empty()) {
+      return corrupt("a key_record field has an empty name");
+    }
+    if (kf.digested && !Key::is_valid_hex(kf.value)) {
+      return corrupt("key_record field '" + kf.name + "' has a malformed digest");
+    }
+    p.key_record.fields.push_back(std::move(kf));
   }
 
-  p.kind = r.str(doc, "kind", true);
-  if (r.error.empty() && !is_valid_kind(p.kind)) {
+  p.kind = r.str(doc, "kind", "passport");
+  if (r.ok() && !is_valid_kind(p.kind)) {
     return corrupt("member 'kind' is not [a-z0-9_-]{1,32}");
   }
-  if (const json* prod = r.object(doc, "producer")) {
-    p.producer.name = r.str(*prod, "name");
-    p.producer.version = r.str(*prod, "version");
+  const json& prod = doc.at("producer");
+  if (r.exact_object(prod, "producer", {"name", "version"})) {
+    p.producer.name = r.str(prod, "name", "producer");
+    p.producer.version = r.str(prod, "version", "producer");
   }
-  if (const json* tgt = r.object(doc, "target")) {
-    p.target.arch = r.str(*tgt, "arch");
-    p.target.host = r.str(*tgt, "host");
+  const json& tgt = doc.at("target");
+  if (r.exact_object(tgt, "target", {"arch", "host"})) {
+    p.target.arch = r.str(tgt, "arch", "target");
+    p.target.host = r.str(tgt, "host", "target");
   }
-  if (const json* pay = r.object(doc, "payload", true)) {
-    p.payload_size = r.u64(*pay, "size", true);
-    p.payload_sha256 = r.str(*pay, "sha256", true);
-    if (r.error.empty() && !Key::is_valid_hex(p.payload_sha256)) {
+  const json& pay = doc.at("payload");
+  if (r.exact_object(pay, "payload", {"size", "sha256"})) {
+    p.payload_size = r.u64(pay, "size", "payload");
+    p.payload_sha256 = r.str(pay, "sha256", "payload");
+    if (r.ok() && !Key::is_valid_hex(p.payload_sha256)) {
       return corrupt("payload.sha256 is not 64 lowercase hex characters");
     }
   }
-  p.created_unix_ms = r.i64(doc, "created_unix_ms");
-  p.compile_duration_us = r.u64(doc, "compile_duration_us");
-  p.log = r.str(doc, "log");
+  p.created_unix_ms = r.i64(doc, "created_unix_ms", "passport");
+  p.compile_duration_us = r.u64(doc, "compile_duration_us", "passport");
+  p.log = r.str(doc, "log", "passport");
   p.symbols = r.string_map(doc, "symbols");
   p.labels = r.string_map(doc, "labels");
-  if (!r.error.empty()) {
+  if (!r.ok()) {
     return corrupt(r.error);
   }
   return p;

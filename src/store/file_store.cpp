@@ -138,6 +138,19 @@ std::string FileStore::Impl::new_temp_name() {
   return buf;
 }
 
+void FileStore::Impl::report_damaged(const Key& key, std::string_view why) {
+  if (options.damaged) {
+    options.damaged(key, std::string(why));
+    return;
+  }
+  // One line per process: a cache with many damaged entries does not flood a build log.
+  static std::atomic<bool> reported{false};
+  if (!reported.exchange(true)) {
+    std::fprintf(stderr, "kcache: warning: cache entry %s was damaged (%.*s) and has been removed; it is treated as a miss\n",
+                 key.hex().c_str(), static_cast<int>(why.size()), why.data());
+  }
+}
+
 void FileStore::Impl::warn(const std::string& line) {
   if (options.warn) {
     options.warn(line);
@@ -461,19 +474,20 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
     m.counters->add(Counter::errors);
     return make_errno_error(err, "cannot stat passport " + pass_name);
   }
-  auto bad_entry = [&]() -> Result<std::optional<Artifact>> {
-    // Count and remove only if the passport we judged is still the one there:
-    // a concurrent writer's fresh entry is never removed or blamed.
+  auto bad_entry = [&](std::string_view why) -> Result<std::optional<Artifact>> {
+    // Count, remove and report only if the passport we judged is still the one
+    // there: a concurrent writer's fresh entry is never removed or blamed.
     m.memo_forget(key);
     if (m.remove_guarded(shard, shard_fd.get(), key_hex, &pass_st)) {
       m.counters->add(Counter::corrupt);
+      m.report_damaged(key, why);
     }
     return miss();
   };
   // Symlinks, FIFOs, directories and hard-linked files are never entries.
   if (!S_ISREG(pass_st.st_mode) || pass_st.st_nlink != 1 ||
       static_cast<std::uint64_t>(pass_st.st_size) > k_passport_max_bytes) {
-    return bad_entry();
+    return bad_entry("the passport is not a regular file of at most 8 MiB with one link");
   }
   std::shared_ptr<const Passport> passport = m.memo_find(key, pass_st);
   if (!passport) {
@@ -484,7 +498,7 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
         return miss();
       }
       if (err == ELOOP || err == ENXIO || err == EISDIR) {
-        return bad_entry();
+        return bad_entry("the passport is not a regular file");
       }
       m.counters->add(Counter::errors);
       return make_errno_error(err, "cannot open passport " + pass_name);
@@ -497,7 +511,7 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
     }
     if (!S_ISREG(pass_st.st_mode) || pass_st.st_nlink != 1 ||
         static_cast<std::uint64_t>(pass_st.st_size) > k_passport_max_bytes) {
-      return bad_entry();
+      return bad_entry("the passport is not a regular file of at most 8 MiB with one link");
     }
     std::string pass_text;
     if (int e = io::read_bounded(pass_fd.get(), k_passport_max_bytes, pass_text,
@@ -507,8 +521,11 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
       return make_errno_error(e, "cannot read passport " + pass_name);
     }
     auto parsed = Passport::from_json(pass_text);
-    if (!parsed || parsed->key != key) {
-      return bad_entry();
+    if (!parsed) {
+      return bad_entry(parsed.error().message);
+    }
+    if (auto identity = check_entry_identity(key, *parsed); !identity) {
+      return bad_entry(identity.error().message);
     }
     passport = std::make_shared<const Passport>(std::move(*parsed));
     m.memo_store(key, pass_st, passport);
@@ -524,10 +541,10 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
       if (io::fstatat(shard_fd.get(), pass_name.c_str(), &again, AT_SYMLINK_NOFOLLOW) != 0) {
         return miss();
       }
-      return bad_entry();
+      return bad_entry("the payload file is missing");
     }
     if (err == ELOOP || err == ENXIO || err == EISDIR) {
-      return bad_entry();
+      return bad_entry("the payload is not a regular file");
     }
     m.counters->add(Counter::errors);
     return make_errno_error(err, "cannot open payload " + key_hex);
@@ -539,7 +556,10 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
   }
   if (!S_ISREG(payload_st.st_mode) || payload_st.st_nlink != 1 ||
       static_cast<std::uint64_t>(payload_st.st_size) != passport->payload_size) {
-    return bad_entry();
+    return bad_entry(!S_ISREG(payload_st.st_mode) || payload_st.st_nlink != 1
+                         ? std::string("the payload is not a regular file with one link")
+                         : "the payload is " + std::to_string(payload_st.st_size) + " bytes, the passport says " +
+                               std::to_string(passport->payload_size));
   }
   // The payload's size was checked against the passport above; its bytes are
   // read (or, for open_payload, only hashed) in chunks and checked while hot.
@@ -548,7 +568,7 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
                                      : m.check_payload(key, payload_fd.get(), payload_st, *passport,
                                                        file == nullptr ? &artifact.payload : nullptr);
   if (check.verdict == Impl::PayloadVerdict::bad) {
-    return bad_entry();
+    return bad_entry("the payload's SHA-256 does not match the passport (or it changed while read)");
   }
   if (check.verdict == Impl::PayloadVerdict::error) {
     m.counters->add(Counter::errors);

@@ -140,6 +140,9 @@ struct FileStore::Impl {
     store::SharedCounters& m_counters;
     int m_slot;
   };
+  // Tells options.damaged (default: one stderr line per process) that get()
+  // removed the damaged entry `key` because of `why`.
+  void report_damaged(const Key& key, std::string_view why);
   // Under the shard lock: removes the entry of `key_hex` when its passport is
   // still the file described by `pass_seen` (null: whatever passport is there;
   // a payload without passport is an orphan and goes too). Adjusts the shard

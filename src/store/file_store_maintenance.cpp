@@ -347,8 +347,8 @@ Result<VerifyReport> FileStore::verify(Repair repair) {
         auto parsed = Passport::from_json(text);
         if (!parsed) {
           problem = "passport does not parse: " + parsed.error().message;
-        } else if (parsed->key.hex() != key_hex) {
-          problem = "passport names another key";
+        } else if (auto identity = check_entry_identity(*Key::parse(key_hex), *parsed); !identity) {
+          problem = "the entry is not what its key says: " + identity.error().message;
         } else {
           passport = std::move(*parsed);
         }

@@ -73,6 +73,14 @@ Result<std::optional<Artifact>> TieredStore::get(const Key& key) {
     if (!got->has_value()) {
       continue;
     }
+    if ((*got)->passport.key != key) {
+      // Each tier checks an entry's identity before returning it
+      // (check_entry_identity); one that hands back another key's entry is
+      // broken, and its answer is neither filled upward nor returned.
+      m_impl->failed(i, "get", Error{ErrorCode::corrupt, "it returned the entry of another key", {}});
+      ++failed;
+      continue;
+    }
     for (std::size_t upper = 0; upper < i; ++upper) {
       if (auto filled = m_impl->tiers[upper]->store->fill(**got); !filled) {
         m_impl->failed(upper, "fill", filled.error());

@@ -153,6 +153,6 @@ TEST(ArchCompat, LtoIrAndOtherKindsAreNotLoadable) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::unsupported);
   EXPECT_NE(r.error().message.find("link it to a cubin"), std::string::npos);
-  auto blob = Artifact::make(kcache::KeyBuilder("blob"), "engine", "bytes");
+  auto blob = Artifact::make(kcache::KeyBuilder("test").add("t", "1"), "engine", "bytes");
   EXPECT_EQ(kcache::check_loadable(blob, device(9, 0)).error().code, ErrorCode::unsupported);
 }

@@ -6,7 +6,7 @@ using kcache::Artifact;
 using kcache::KeyBuilder;
 
 TEST(Artifact, MakeFillsSizeDigestAndKey) {
-  auto kb = KeyBuilder("blob").add_content("src", "x");
+  auto kb = KeyBuilder("test").add("t", "1").add_content("src", "x");
   auto a = Artifact::make(kb, "blob", "hello");
   EXPECT_EQ(a.passport.payload_size, 5U);
   EXPECT_EQ(a.passport.payload_sha256,
@@ -18,7 +18,7 @@ TEST(Artifact, MakeFillsSizeDigestAndKey) {
 
 // TESTING F07/F08: a flipped bit or a wrong size is caught by verify().
 TEST(Artifact, VerifyCatchesEveryFlippedBitAndSizeChange) {
-  auto a = Artifact::make(KeyBuilder("blob"), "blob", std::string(64, 'a'));
+  auto a = Artifact::make(KeyBuilder("test").add("t", "1"), "blob", std::string(64, 'a'));
   for (std::size_t bit = 0; bit < a.payload.size() * 8; ++bit) {
     Artifact b = a;
     b.payload[bit / 8] = static_cast<char>(b.payload[bit / 8] ^ (1 << (bit % 8)));
@@ -33,7 +33,7 @@ TEST(Artifact, VerifyCatchesEveryFlippedBitAndSizeChange) {
 
 // verify_shape() is verify() without the digest: size, kind and format only.
 TEST(Artifact, VerifyShapeChecksSizeKindAndFormatButNotTheDigest) {
-  auto a = Artifact::make(KeyBuilder("blob"), "blob", std::string(64, 'a'));
+  auto a = Artifact::make(KeyBuilder("test").add("t", "1"), "blob", std::string(64, 'a'));
   EXPECT_TRUE(a.verify_shape().has_value());
   Artifact flipped = a;
   flipped.payload[0] = 'b';

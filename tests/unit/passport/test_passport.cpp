@@ -13,7 +13,7 @@ using kcache::Passport;
 
 namespace {
 Passport sample() {
-  auto a = Artifact::make(KeyBuilder("blob").add("kind", "cubin").add_content("src", "k"), "cubin",
+  auto a = Artifact::make(KeyBuilder("test").add("t", "1").add("kind", "cubin").add_content("src", "k"), "cubin",
                           "payload bytes", {"nvrtc", "13.0"}, {"sm_90a", "host-1"});
   a.passport.log = "warning: something\n";
   a.passport.symbols = {{"add<int>", "_Z3addIiEvPT_"}};
@@ -47,7 +47,7 @@ TEST(Passport, RejectsMalformedDocuments) {
       "[]",
       "null",
       good.substr(0, good.size() / 2),
-      mutate([](auto& j) { j["format"] = 2; }),
+      mutate([](auto& j) { j["format"] = 0; }),
       mutate([](auto& j) { j["format"] = "1"; }),
       mutate([](auto& j) { j.erase("key"); }),
       mutate([](auto& j) { j["key"] = "../etc"; }),

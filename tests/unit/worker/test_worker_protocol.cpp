@@ -40,7 +40,7 @@ TEST(WorkerProtocol, CompileRequestRoundTripsEveryField) {
 }
 
 TEST(WorkerProtocol, ResultAndErrorRepliesRoundTrip) {
-  auto art = kcache::Artifact::make(kcache::KeyBuilder("blob").add("x", "1"), "cubin", "bytes");
+  auto art = kcache::Artifact::make(kcache::KeyBuilder("test").add("t", "1").add("x", "1"), "cubin", "bytes");
   art.passport.symbols = {{"add<int>", "_Z3addIiEvv"}};
   auto ok = w::decode_reply(w::FrameType::result, w::encode_result(7, {art, false}), 7);
   ASSERT_TRUE(ok.has_value()) << ok.error().describe();
@@ -62,7 +62,7 @@ TEST(WorkerProtocol, EveryTruncationOfABodyIsRefused) {
   for (std::size_t len = 0; len < compile.size(); ++len) {
     ASSERT_FALSE(w::decode_compile(compile.substr(0, len)).has_value()) << len;
   }
-  auto art = kcache::Artifact::make(kcache::KeyBuilder("blob"), "blob", "payload");
+  auto art = kcache::Artifact::make(kcache::KeyBuilder("test").add("t", "1"), "blob", "payload");
   const std::string result = w::encode_result(1, {art, true});
   for (std::size_t len = 0; len < result.size(); ++len) {
     ASSERT_FALSE(w::decode_reply(w::FrameType::result, result.substr(0, len), 1).has_value()) << len;
