@@ -15,6 +15,7 @@
 
 #include "kcache/artifact_io.hpp"
 #include "kcache/key_builder.hpp"
+#include "kcache/passport.hpp"
 #include "util/hex.hpp"
 #include "worker/wire_codec.hpp"
 
@@ -203,19 +204,9 @@ tl::expected<Artifact, RejectedObject> decode_object(std::string_view bytes, con
 }
 
 Result<void> verify_object(const Artifact& artifact, const Key& expected) {
-  if (artifact.passport.key != expected) {
-    return make_error(ErrorCode::corrupt, "the passport names key " + artifact.passport.key.hex() +
-                                              ", not the key asked for");
-  }
-  auto recomputed = recompute_key(artifact.passport.key_record);
-  if (!recomputed) {
-    return make_error(ErrorCode::corrupt, "the key record does not recompute: " + recomputed.error().message);
-  }
-  if (*recomputed != expected) {
-    return make_error(ErrorCode::corrupt, "the key record recomputes to " + recomputed->hex() +
-                                              ", not the key asked for");
-  }
-  return {};
+  // The same identity check as every local read (the key recomputed from the
+  // key record, the kind, a put entry's content digest): docs/passport.md.
+  return check_entry_identity(expected, artifact.passport);
 }
 
 }  // namespace kcache::remote

@@ -96,8 +96,9 @@ std::string encode_object(const Artifact& artifact, const CodecOptions& options)
 tl::expected<Artifact, RejectedObject> decode_object(std::string_view bytes, const Key& expected,
                                                      const CodecOptions& options);
 
-// The identity check of a downloaded artifact: the passport names `expected`
-// and the key recomputed from its key record is `expected`. Success: {}.
+// The identity check of a downloaded artifact: check_entry_identity (the
+// passport names `expected`, its key record recomputes to it, kind and content
+// digest bound), as for every local read. Success: {}.
 // Failure: `corrupt` naming the mismatch. This is the one place the remote
 // tier decides that an entry is what its key says.
 Result<void> verify_object(const Artifact& artifact, const Key& expected);
