@@ -31,12 +31,13 @@ namespace {
 // core's L2 cache between the read and the hash.
 constexpr std::size_t k_chunk = 256 * 1024;
 
-// Reads exactly `size` bytes at the file position into `data`, retrying EINTR
-// and short reads. Returns 0, EPIPE when the file ends first, or an errno.
-int read_fully(int fd, char* data, std::size_t size) noexcept {
+// Reads exactly `size` bytes at `offset` into `data` (pread: the descriptor's
+// own offset is neither used nor moved), retrying EINTR and short reads.
+// Returns 0, EPIPE when the file ends first, or an errno.
+int read_fully(int fd, char* data, std::size_t size, std::uint64_t offset) noexcept {
   std::size_t have = 0;
   while (have < size) {
-    const ssize_t n = io::read(fd, data + have, size - have);
+    const ssize_t n = ::pread(fd, data + have, size - have, static_cast<off_t>(offset + have));
     if (n < 0) {
       if (errno == EINTR) {
         continue;
@@ -116,7 +117,7 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
   int err = 0;
   if (out != nullptr && size <= k_chunk) {
     util::overwrite_string(*out, static_cast<std::size_t>(size), [&](char* data, std::size_t n) -> std::size_t {
-      err = read_fully(fd, data, n);
+      err = read_fully(fd, data, n, 0);
       return err == 0 ? n : 0;
     });
     if (err == 0) {
@@ -129,7 +130,7 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
     util::overwrite_string(*out, static_cast<std::size_t>(size), [&](char* data, std::size_t n) -> std::size_t {
       for (std::size_t done = 0; done < n; done += k_chunk) {
         const std::size_t len = std::min(k_chunk, n - done);
-        if ((err = read_fully(fd, data + done, len)) != 0) {
+        if ((err = read_fully(fd, data + done, len, done)) != 0) {
           return 0;
         }
         xxh.update(data + done, len);
@@ -207,7 +208,7 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload_view(const Key& key
     view.m_mapped = true;
   } else {
     view.m_owned = std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(std::max<std::uint64_t>(size, 1)));
-    if (int e = read_fully(fd, view.m_owned.get(), static_cast<std::size_t>(size)); e != 0) {
+    if (int e = read_fully(fd, view.m_owned.get(), static_cast<std::size_t>(size), 0); e != 0) {
       view.reset();
       return {e == EPIPE ? PayloadVerdict::bad : PayloadVerdict::error, e == EPIPE ? 0 : e};
     }

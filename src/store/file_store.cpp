@@ -490,6 +490,7 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
     return bad_entry("the passport is not a regular file of at most 8 MiB with one link");
   }
   std::shared_ptr<const Passport> passport = m.memo_find(key, pass_st);
+  bool parsed_now = false;  // memoised only once the payload has passed its check too
   if (!passport) {
     util::Fd pass_fd(io::openat(shard_fd.get(), pass_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
     if (!pass_fd) {
@@ -528,7 +529,7 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
       return bad_entry(identity.error().message);
     }
     passport = std::make_shared<const Passport>(std::move(*parsed));
-    m.memo_store(key, pass_st, passport);
+    parsed_now = true;
   }
 
   util::Fd payload_fd(io::openat(shard_fd.get(), key_hex.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
@@ -568,11 +569,14 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
                                      : m.check_payload(key, payload_fd.get(), payload_st, *passport,
                                                        file == nullptr ? &artifact.payload : nullptr);
   if (check.verdict == Impl::PayloadVerdict::bad) {
-    return bad_entry("the payload's SHA-256 does not match the passport (or it changed while read)");
+    return bad_entry("the payload's SHA-256 does not match the passport");
   }
   if (check.verdict == Impl::PayloadVerdict::error) {
     m.counters->add(Counter::errors);
     return make_errno_error(check.err, "cannot read payload " + key_hex);
+  }
+  if (parsed_now) {
+    m.memo_store(key, pass_st, passport);
   }
 
   // Refresh the last-use stamp at coarse granularity (LRU). This changes the

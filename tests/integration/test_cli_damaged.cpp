@@ -21,18 +21,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct CliRun {
   int status = -1;
   std::string out;  // stdout
   std::string err;  // stderr
 };
 
 // Runs the kcache command with KCACHE_DIR=`cache`.
-Run run_cli(const fs::path& dir, const std::string& args) {
+CliRun run_cli(const fs::path& dir, const std::string& args) {
   const fs::path err = dir / "stderr.txt";
   const std::string cmd = "cd '" + dir.string() + "' && KCACHE_DIR='" + (dir / "cache").string() + "' '" +
                           KCACHE_CLI_PATH + "' " + args + " 2>'" + err.string() + "'";
-  Run r;
+  CliRun r;
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];
   while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) {
@@ -63,7 +63,7 @@ std::size_t count(const std::string& text, const std::string& what) {
 
 std::string put(const test::TempDir& tmp, const std::string& bytes) {
   test::write_file(tmp.path() / "input.bin", bytes);
-  const Run r = run_cli(tmp.path(), "put input.bin --kind cubin");
+  const CliRun r = run_cli(tmp.path(), "put input.bin --kind cubin");
   EXPECT_EQ(r.status, 0) << r.err;
   return r.out.substr(0, 64);
 }
@@ -75,7 +75,7 @@ TEST(CliDamaged, GetOfADamagedEntrySaysItWasDamagedAndRemoved) {
   bytes[10] ^= 1;
   replace_file(entry_path(tmp.path(), key), bytes);
 
-  const Run r = run_cli(tmp.path(), "get " + key);
+  const CliRun r = run_cli(tmp.path(), "get " + key);
   EXPECT_EQ(r.status, 3) << r.err;  // docs/cli.md: a damaged entry is a miss
   EXPECT_TRUE(r.out.empty());
   EXPECT_NE(r.err.find("the entry for " + key +
@@ -85,7 +85,7 @@ TEST(CliDamaged, GetOfADamagedEntrySaysItWasDamagedAndRemoved) {
   EXPECT_EQ(r.err.find("warning"), std::string::npos) << "said once, as the miss itself: " << r.err;
   EXPECT_FALSE(fs::exists(entry_path(tmp.path(), key, ".pass")));
 
-  const Run again = run_cli(tmp.path(), "get " + key);
+  const CliRun again = run_cli(tmp.path(), "get " + key);
   EXPECT_EQ(again.status, 3);
   EXPECT_NE(again.err.find("no entry for " + key + " (a miss)"), std::string::npos) << again.err;
 }
@@ -107,11 +107,11 @@ TEST(CliDamaged, ForgedPutEntryIsRefusedByGetAndReportedByVerify) {
     replace_file(entry_path(tmp.path(), key), evil);
     replace_file(entry_path(tmp.path(), key, ".pass"), passport->to_json());
 
-    const Run verify = run_cli(tmp.path(), "verify");
+    const CliRun verify = run_cli(tmp.path(), "verify");
     EXPECT_EQ(verify.status, 4) << verify.out << verify.err;
     EXPECT_NE(verify.out.find(key + ": the entry is not what its key says"), std::string::npos) << verify.out;
 
-    const Run get = run_cli(tmp.path(), "get " + key);
+    const CliRun get = run_cli(tmp.path(), "get " + key);
     EXPECT_EQ(get.status, 3) << get.err;
     EXPECT_TRUE(get.out.empty()) << "forged bytes were returned";
     EXPECT_NE(get.err.find(edit_record ? "key record hashes to" : "content digest differs from payload.sha256"),
@@ -130,7 +130,7 @@ TEST(CliDamaged, CompileWarnsOnceNamingTheKeyWhenItReplacesADamagedEntry) {
   fs::copy_file(src, tmp.path() / "a.cu");
   fs::copy_file(src, tmp.path() / "b.cu");
   const std::string args = "compile a.cu b.cu --target ptx --arch sm_90 --json";
-  const Run cold = run_cli(tmp.path(), args);
+  const CliRun cold = run_cli(tmp.path(), args);
   ASSERT_EQ(cold.status, 0) << cold.err;
   std::vector<std::string> keys;
   for (const auto& result : nlohmann::json::parse(cold.out)) {
@@ -144,7 +144,7 @@ TEST(CliDamaged, CompileWarnsOnceNamingTheKeyWhenItReplacesADamagedEntry) {
     replace_file(entry_path(tmp.path(), key), bytes);
   }
 
-  const Run warm = run_cli(tmp.path(), args);
+  const CliRun warm = run_cli(tmp.path(), args);
   ASSERT_EQ(warm.status, 0) << warm.err;
   EXPECT_EQ(count(warm.err, "kcache: warning: cache entry "), 1U) << warm.err;
   const bool names_a_key = warm.err.find("cache entry " + keys[0]) != std::string::npos ||
@@ -153,7 +153,7 @@ TEST(CliDamaged, CompileWarnsOnceNamingTheKeyWhenItReplacesADamagedEntry) {
   EXPECT_NE(warm.err.find("(the payload's SHA-256 does not match the passport)"), std::string::npos) << warm.err;
   EXPECT_EQ(test::read_file(tmp.path() / "a.ptx"), test::read_file(tmp.path() / "b.ptx"));
 
-  const Run hit = run_cli(tmp.path(), args);
+  const CliRun hit = run_cli(tmp.path(), args);
   ASSERT_EQ(hit.status, 0) << hit.err;
   EXPECT_EQ(hit.err.find("warning"), std::string::npos) << "the entries were replaced: " << hit.err;
 }
