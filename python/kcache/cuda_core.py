@@ -36,7 +36,7 @@ __all__ = ["ProgramCache", "compile"]
 
 # Entries written by ProgramCache have this kind; __len__ and clear() see only them.
 ENTRY_KIND = "cuda-core"
-_DOMAIN = "cuda.core"
+_DOMAIN = "cuda-core"  # a key record domain is [a-z0-9_-]{1,32} (docs/passport.md)
 
 
 def _key_bytes(key: object) -> bytes:
