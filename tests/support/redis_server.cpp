@@ -41,7 +41,11 @@ std::unique_ptr<RedisServer> RedisServer::start(const std::filesystem::path& dir
   s->m_dir = dir;
   s->m_extra = std::move(extra);
   std::filesystem::create_directories(dir);
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  // A free port can be taken by another test before the server binds it, and
+  // a cluster node also needs port + 10000 (its bus) to be free and at most
+  // 65535: about one ephemeral port in five is too high for that. Try enough
+  // ports that a start never fails by chance.
+  for (int attempt = 0; attempt < 20; ++attempt) {
     s->m_port = free_port();
     if (s->launch(why)) {
       return s;
