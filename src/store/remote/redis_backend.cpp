@@ -4,6 +4,7 @@
 
 #include "store/remote/http_backend.hpp"
 #include "store/remote/redis_cluster_backend.hpp"
+#include "store/remote/redis_object_commands.hpp"
 
 namespace kcache::remote {
 
@@ -48,53 +49,15 @@ Result<RedisReply> RedisBackend::command(const std::vector<std::string_view>& ar
 }
 
 Result<std::optional<std::string>> RedisBackend::get(std::string_view name, std::uint64_t max_bytes) {
-  // GETRANGE end is inclusive: asking for 0..max returns up to max + 1 bytes.
-  const std::string end = std::to_string(max_bytes);
-  auto r = command({"GETRANGE", name, "0", end});
-  if (!r) {
-    return tl::unexpected(r.error());
-  }
-  if (r->type == RedisReply::Type::error) {
-    return make_error(ErrorCode::io, fmt::format("GETRANGE on {}: {}", m_spec.masked(), r->str));
-  }
-  // A missing key reads as "": no object is ever empty, so "" is a miss.
-  if (r->type != RedisReply::Type::string || r->str.empty()) {
-    return std::optional<std::string>{};
-  }
-  return std::optional<std::string>(std::move(r->str));
+  return redis_get_object([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, max_bytes, m_spec.masked());
 }
 
 Result<bool> RedisBackend::put(std::string_view name, std::string_view value, std::uint64_t ttl_s) {
-  std::vector<std::string_view> argv{"SET", name, value, "NX"};
-  const std::string ttl = std::to_string(ttl_s);
-  if (ttl_s > 0) {
-    argv.emplace_back("EX");
-    argv.emplace_back(ttl);
-  }
-  auto r = command(argv);
-  if (!r) {
-    return tl::unexpected(r.error());
-  }
-  if (r->type == RedisReply::Type::error) {
-    // OOM (maxmemory with noeviction), READONLY (a replica), NOPERM (ACL).
-    const ErrorCode code = r->str.rfind("NOPERM", 0) == 0 || r->str.rfind("READONLY", 0) == 0
-                               ? ErrorCode::permission_denied
-                           : r->str.rfind("OOM", 0) == 0 ? ErrorCode::no_space
-                                                          : ErrorCode::io;
-    return make_error(code, fmt::format("SET on {}: {}", m_spec.masked(), r->str));
-  }
-  return r->type == RedisReply::Type::status;  // "OK"; nil when NX found the key
+  return redis_put_object([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, value, ttl_s, m_spec.masked());
 }
 
 Result<bool> RedisBackend::remove(std::string_view name) {
-  auto r = command({"DEL", name});
-  if (!r) {
-    return tl::unexpected(r.error());
-  }
-  if (r->type == RedisReply::Type::error) {
-    return make_error(ErrorCode::io, fmt::format("DEL on {}: {}", m_spec.masked(), r->str));
-  }
-  return r->type == RedisReply::Type::integer && r->integer > 0;
+  return redis_remove_object([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, m_spec.masked());
 }
 
 Result<std::string> RedisBackend::describe() {

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "store/remote/redis_object_commands.hpp"
+
 namespace kcache::remote {
 
 namespace {
@@ -356,52 +358,15 @@ Result<RedisReply> RedisClusterBackend::command_for_key(std::string_view key,
 }
 
 Result<std::optional<std::string>> RedisClusterBackend::get(std::string_view name, std::uint64_t max_bytes) {
-  // GETRANGE end is inclusive: asking for 0..max returns up to max + 1 bytes.
-  const std::string end = std::to_string(max_bytes);
-  auto r = command_for_key(name, {"GETRANGE", name, "0", end});
-  if (!r) {
-    return tl::unexpected(r.error());
-  }
-  if (r->type == RedisReply::Type::error) {
-    return make_error(ErrorCode::io, fmt::format("GETRANGE on {}: {}", m_spec.masked(), r->str));
-  }
-  // A missing key reads as "": no object is ever empty, so "" is a miss.
-  if (r->type != RedisReply::Type::string || r->str.empty()) {
-    return std::optional<std::string>{};
-  }
-  return std::optional<std::string>(std::move(r->str));
+  return redis_get_object([this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, max_bytes, m_spec.masked());
 }
 
 Result<bool> RedisClusterBackend::put(std::string_view name, std::string_view value, std::uint64_t ttl_s) {
-  std::vector<std::string_view> argv{"SET", name, value, "NX"};
-  const std::string ttl = std::to_string(ttl_s);
-  if (ttl_s > 0) {
-    argv.emplace_back("EX");
-    argv.emplace_back(ttl);
-  }
-  auto r = command_for_key(name, argv);
-  if (!r) {
-    return tl::unexpected(r.error());
-  }
-  if (r->type == RedisReply::Type::error) {
-    const ErrorCode code = starts_with(r->str, "NOPERM") || starts_with(r->str, "READONLY")
-                               ? ErrorCode::permission_denied
-                           : starts_with(r->str, "OOM") ? ErrorCode::no_space
-                                                        : ErrorCode::io;
-    return make_error(code, fmt::format("SET on {}: {}", m_spec.masked(), r->str));
-  }
-  return r->type == RedisReply::Type::status;  // "OK"; nil when NX found the key
+  return redis_put_object([this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, value, ttl_s, m_spec.masked());
 }
 
 Result<bool> RedisClusterBackend::remove(std::string_view name) {
-  auto r = command_for_key(name, {"DEL", name});
-  if (!r) {
-    return tl::unexpected(r.error());
-  }
-  if (r->type == RedisReply::Type::error) {
-    return make_error(ErrorCode::io, fmt::format("DEL on {}: {}", m_spec.masked(), r->str));
-  }
-  return r->type == RedisReply::Type::integer && r->integer > 0;
+  return redis_remove_object([this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, m_spec.masked());
 }
 
 Result<std::string> RedisClusterBackend::describe() {
