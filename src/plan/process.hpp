@@ -1,4 +1,4 @@
-// plan/process.hpp: run an external tool with a timeout (posix_spawn).
+// plan/process.hpp: run an external tool with a timeout.
 //
 // The child runs in its own process group with stdin from /dev/null and
 // stdout+stderr appended to a log file; on timeout the whole group gets

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <thread>
 
 #include "util/fd.hpp"
+#include "util/tied_child.hpp"
 #include "worker/worker_protocol.hpp"
 
 extern char** environ;
@@ -231,47 +231,19 @@ struct WorkerPool::Impl {
     }
     util::Fd parent_end(sv[0]);
     util::Fd child_end(sv[1]);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, child_end.get(), 0);
-    posix_spawn_file_actions_adddup2(&fa, child_end.get(), 1);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-    // Descriptors another part of the program opened without O_CLOEXEC must not leak into workers.
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-#endif
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none;
-    sigemptyset(&none);
-    sigset_t all_default;
-    sigemptyset(&all_default);
-    sigaddset(&all_default, SIGPIPE);
-    sigaddset(&all_default, SIGINT);
-    sigaddset(&all_default, SIGTERM);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all_default);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    std::vector<std::string> args;
-    args.push_back(options.executable.string());
-    args.insert(args.end(), options.arguments.begin(), options.arguments.end());
-    std::vector<char*> argv;
-    for (auto& a : args) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    std::vector<char*> envp;
-    for (auto& e : env) {
-      envp.push_back(e.data());
-    }
-    envp.push_back(nullptr);
-    pid_t pid = -1;
-    const int rc = ::posix_spawn(&pid, options.executable.c_str(), &fa, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
+    // A tied child: the kernel kills the worker when this process dies, however it dies.
+    util::TiedChildSpec spec;
+    spec.executable = options.executable;
+    spec.argv.push_back(options.executable.string());
+    spec.argv.insert(spec.argv.end(), options.arguments.begin(), options.arguments.end());
+    spec.env = &env;
+    spec.fds = {{child_end.get(), 0}, {child_end.get(), 1}};
+    auto started = util::spawn_tied_child(spec);
+    if (!started) {
       return make_error(ErrorCode::worker_crashed,
-                        "cannot start worker " + options.executable.string() + ": " + std::strerror(rc));
+                        "cannot start worker " + options.executable.string() + ": " + started.error().message);
     }
+    const pid_t pid = *started;
     c.spawned++;
     child_end.reset();
     ::fcntl(parent_end.get(), F_SETFL, O_NONBLOCK);
