@@ -225,6 +225,9 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const st
     ::kill(-pid, SIGKILL);
     while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
+    if (exec_errno == ENOENT) {
+      return make_error(ErrorCode::not_found, "cannot run '" + argv[0] + "': not found (install it or put it on PATH)");
+    }
     return make_errno_error(exec_errno, "cannot run '" + argv[0] + "'");
   }
 

@@ -356,11 +356,19 @@ TEST_F(CliPlan, SigtermEndsTheRunningBuilderToolsToo) {
   }
   ASSERT_GT(tool, 0);
   ASSERT_TRUE(alive(tool));
-  // The kcache process is the child of our forked helper: find it as the tool's parent.
-  std::ifstream stat("/proc/" + std::to_string(tool) + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  const pid_t kcache_pid = static_cast<pid_t>(std::atol(text.c_str() + text.rfind(')') + 4));
+  // The kcache process is the child of our forked helper: find it among the
+  // tool's ancestors (the tool's parent is kcache's guardian process).
+  auto parent_of = [](pid_t p) {
+    std::ifstream stat("/proc/" + std::to_string(p) + "/stat");
+    std::string text;
+    std::getline(stat, text);
+    const auto close = text.rfind(')');
+    return close == std::string::npos ? pid_t{0} : static_cast<pid_t>(std::atol(text.c_str() + close + 4));
+  };
+  pid_t kcache_pid = tool;
+  while (kcache_pid > 1 && parent_of(kcache_pid) != pid) {
+    kcache_pid = parent_of(kcache_pid);
+  }
   ASSERT_GT(kcache_pid, 1);
   ASSERT_EQ(::kill(kcache_pid, SIGTERM), 0);
   int status = 0;
