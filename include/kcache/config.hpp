@@ -77,6 +77,7 @@ struct Config {
   std::uint64_t remote_queue_size = std::uint64_t{64} << 20;  // remote_queue_size / KCACHE_REMOTE_QUEUE_SIZE
   std::uint32_t remote_breaker_failures = 3;       // remote_breaker_failures / KCACHE_REMOTE_BREAKER_FAILURES
   std::uint32_t remote_breaker_seconds = 30;       // remote_breaker_seconds / KCACHE_REMOTE_BREAKER_SECONDS
+  std::uint32_t remote_flush_timeout_ms = 10000;   // remote_flush_timeout_ms / KCACHE_REMOTE_FLUSH_TIMEOUT_MS (0 = no bound)
 
   // For each setting name (the config-file key), where its value came from.
   std::map<std::string, SettingSource> origin;

@@ -32,7 +32,9 @@
 //   has its artifact. flush() reports the first failure since the last flush.
 // - flush() waits until everything queued before it is done (published or
 //   failed, `done` callbacks run). The destructor flushes, so a process that
-//   returns from main (or destroys the store) has published its entries. A
+//   returns from main (or destroys the store) has published its entries,
+//   within `exit_flush_timeout` when one is set (then the rest is dropped and
+//   counted, and one warning says so). A
 //   process killed with puts queued leaves them simply missing: nothing is
 //   staged until the background thread runs the inner put, and the inner
 //   store's own commit point covers a kill during it.
@@ -49,6 +51,7 @@
 // once) and must not call back into this store.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,6 +68,17 @@ struct WriteBehindOptions {
   // Receives one line the first time a background put fails. Default: stderr
   // with a "kcache: warning: " prefix.
   std::function<void(const std::string&)> warn;
+  // Whether a failed background put is warned about (false where the inner
+  // store warns about its own failures, as RemoteStore does).
+  bool warn_on_failure = true;
+  // How long the destructor waits for the queue; 0 waits for every item. When
+  // the time is up, the items still queued (not the one being written) are
+  // dropped: their `done` callbacks get an error, one line is warned (through
+  // `warn`, naming `what`), and the destructor waits only for the item in
+  // flight. flush() itself always waits for everything.
+  std::chrono::milliseconds exit_flush_timeout{0};
+  // What the queued items are, for that warning ("uploads to redis://host:6379").
+  std::string what = "background puts";
 };
 
 // Counters of one WriteBehindStore (this process).
@@ -78,6 +92,7 @@ struct WriteBehindStats {
   std::uint64_t pending_bytes = 0;      // bytes held by those
   std::uint64_t peak_pending_bytes = 0;
   std::uint64_t backpressure_waits = 0;  // puts that waited for room
+  std::uint64_t dropped_at_exit = 0;     // queued items dropped by the destructor's time bound
   std::uint64_t backpressure_us = 0;     // time callers spent waiting for room
   std::uint64_t background_put_us = 0;   // time the background thread spent in inner puts
 };

@@ -298,7 +298,7 @@ Result<void> parse_small_count(std::uint32_t& out, const std::string& v, std::ui
 }
 
 // THE table. Order here is the order of `kcache config` and of the docs.
-const std::array<Setting, 18> k_settings{{
+const std::array<Setting, 19> k_settings{{
     {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
      "Directory of the on-disk cache (never defaults to /tmp)",
      "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
@@ -367,6 +367,14 @@ const std::array<Setting, 18> k_settings{{
      "a whole number of seconds from 0 to 86400",
      [](Config& c, const std::string& v, const Origin&) { return parse_small_count(c.remote_breaker_seconds, v, 86400); },
      [](const Config& c) { return std::to_string(c.remote_breaker_seconds); }},
+    {"remote_flush_timeout_ms", "KCACHE_REMOTE_FLUSH_TIMEOUT_MS", "10000",
+     "How long a process that exits waits for its queued uploads; what is still queued then is dropped "
+     "(0 waits for every upload)",
+     "a whole number of milliseconds from 0 to 3600000",
+     [](Config& c, const std::string& v, const Origin&) {
+       return parse_small_count(c.remote_flush_timeout_ms, v, 3'600'000);
+     },
+     [](const Config& c) { return std::to_string(c.remote_flush_timeout_ms); }},
 }};
 
 const Setting* find_setting(std::string_view key) {

@@ -28,7 +28,9 @@ void add_remote_tiers(const Config& config, std::vector<std::unique_ptr<Store>>&
     }
     WriteBehindOptions wb;
     wb.max_pending_bytes = config.remote_queue_size;
-    wb.warn = [](const std::string&) {};  // RemoteStore already warned once for this remote
+    wb.exit_flush_timeout = std::chrono::milliseconds(config.remote_flush_timeout_ms);
+    wb.what = "uploads to " + std::string(store->spec().masked());
+    wb.warn_on_failure = false;  // RemoteStore already warned once for this remote
     tiers.push_back(std::make_unique<WriteBehindStore>(std::move(store), std::move(wb)));
   }
 }

@@ -2,8 +2,6 @@
 // (prefetch), each verified in full before it is written.
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
-
 #include "cache/remote_tiers.hpp"
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
@@ -18,12 +16,8 @@ int run_pull(const Context& ctx, const std::vector<std::string>& key_args) {
     return report(config.error());
   }
   std::vector<Key> keys;
-  for (const auto& k : key_args) {
-    auto key = Key::parse(k);
-    if (!key) {
-      return report(key.error());
-    }
-    keys.push_back(*key);
+  if (int rc = parse_keys(key_args, keys); rc != k_exit_ok) {
+    return rc;
   }
   auto local = FileStore::open(config->file_store_options());
   if (!local) {
@@ -65,16 +59,10 @@ int run_pull(const Context& ctx, const std::vector<std::string>& key_args) {
                    key.hex().c_str());
     }
   }
-  if (ctx.json) {
-    std::printf("%s\n", nlohmann::json{{"pulled", pulled}, {"already_local", present}, {"missing", missing},
-                                       {"failed", failed}}
-                            .dump(2)
-                            .c_str());
-  } else {
-    std::printf("pulled %llu, already local %llu, missing %llu, failed %llu\n",
-                static_cast<unsigned long long>(pulled), static_cast<unsigned long long>(present),
-                static_cast<unsigned long long>(missing), static_cast<unsigned long long>(failed));
-  }
+  print_tally(ctx, {{"pulled", "pulled", pulled},
+                    {"already_local", "already local", present},
+                    {"missing", "missing", missing},
+                    {"failed", "failed", failed}});
   if (failed > 0) {
     return k_exit_error;
   }

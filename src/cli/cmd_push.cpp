@@ -3,7 +3,6 @@
 #include <cstdio>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cache/remote_tiers.hpp"
 #include "cli/command.hpp"
@@ -27,12 +26,8 @@ int run_push(const Context& ctx, const PushArgs& args) {
     return report(Error{ErrorCode::invalid_argument, "give KEY... or --all (not both)", {}}, "see `kcache push --help`");
   }
   std::vector<Key> keys;
-  for (const auto& k : args.keys) {
-    auto key = Key::parse(k);
-    if (!key) {
-      return report(key.error());
-    }
-    keys.push_back(*key);
+  if (int rc = parse_keys(args.keys, keys); rc != k_exit_ok) {
+    return rc;
   }
   auto local = FileStore::open(config->file_store_options());
   if (!local) {
@@ -89,16 +84,10 @@ int run_push(const Context& ctx, const PushArgs& args) {
       }
     }
   }
-  if (ctx.json) {
-    std::printf("%s\n", nlohmann::json{{"uploaded", uploaded}, {"already_present", present}, {"not_local", missing},
-                                       {"failed", failed}}
-                            .dump(2)
-                            .c_str());
-  } else {
-    std::printf("uploaded %llu, already present %llu, not in the local cache %llu, failed %llu\n",
-                static_cast<unsigned long long>(uploaded), static_cast<unsigned long long>(present),
-                static_cast<unsigned long long>(missing), static_cast<unsigned long long>(failed));
-  }
+  print_tally(ctx, {{"uploaded", "uploaded", uploaded},
+                    {"already_present", "already present", present},
+                    {"not_local", "not in the local cache", missing},
+                    {"failed", "failed", failed}});
   return failed == 0 && (args.all || missing == 0) ? k_exit_ok : k_exit_error;
 }
 

@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.hpp"
 
@@ -120,22 +121,6 @@ void print_table(const std::vector<std::vector<std::string>>& rows, const std::v
   }
 }
 
-bool write_stdout(std::string_view bytes) {
-  std::fflush(stdout);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(STDOUT_FILENO, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 int fetch_entry(const Context& ctx, const std::string& key_text, PayloadFile& out) {
   auto key = Key::parse(key_text);
   if (!key) {
@@ -170,6 +155,37 @@ int fetch_entry(const Context& ctx, const std::string& key_text, PayloadFile& ou
   }
   out = std::move(**got);
   return k_exit_ok;
+}
+
+}  // namespace kcache::cli
+
+namespace kcache::cli {
+
+int parse_keys(const std::vector<std::string>& texts, std::vector<Key>& keys) {
+  for (const auto& text : texts) {
+    auto key = Key::parse(text);
+    if (!key) {
+      return report(key.error());
+    }
+    keys.push_back(*key);
+  }
+  return k_exit_ok;
+}
+
+void print_tally(const Context& ctx, const std::vector<Tally>& tally) {
+  if (ctx.json) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const Tally& t : tally) {
+      j[t.json_name] = t.count;
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::string line;
+  for (const Tally& t : tally) {
+    line += fmt::format("{}{} {}", line.empty() ? "" : ", ", t.label, t.count);
+  }
+  std::printf("%s\n", line.c_str());
 }
 
 }  // namespace kcache::cli

@@ -42,6 +42,20 @@ Result<std::unique_ptr<FileStore>> open_file_store(const Context& ctx);
 // (not a key, the store cannot be read, a miss) and returns its exit code.
 int fetch_entry(const Context& ctx, const std::string& key_text, PayloadFile& out);
 
+// Parses every text as a key (64 hex characters) into `keys`. Returns
+// k_exit_ok, or reports the first that is not a key and returns its exit code.
+int parse_keys(const std::vector<std::string>& texts, std::vector<Key>& keys);
+
+// One count of a command's summary: `json_name` in `--json` output, `label`
+// in the sentence ("pulled 3, already local 1, ...").
+struct Tally {
+  const char* json_name;
+  const char* label;
+  std::uint64_t count;
+};
+// Prints the counts as one JSON object (with --json) or one sentence.
+void print_tally(const Context& ctx, const std::vector<Tally>& tally);
+
 // "2025-03-01 14:02:11" (UTC) for a Unix time in milliseconds; "-" for 0.
 std::string format_time(std::int64_t unix_ms);
 // "850 us", "12.3 ms", "4.20 s", "3 min 12 s", "2 h 05 min".
@@ -50,8 +64,5 @@ std::string format_duration_us(std::uint64_t us);
 // Prints rows as left-aligned columns separated by two spaces; the first row
 // is the header. Columns listed in `right` are right-aligned.
 void print_table(const std::vector<std::vector<std::string>>& rows, const std::vector<std::size_t>& right = {});
-
-// Writes all of `bytes` to stdout (binary safe). Returns false on a write error.
-bool write_stdout(std::string_view bytes);
 
 }  // namespace kcache::cli

@@ -11,6 +11,7 @@
 #include "util/atomic_write.hpp"
 #include "util/fd.hpp"
 #include "util/hex.hpp"
+#include "util/posix_io.hpp"
 
 namespace kcache::jit {
 
@@ -391,17 +392,10 @@ std::optional<HeaderManifest> load_manifest(const fs::path& dir, const std::stri
       static_cast<std::uint64_t>(st.st_size) > k_max_manifest_bytes) {
     return std::nullopt;
   }
-  std::string text(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      return std::nullopt;
-    }
-    got += static_cast<std::size_t>(n);
+  std::string text;
+  if (util::io::read_bounded(fd.get(), k_max_manifest_bytes, text, static_cast<std::size_t>(st.st_size)) != 0 ||
+      text.size() > k_max_manifest_bytes) {
+    return std::nullopt;
   }
   return parse_manifest(text, input, part);
 }

@@ -12,6 +12,7 @@
 #include "util/atomic_write.hpp"
 #include "util/fd.hpp"
 #include "util/hex.hpp"
+#include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
 namespace kcache::jit {
@@ -32,19 +33,11 @@ std::optional<std::string> read_file(const std::string& path, std::size_t max_by
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > max_bytes) {
     return std::nullopt;
   }
-  std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t n = ::read(fd.get(), bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      break;
-    }
-    got += static_cast<std::size_t>(n);
+  std::string bytes;
+  if (util::io::read_bounded(fd.get(), max_bytes, bytes, static_cast<std::size_t>(st.st_size)) != 0 ||
+      bytes.size() > max_bytes) {
+    return std::nullopt;
   }
-  bytes.resize(got);
   return bytes;
 }
 

@@ -10,6 +10,7 @@
 
 #include "util/fd.hpp"
 #include "util/hex.hpp"
+#include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
 namespace kcache::plan {
@@ -70,19 +71,10 @@ Result<std::string> read_sidecar(const std::filesystem::path& path, const std::s
     }
     return make_errno_error(errno, "open " + path.string());
   }
-  std::string text(k_sidecar_max + 1, '\0');
-  std::size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      break;
-    }
-    got += static_cast<std::size_t>(n);
+  std::string text;
+  if (int e = util::io::read_bounded(fd.get(), k_sidecar_max, text); e != 0) {
+    return make_errno_error(e, "read " + path.string());
   }
-  text.resize(got);
   const std::string expected_tail = file_name + "\n";
   if (text.size() > k_sidecar_max || text.size() < 66 + expected_tail.size() ||
       !util::is_lower_hex(std::string_view(text).substr(0, 64)) || text[64] != ' ' ||

@@ -555,8 +555,19 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
     m.counters->add(Counter::errors);
     return make_errno_error(errno, "cannot stat payload " + key_hex);
   }
+  // A memoised passport is trusted by its file's identity (device, inode,
+  // size, mtime, ctime). A passport rewritten within one timestamp tick into a
+  // reused inode can look identical: when the payload disagrees with a
+  // memoised passport, judge again from the file before calling it damaged.
+  auto judge_again = [&]() -> Result<std::optional<Artifact>> {
+    m.memo_forget(key);
+    return read_entry(key, file, view);
+  };
   if (!S_ISREG(payload_st.st_mode) || payload_st.st_nlink != 1 ||
       static_cast<std::uint64_t>(payload_st.st_size) != passport->payload_size) {
+    if (!parsed_now && S_ISREG(payload_st.st_mode)) {
+      return judge_again();
+    }
     return bad_entry(!S_ISREG(payload_st.st_mode) || payload_st.st_nlink != 1
                          ? std::string("the payload is not a regular file with one link")
                          : "the payload is " + std::to_string(payload_st.st_size) + " bytes, the passport says " +
@@ -569,6 +580,9 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
                                      : m.check_payload(key, payload_fd.get(), payload_st, *passport,
                                                        file == nullptr ? &artifact.payload : nullptr);
   if (check.verdict == Impl::PayloadVerdict::bad) {
+    if (!parsed_now) {
+      return judge_again();
+    }
     return bad_entry("the payload's SHA-256 does not match the passport");
   }
   if (check.verdict == Impl::PayloadVerdict::error) {
@@ -808,6 +822,7 @@ Result<PutOutcome> FileStore::Impl::publish_staged(unsigned shard, int shard_fd,
     }
     counters->shard_add(shard, static_cast<std::int64_t>(passport.payload_size + json.size()), 1);
   }
+  memo_forget(passport.key);
   degraded.store(false);
   counters->add(Counter::puts);
   counters->add(Counter::bytes_written, passport.payload_size + json.size());
@@ -831,6 +846,7 @@ Result<bool> FileStore::remove(const Key& key) {
   if (!lock.held()) {
     return make_errno_error(lock.error(), "cannot lock shard " + key.shard());
   }
+  m.memo_forget(key);
   const std::string key_hex = key.hex();
   struct stat st {};
   const bool had = io::fstatat(shard_fd.get(), (key_hex + ".pass").c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;

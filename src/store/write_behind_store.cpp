@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "util/clock.hpp"
 
 namespace kcache {
@@ -96,7 +98,7 @@ struct WriteBehindStore::Impl {
       if (!outcome) {
         std::lock_guard lock(mutex);
         ++stats.failed;
-        first_failure = !warned;
+        first_failure = !warned && options.warn_on_failure;
         warned = true;
         if (!unreported_failure) {
           unreported_failure = outcome.error();
@@ -172,6 +174,42 @@ struct WriteBehindStore::Impl {
     return outcome;
   }
 
+  // Waits for the queue up to `timeout`; then drops what is still queued
+  // (the item in flight goes on), calls its `done` callbacks with an error and
+  // warns once. Used by the destructor.
+  void flush_within(std::chrono::milliseconds timeout) {
+    std::deque<Item> dropped;
+    {
+      std::unique_lock lock(mutex);
+      const std::uint64_t target = queued_seq;
+      if (progress.wait_for(lock, timeout, [&] { return done_seq >= target; })) {
+        return;
+      }
+      dropped.swap(queue);
+      for (const Item& item : dropped) {
+        const Key& key = item.artifact->passport.key;
+        if (auto it = pending.find(key); it != pending.end() && --it->second.count == 0) {
+          pending.erase(it);
+        }
+        pending_bytes -= item.bytes;
+        ++done_seq;  // FIFO: the dropped items are the newest, after the one in flight
+        ++stats.dropped_at_exit;
+      }
+    }
+    progress.notify_all();
+    if (dropped.empty()) {
+      return;  // only the item in flight is left: the destructor's join waits for it
+    }
+    const Result<PutOutcome> outcome =
+        make_error(ErrorCode::timeout, options.what + ": dropped, not done within the exit time bound");
+    for (const Item& item : dropped) {
+      call_done(item.done, outcome);
+    }
+    warn(fmt::format("{}: {} still queued after {} ms at exit, dropped (the local cache keeps the entries; "
+                     "`kcache push --all` uploads them)",
+                     options.what, dropped.size(), timeout.count()));
+  }
+
   Result<void> flush() {
     std::unique_lock lock(mutex);
     const std::uint64_t target = queued_seq;
@@ -206,7 +244,11 @@ WriteBehindStore::WriteBehindStore(std::unique_ptr<Store> inner, WriteBehindOpti
     : m_impl(std::make_unique<Impl>(std::move(inner), std::move(options))) {}
 
 WriteBehindStore::~WriteBehindStore() {
-  (void)m_impl->flush();  // failures were warned about and counted
+  if (m_impl->options.exit_flush_timeout.count() > 0) {
+    m_impl->flush_within(m_impl->options.exit_flush_timeout);
+  } else {
+    (void)m_impl->flush();  // failures were warned about and counted
+  }
   {
     std::lock_guard lock(m_impl->mutex);
     m_impl->stop = true;

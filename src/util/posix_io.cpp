@@ -180,28 +180,6 @@ int read_bounded(int fd, std::size_t max_size, std::string& out, std::size_t siz
   return 0;
 }
 
-int read_exact(int fd, std::size_t size, std::string& out) {
-  out.resize(size);
-  std::size_t have = 0;
-  while (have < size) {
-    const ssize_t n = io::read(fd, out.data() + have, size - have);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      const int err = errno;
-      out.clear();
-      return err;
-    }
-    if (n == 0) {
-      out.clear();
-      return EPIPE;
-    }
-    have += static_cast<std::size_t>(n);
-  }
-  return 0;
-}
-
 int lock(int fd, int operation) noexcept {
   for (;;) {
     if (io::flock(fd, operation) == 0) {

@@ -45,10 +45,6 @@ int write_all(int fd, std::string_view data) noexcept;
 // allocation. Returns 0 or an errno.
 int read_bounded(int fd, std::size_t max_size, std::string& out, std::size_t size_hint = 0);
 
-// Reads exactly `size` bytes into `out` (retrying EINTR and short reads).
-// Returns 0, EPIPE when the file ends first, or an errno.
-int read_exact(int fd, std::size_t size, std::string& out);
-
 // flock() retried on EINTR. Returns 0 or an errno (EWOULDBLOCK with LOCK_NB).
 int lock(int fd, int operation) noexcept;
 

@@ -1,25 +1,3 @@
-// XXH3 compiled for AVX512 (see util/xxh3_simd.hpp and src/util/CMakeLists.txt).
-// Includes nothing but xxhash.h (static functions with XXH_INLINE_ALL).
-#include "util/xxh3_simd.hpp"
-
-#ifndef XXH_INLINE_ALL
-#define XXH_INLINE_ALL 1
-#endif
-// GCC 12's AVX-512 intrinsics trip -W(maybe-)uninitialized on their own
-// _mm512_undefined_epi32() (GCC bug 105593) where they are inlined, in the
-// functions below; this file holds nothing else.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <xxhash.h>
-
-namespace kcache::util::simd {
-
-std::uint64_t xxh3_64_avx512(const void* data, std::size_t size) noexcept {
-  return XXH3_64bits(data, size);
-}
-
-void xxh3_update_avx512(void* state, const void* data, std::size_t size) noexcept {
-  XXH3_64bits_update(static_cast<XXH3_state_t*>(state), data, size);
-}
-
-}  // namespace kcache::util::simd
+// XXH3 compiled for AVX-512 (-mavx512f, see src/util/CMakeLists.txt): xxh3_64_avx512, xxh3_update_avx512.
+#define KCACHE_XXH3_VARIANT(name) name##avx512
+#include "util/xxh3_variant.inc"

@@ -26,9 +26,12 @@ struct Run {
   std::string out;
 };
 
-// Runs the kcache command with KCACHE_DIR=`cache` and `env` ("A=b C=d").
-Run run_cli(const fs::path& cache, const std::string& env, const std::string& args) {
-  const std::string cmd = "KCACHE_DIR='" + cache.string() + "' " + env + " '" + KCACHE_CLI_PATH + "' " + args + " 2>&1";
+// Runs the kcache command with KCACHE_DIR=`cache` and `env` ("A=b C=d"), in
+// `cwd` when one is given.
+Run run_cli(const fs::path& cache, const std::string& env, const std::string& args, const fs::path& cwd = {}) {
+  const std::string cd = cwd.empty() ? std::string() : "cd '" + cwd.string() + "' && ";
+  const std::string cmd =
+      cd + "KCACHE_DIR='" + cache.string() + "' " + env + " '" + KCACHE_CLI_PATH + "' " + args + " 2>&1";
   Run r;
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];
@@ -233,6 +236,36 @@ TEST_F(CliRemote, TwoHostsShareAnHttpRemoteAndAHungServerNeverBlocksTheCompile) 
   EXPECT_FALSE(json_of(c.out)["hit"].get<bool>());
   EXPECT_NE(c.out.find("warning"), std::string::npos) << c.out;
   EXPECT_EQ(test::read_file(m_tmp.path() / "c.ptx"), test::read_file(m_tmp.path() / "a.ptx"));
+}
+
+// A process exiting with uploads queued to a server that answers reads but
+// holds every write (CLIENT PAUSE ... WRITE) waits at most
+// remote_flush_timeout_ms (plus the one upload in flight, bounded by the
+// remote's timeout_ms), drops the rest with one warning, and its compiles
+// are all done and correct.
+TEST_F(CliRemote, ExitWithUploadsQueuedToAHungServerIsBoundedByTheFlushTimeout) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const fs::path dir = m_tmp.path() / "src";
+  fs::create_directories(dir);
+  std::string files;
+  for (int i = 0; i < 4; ++i) {
+    const fs::path f = dir / ("k" + std::to_string(i) + ".cu");
+    std::ofstream(f) << "extern \"C\" __global__ void k" << i << "(float* p) { p[threadIdx.x] += " << i << "; }\n";
+    files += " " + f.string();
+  }
+  const std::string hung_env = "KCACHE_REMOTE='" + m_server->url() + "?timeout_ms=500' KCACHE_REMOTE_KEY_FILE='" +
+                               m_key.string() +
+                               "' KCACHE_REMOTE_BREAKER_FAILURES=0 KCACHE_REMOTE_FLUSH_TIMEOUT_MS=100";
+  const fs::path out = m_tmp.path() / "out";
+  fs::create_directories(out);
+  ASSERT_EQ(m_server->cli({"CLIENT", "PAUSE", "20000", "WRITE"}), "OK");
+  auto r = run_cli(m_tmp.path() / "host", hung_env, "compile" + files + " --target ptx --arch sm_90 -j 1", out);
+  ASSERT_EQ(m_server->cli({"CLIENT", "UNPAUSE"}), "OK");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("still queued after 100 ms at exit, dropped"), std::string::npos) << r.out;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(fs::exists(out / ("k" + std::to_string(i) + ".ptx"))) << r.out;
+  }
 }
 
 TEST_F(CliRemote, PingReportsTheServerAndFailsForADeadOne) {

@@ -13,6 +13,7 @@
 
 #include "util/fd.hpp"
 #include "util/hex.hpp"
+#include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
 namespace kcache::remote {
@@ -66,22 +67,11 @@ Result<TeamKey> load_team_key(const std::filesystem::path& path) {
                       fmt::format("team key file {} is larger than {} bytes; is it the right file?", name,
                                   k_team_key_max_file_bytes));
   }
-  std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t n = ::read(fd.get(), bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      return make_errno_error(errno, "read team key file " + name);
-    }
-    if (n == 0) {
-      break;
-    }
-    got += static_cast<std::size_t>(n);
+  std::string bytes;
+  if (int e = util::io::read_bounded(fd.get(), k_team_key_max_file_bytes, bytes, static_cast<std::size_t>(st.st_size));
+      e != 0) {
+    return make_errno_error(e, "read team key file " + name);
   }
-  bytes.resize(got);
   std::string_view text = bytes;
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t')) {
     text.remove_suffix(1);

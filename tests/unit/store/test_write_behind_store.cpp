@@ -160,6 +160,62 @@ TEST(WriteBehindStore, FlushPublishesEverythingInOrder) {
   EXPECT_EQ(store.write_behind_stats().failed, 0U);
 }
 
+// With an exit time bound, the destructor drops what is still queued when the
+// time is up (the item in flight finishes): the dropped items never reach the
+// inner store, their callbacks hear of it, and one warning counts them.
+TEST(WriteBehindStore, DestructorDropsWhatIsStillQueuedAfterTheExitTimeBound) {
+  TempDir dir;
+  auto gated = std::make_unique<GatedStore>(open_store(quiet_options(dir.path())));
+  GatedStore& gate = *gated;  // lives as long as the store: until the destructor has joined
+  std::vector<std::string> warnings;
+  std::atomic<int> dropped{0};
+  std::atomic<int> published{0};
+  std::vector<Artifact> all;
+  std::thread opener;
+  {
+    WriteBehindOptions o;
+    o.exit_flush_timeout = 50ms;
+    o.what = "uploads to the test remote";
+    o.warn = [&](const std::string& line) { warnings.push_back(line); };
+    WriteBehindStore store(std::move(gated), o);
+    for (std::uint64_t i = 0; i < 4; ++i) {
+      all.push_back(make_artifact(i, i, 1024));
+      ASSERT_EQ(store.put_then(all.back(),
+                               [&](const Result<PutOutcome>& r) {
+                                 if (r) {
+                                   ++published;
+                                 } else {
+                                   EXPECT_EQ(r.error().code, ErrorCode::timeout);
+                                   ++dropped;
+                                 }
+                               })
+                    .value(),
+                PutOutcome::queued);
+    }
+    gate.wait_entered(1);  // the first is in flight, held at the gate; three wait behind it
+    // The gate opens only after the destructor's time bound has passed, so
+    // the three queued items are dropped and only the one in flight lands.
+    opener = std::thread([&] {
+      while (dropped.load() < 3) {
+        std::this_thread::sleep_for(1ms);
+      }
+      gate.open();
+    });
+  }
+  opener.join();
+  EXPECT_EQ(published.load(), 1);
+  EXPECT_EQ(dropped.load(), 3);
+  auto disk = open_store(quiet_options(dir.path()));
+  EXPECT_TRUE(holds_exact(*disk, all[0]));
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    EXPECT_FALSE(holds_exact(*disk, all[i])) << i;
+  }
+  ASSERT_EQ(warnings.size(), 1U);
+  EXPECT_NE(warnings[0].find("uploads to the test remote: 3 still queued after 50 ms at exit, dropped"),
+            std::string::npos)
+      << warnings[0];
+}
+
 TEST(WriteBehindStore, DestructorFlushes) {
   TempDir dir;
   std::vector<Artifact> all;
