@@ -53,10 +53,12 @@ struct Host {
   fs::path out;
 };
 
-// Starts `kcache <args>` with KCACHE_DIR=`cache` and `env` ("A=b C=d").
-Host spawn(const fs::path& cache, const std::string& env, const std::string& args, const fs::path& out) {
-  const std::string cmd =
-      "exec env KCACHE_DIR='" + cache.string() + "' " + env + " '" + KCACHE_CLI_PATH + "' " + args;
+// Starts `kcache <args>` with KCACHE_DIR=`cache` and `env` ("A=b C=d"), in
+// the directory `cwd` when given.
+Host spawn(const fs::path& cache, const std::string& env, const std::string& args, const fs::path& out,
+           const fs::path& cwd = {}) {
+  const std::string cmd = (cwd.empty() ? "" : "cd '" + cwd.string() + "' && ") + "exec env KCACHE_DIR='" +
+                          cache.string() + "' " + env + " '" + KCACHE_CLI_PATH + "' " + args;
   Host h;
   h.out = out;
   h.pid = ::fork();
@@ -237,6 +239,43 @@ TEST_F(CliRemoteLease, AHungServerNeverHoldsACompileBeyondItsTimeouts) {
                                        (m_tmp.path() / "k2.cubin").string());
   EXPECT_FALSE(json_of(down)["hit"].get<bool>()) << down;
   EXPECT_EQ(test::read_file(m_tmp.path() / "k2.cubin"), test::read_file(m_tmp.path() / "k.cubin"));
+}
+
+TEST_F(CliRemoteLease, WorkerPoolHostsTakeTheLeaseWhereTheFlightIsOwned) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const fs::path a = write_slow_kernel(m_tmp.path(), "pool_a", 40);
+  const fs::path b = write_slow_kernel(m_tmp.path(), "pool_b", 40);
+  const std::string env = "KCACHE_REMOTE='" + m_server->url() + "'";
+  constexpr int k_hosts = 4;
+  std::vector<Host> running;
+  for (int i = 0; i < k_hosts; ++i) {
+    const fs::path cwd = m_tmp.path() / ("cwd" + std::to_string(i));
+    fs::create_directories(cwd);
+    // Two files and -j 2: the worker pool compiles, this process owns the flights.
+    running.push_back(spawn(m_tmp.path() / ("host" + std::to_string(i)), env,
+                            "compile -j 2 " + a.string() + " " + b.string() + " --target cubin --arch sm_90 -q",
+                            m_tmp.path() / ("log" + std::to_string(i)), cwd));
+  }
+  for (const Host& h : running) {
+    ASSERT_EQ(finish(h), 0) << test::read_file(h.out);
+  }
+  // Every compile uploads its entry once (a second compile of a key would
+  // find the object there): the uploads count the compiles of the team.
+  std::uint64_t uploads = 0, present = 0;
+  for (int i = 0; i < k_hosts; ++i) {
+    const auto rs = remote_stats(m_tmp.path() / ("host" + std::to_string(i)));
+    uploads += rs["puts"].get<std::uint64_t>();
+    present += rs["puts_already_present"].get<std::uint64_t>();
+    EXPECT_EQ(rs["lease_timeouts"].get<std::uint64_t>(), 0U);
+  }
+  EXPECT_EQ(uploads, 2U) << "one compile per key across " << k_hosts << " hosts";
+  EXPECT_EQ(present, 0U) << "no key was compiled twice";
+  for (int i = 1; i < k_hosts; ++i) {
+    const fs::path cwd = m_tmp.path() / ("cwd" + std::to_string(i));
+    EXPECT_EQ(test::read_file(cwd / "slow_pool_a.cubin"), test::read_file(m_tmp.path() / "cwd0" / "slow_pool_a.cubin"));
+    EXPECT_EQ(test::read_file(cwd / "slow_pool_b.cubin"), test::read_file(m_tmp.path() / "cwd0" / "slow_pool_b.cubin"));
+  }
+  EXPECT_FALSE(test::read_file(m_tmp.path() / "cwd0" / "slow_pool_a.cubin").empty());
 }
 
 TEST(CliRemoteLeaseCluster, EightHostsOnARedisClusterCompileOnce) {

@@ -95,14 +95,23 @@ RemoteLeaseOutcome RedisLease::acquire(const Key& key, const std::function<bool(
         }
       }
       count(RemoteCounter::lease_taken, &RedisLeaseStats::taken);
-      if (waited) {
-        // The owner we waited for released: it published (look once more), or
-        // failed or died (its lease expired): then we compile.
-        if (peek && peek()) {
-          release(key);
+      // The owner we waited for released: it published (look once more), or
+      // failed or died (its lease expired): then we compile. Without a wait,
+      // another host may still have published and released between the
+      // caller's last look and this SET: one EXISTS tells.
+      bool look = waited;
+      if (!look) {
+        auto there = m_store->exists(key);
+        look = there && *there;
+      }
+      if (look && peek && peek()) {
+        release(key);
+        if (waited) {
           count(RemoteCounter::lease_waited_hits, &RedisLeaseStats::waited_hits);
-          return RemoteLeaseOutcome::published;
         }
+        return RemoteLeaseOutcome::published;
+      }
+      if (waited) {
         count(RemoteCounter::lease_takeovers, &RedisLeaseStats::takeovers);
       }
       return RemoteLeaseOutcome::owner;

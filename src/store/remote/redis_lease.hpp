@@ -4,7 +4,9 @@
 // Redis Cluster remote (docs/single-flight.md, "Across hosts"):
 //
 //   acquire  SET kcache:v1:lease:<key> <token> NX PX <ttl_ms>
-//            taken: owner (a heartbeat renews it every ttl/3 while held)
+//            taken: EXISTS kcache:v1:<key> (published just before: peek,
+//              release, done), else owner (a heartbeat renews it every
+//              ttl/3 while held)
 //            held elsewhere: wait, polling (5 ms doubling to 50 ms)
 //              EXISTS kcache:v1:<key> -> the owner published: peek, done
 //              SET ... NX PX again    -> the owner released or died: take over

@@ -145,6 +145,23 @@ TEST_F(RedisLeaseTest, AWaiterEndsOnTheOwnersPublishedEntry) {
   EXPECT_EQ(m_server->cli({"GET", kr::lease_name(k)}), owner->token());
 }
 
+TEST_F(RedisLeaseTest, AnEntryPublishedJustBeforeTheLeaseIsTakenIsAHitNotASecondCompile) {
+  // Another host published and released between our last look and our SET.
+  const Key k = key_of('h');
+  m_server->cli({"SET", kr::object_name(k), "the-entry"});
+  auto late = open_lease(m_server->url(), 10000, 60000);
+  int peeks = 0;
+  EXPECT_EQ(late->acquire(k, [&] { return ++peeks > 0; }), RemoteLeaseOutcome::published);
+  EXPECT_EQ(peeks, 1);
+  EXPECT_EQ(m_server->cli({"EXISTS", kr::lease_name(k)}), "0") << "the lease was given back at once";
+  // With nothing published, the lease is kept and nothing is peeked.
+  const Key cold = key_of('i');
+  peeks = 0;
+  EXPECT_EQ(late->acquire(cold, [&] { return ++peeks > 0; }), RemoteLeaseOutcome::owner);
+  EXPECT_EQ(peeks, 0);
+  late->release(cold);
+}
+
 TEST_F(RedisLeaseTest, AServerThatIsDownMakesTheLeaseUnavailableNotAWait) {
   const std::string url = m_server->url() + "?connect_timeout_ms=200&timeout_ms=200";
   m_server->kill();
