@@ -4,7 +4,9 @@
 //   derive the key -> store get -> hit: return it (no toolkit load)
 //   -> miss: take the key's single-flight lease (threads of this process and
 //      processes on this machine) -> look again (the holder we waited for
-//      published it: return it) -> compile -> put -> release -> return.
+//      published it: return it) -> with a remote lease (CacheOptions::
+//      remote_lease), take it or wait for another host's published entry
+//      -> compile -> put -> release -> return.
 //
 // The lease is released only once the entry is published (Store::put_then):
 // with a WriteBehindStore the put returns at once and the lease is released
@@ -42,6 +44,7 @@
 #include "kcache/compile_request.hpp"
 #include "kcache/error.hpp"
 #include "kcache/key.hpp"
+#include "kcache/remote_lease.hpp"
 #include "kcache/single_flight.hpp"
 #include "kcache/store.hpp"
 
@@ -74,6 +77,12 @@ struct CacheOptions {
   CompileFunction compile;
   // One-line warnings (a store that cannot be written). Default: stderr.
   std::function<void(const std::string&)> warn;
+  // One compile per key across hosts (kcache/remote_lease.hpp): after taking
+  // the local lease and missing again, the caller takes this lease or waits
+  // for the owner's published entry. Released once the entry is published
+  // in every tier of the store (Store::put_then). Null: no cross-host lease.
+  // Shared: put callbacks that outlive the call keep it alive.
+  std::shared_ptr<RemoteLease> remote_lease;
 };
 
 // What happened to one get_or_compile call.
@@ -99,6 +108,8 @@ struct CacheStats {
   std::uint64_t not_cacheable = 0;
   std::uint64_t compile_us = 0;        // time spent compiling in this process
   std::uint64_t compile_us_saved = 0;  // sum of compile_duration_us over hits
+  std::uint64_t remote_waits = 0;      // hits after waiting for another host's remote lease
+  std::uint64_t remote_lease_timeouts = 0;  // remote lease waits that ran out (compiled here too)
 };
 
 class Cache {

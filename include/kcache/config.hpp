@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "kcache/error.hpp"
+#include "kcache/remote_lease.hpp"
 #include "kcache/file_store.hpp"
 #include "kcache/store.hpp"
 
@@ -78,6 +79,8 @@ struct Config {
   std::uint32_t remote_breaker_failures = 3;       // remote_breaker_failures / KCACHE_REMOTE_BREAKER_FAILURES
   std::uint32_t remote_breaker_seconds = 30;       // remote_breaker_seconds / KCACHE_REMOTE_BREAKER_SECONDS
   std::uint32_t remote_flush_timeout_ms = 10000;   // remote_flush_timeout_ms / KCACHE_REMOTE_FLUSH_TIMEOUT_MS (0 = no bound)
+  std::uint32_t remote_lease_ttl_ms = 10000;       // remote_lease_ttl_ms / KCACHE_REMOTE_LEASE_TTL_MS (0: no leases)
+  std::uint32_t remote_lease_wait_ms = 300000;     // remote_lease_wait_ms / KCACHE_REMOTE_LEASE_WAIT_MS
 
   // For each setting name (the config-file key), where its value came from.
   std::map<std::string, SettingSource> origin;
@@ -134,5 +137,14 @@ std::string format_size(std::uint64_t bytes);
 // keeps anything. Fails as FileStore::open fails (a root owned by another
 // user, a root that cannot be created). The caller owns the store.
 Result<std::unique_ptr<Store>> open_configured_store(const Config& config);
+
+// The cross-host lease the settings describe (one compile per key across
+// hosts; docs/single-flight.md): on the first writable Redis or Redis Cluster
+// remote, with `remote_lease_ttl_ms` and `remote_lease_wait_ms`. Give it to
+// the Cache (CacheOptions::remote_lease) over the store of
+// open_configured_store(config). Null when there is none: no such remote
+// (HTTP remotes have no lease), a ttl of 0, `disable`, or a team key file
+// that cannot be read. No network traffic until the first miss.
+std::shared_ptr<RemoteLease> open_configured_lease(const Config& config);
 
 }  // namespace kcache

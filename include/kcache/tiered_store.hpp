@@ -43,6 +43,11 @@ class TieredStore final : public Store {
   // tier's) only when every tier failed. An artifact that does not verify is
   // rejected with `corrupt` by the first tier and not counted as a failure.
   Result<PutOutcome> put(const Artifact& artifact) override;
+  // put() through each tier's put_then: `done` runs once every writable
+  // tier has published (a remote behind a write-behind queue: after its
+  // upload) or failed, with what put() returned. So a cross-host lease
+  // released in `done` is released only once other hosts can find the entry.
+  Result<PutOutcome> put_then(const Artifact& artifact, PutDone done) override;
   // Removes from every tier; true when any tier held the entry.
   Result<bool> remove(const Key& key) override;
   // Lists the union of every tier's entries (each key once, as the fastest

@@ -110,6 +110,7 @@ void open_handle(StoreHandle& h, const Config& c) {
   if (!c.disable && !c.cache_dir.empty()) {
     options.lock_dir = c.cache_dir / "v1" / "locks";
   }
+  options.remote_lease = open_configured_lease(c);
   h.cache = std::make_unique<Cache>(*h.store, std::move(options));
 }
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "kcache/compiler.hpp"
 
@@ -21,6 +22,34 @@ std::string_view to_string(CacheOutcome outcome) noexcept {
   return "unknown";
 }
 
+namespace {
+
+// The leases one call holds until its entry is published: the local
+// single-flight lease and, on a Redis team remote, the cross-host lease.
+// Released together, at the latest when the last owner drops it.
+struct Holds {
+  Key key;
+  std::optional<Lease> local;
+  std::shared_ptr<RemoteLease> remote;  // set while this process owns the remote lease of `key`
+
+  void release() noexcept {
+    if (remote) {
+      remote->release(key);
+      remote.reset();
+    }
+    if (local) {
+      local->release();
+      local.reset();
+    }
+  }
+  Holds() = default;
+  Holds(const Holds&) = delete;
+  Holds& operator=(const Holds&) = delete;
+  ~Holds() { release(); }
+};
+
+}  // namespace
+
 struct Cache::Impl {
   Store& store;
   CacheOptions options;
@@ -30,7 +59,7 @@ struct Cache::Impl {
   struct Counters {
     std::atomic<std::uint64_t> lookups{0}, hits{0}, hits_after_wait{0}, compiles{0},
         compile_failures{0}, waits{0}, lock_timeouts{0}, lock_errors{0}, store_errors{0},
-        not_cacheable{0}, compile_us{0}, compile_us_saved{0};
+        not_cacheable{0}, compile_us{0}, compile_us_saved{0}, remote_waits{0}, remote_lease_timeouts{0};
   } c;
 
   Impl(Store& s, CacheOptions o)
@@ -94,10 +123,36 @@ struct Cache::Impl {
     } else if (lease->waited()) {
       c.waits++;
     }
+    const bool waited = lease && lease->waited();
+    // What this call holds until the entry is published (or the compile fails).
+    auto holds = std::make_shared<Holds>();
+    holds->key = key;
+    if (lease && lease->held()) {
+      holds->local = std::move(*lease);
+    }
     // Look again: a holder may have published between the first look and the lease.
     if (auto a = look(key)) {
-      return hit(std::move(*a), lease && lease->waited() ? CacheOutcome::hit_after_wait : CacheOutcome::hit,
-                 outcome);
+      return hit(std::move(*a), waited ? CacheOutcome::hit_after_wait : CacheOutcome::hit, outcome);
+    }
+    // One compile per key across hosts: only this host's leader of the key
+    // gets here, and it takes (or waits for) the remote lease.
+    if (options.remote_lease) {
+      std::optional<Artifact> from_host;
+      const RemoteLeaseOutcome r = options.remote_lease->acquire(key, [&] {
+        from_host = look(key);
+        return from_host.has_value();
+      });
+      if (r == RemoteLeaseOutcome::published && from_host) {
+        c.remote_waits++;
+        return hit(std::move(*from_host), CacheOutcome::hit_after_wait, outcome);
+      }
+      if (r == RemoteLeaseOutcome::owner) {
+        holds->remote = options.remote_lease;
+      } else if (r == RemoteLeaseOutcome::timed_out) {
+        c.remote_lease_timeouts++;
+        warn("another host kept compiling key " + key.hex() +
+             " for the whole remote_lease_wait_ms; compiling it here too");
+      }
     }
     c.compiles++;
     const auto t0 = std::chrono::steady_clock::now();
@@ -124,16 +179,13 @@ struct Cache::Impl {
       c.not_cacheable++;
       kind = CacheOutcome::compiled_only;
     } else {
-      // The lease goes with the put and is released once the entry is
-      // published where other processes look: a write-behind store publishes
-      // after we return, and a waiter must never find the key unlocked while
-      // the entry is still queued. (std::function needs a copyable callable,
-      // hence the shared_ptr; the store's thread is its last owner.)
-      PutDone release;
-      if (lease && lease->held()) {
-        auto held = std::make_shared<Lease>(std::move(*lease));
-        release = [held](const Result<PutOutcome>&) { held->release(); };
-      }
+      // The leases go with the put and are released once the entry is
+      // published where other processes look (the remote lease: once the
+      // remote tier has it): a write-behind store publishes after we return,
+      // and a waiter must never find the key unlocked while the entry is
+      // still queued. (The callback shares `holds`; the store's thread may be
+      // its last owner.)
+      PutDone release = [holds](const Result<PutOutcome>&) { holds->release(); };
       if (auto put = store.put_then(a, std::move(release)); !put) {
         c.store_errors++;
         kind = CacheOutcome::compiled_only;
@@ -209,6 +261,8 @@ CacheStats Cache::stats() const {
   s.not_cacheable = c.not_cacheable;
   s.compile_us = c.compile_us;
   s.compile_us_saved = c.compile_us_saved;
+  s.remote_waits = c.remote_waits;
+  s.remote_lease_timeouts = c.remote_lease_timeouts;
   return s;
 }
 

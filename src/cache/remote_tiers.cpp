@@ -1,5 +1,6 @@
 #include "cache/remote_tiers.hpp"
 
+#include "store/remote/redis_lease.hpp"
 #include "store/remote/team_key.hpp"
 
 namespace kcache {
@@ -51,6 +52,43 @@ std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
     out.push_back(std::move(*store));
   }
   return out;
+}
+
+std::shared_ptr<RemoteLease> open_configured_lease(const Config& config) {
+  if (config.disable || config.remote_lease_ttl_ms == 0) {
+    return nullptr;
+  }
+  // Where the data tiers are off for a bad key file, leases are off too:
+  // a lease promises an entry that would never be published.
+  if (!config.remote_key_file.empty() && !remote::load_team_key(config.remote_key_file)) {
+    return nullptr;
+  }
+  for (const std::string& url : config.remote) {
+    auto spec = remote::parse_remote_url(url);
+    if (!spec || spec->read_only ||
+        (spec->scheme != remote::Scheme::redis && spec->scheme != remote::Scheme::redis_unix &&
+         spec->scheme != remote::Scheme::redis_cluster)) {
+      continue;
+    }
+    remote::RemoteStoreOptions options;
+    options.spec = std::move(*spec);
+    options.breaker_failures = config.remote_breaker_failures;
+    options.breaker_seconds = config.remote_breaker_seconds;
+    options.warn = [](const std::string&) {};  // the data tier of this remote warns, once
+    auto store = remote::RemoteStore::open(std::move(options));
+    if (!store || !(*store)->supports_leases()) {
+      continue;
+    }
+    remote::RedisLeaseOptions lease;
+    lease.ttl_ms = config.remote_lease_ttl_ms;
+    lease.wait_ms = config.remote_lease_wait_ms;
+    if (!config.cache_dir.empty() && std::filesystem::is_directory(config.cache_dir / "v1" / "stats")) {
+      lease.stats_dir = config.cache_dir / "v1" / "stats";
+      lease.stats_group_shared = config.sharing == Sharing::group;
+    }
+    return std::make_shared<remote::RedisLease>(std::move(*store), std::move(lease));
+  }
+  return nullptr;
 }
 
 }  // namespace kcache

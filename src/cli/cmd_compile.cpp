@@ -161,6 +161,7 @@ int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
   if (env.store) {
     CacheOptions cache_options;
     cache_options.lock_dir = env.config.cache_dir / "v1" / "locks";
+    cache_options.remote_lease = env.remote_lease;
     cache = std::make_unique<Cache>(*env.store, cache_options);
   }
   const auto results = (*pool)->compile_many(
@@ -195,6 +196,54 @@ int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
   return status;
 }
 
+// With a cross-host lease (a Redis team remote): compile through the
+// single-flight Cache, so that one process per key on this host, and one host
+// per key in the team, compiles it. Fills `info` as compile() does.
+Result<Artifact> compile_with_lease(const CompileRequest& request, Cache& cache, bool queued_puts,
+                                    CompileInfo& info) {
+  using Clock = std::chrono::steady_clock;
+  const auto micros = [](Clock::time_point since) {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - since).count());
+  };
+  info = CompileInfo{};
+  const auto t0 = Clock::now();
+  auto key = derive_key(request, &info.headers);
+  info.key_us = micros(t0);
+  if (!key) {
+    // Not cacheable, or a bad request: the plain path reports it as always.
+    return compile(request, &cache.store(), &info);
+  }
+  info.key = key->key();
+  const auto t1 = Clock::now();
+  CacheOutcome outcome = CacheOutcome::hit;
+  auto artifact = cache.get_or_compile(
+      info.key,
+      [&]() -> Result<CompileOutput> {
+        CompileInfo compiled;
+        auto a = compile_uncached(request, &compiled);
+        info.compile_us = compiled.compile_us;
+        info.toolkit_loaded = compiled.toolkit_loaded;
+        info.cacheable = compiled.cacheable;
+        info.not_cacheable_reason = compiled.not_cacheable_reason;
+        if (!a) {
+          return tl::unexpected(a.error());
+        }
+        return CompileOutput{std::move(*a), compiled.cacheable};
+      },
+      &outcome);
+  if (!artifact) {
+    return artifact;
+  }
+  info.hit = outcome == CacheOutcome::hit || outcome == CacheOutcome::hit_after_wait;
+  if (info.hit) {
+    info.lookup_us = micros(t1);
+  }
+  info.stored = outcome == CacheOutcome::compiled;
+  info.store_queued = info.stored && queued_puts;
+  return artifact;
+}
+
 int run_compile(const Context& ctx, const CompileArgs& args) {
   if (args.files.size() > 1 && !args.output.empty()) {
     std::fputs("kcache: error: -o needs exactly one input file\n", stderr);
@@ -220,13 +269,21 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
   if (requests.size() > 1 && jobs != 1 && !args.explain) {
     return run_compile_in_pool(args, *env, requests, jobs);
   }
+  std::unique_ptr<Cache> leased;
+  if (env->store && env->remote_lease) {
+    CacheOptions cache_options;
+    cache_options.lock_dir = env->config.cache_dir / "v1" / "locks";
+    cache_options.remote_lease = env->remote_lease;
+    leased = std::make_unique<Cache>(*env->store, cache_options);
+  }
   nlohmann::json results = nlohmann::json::array();
   int status = k_exit_ok;
   for (const auto& r : requests) {
     const std::string& file = r.source_path;
     CompileInfo info;
     const auto started = std::chrono::steady_clock::now();
-    auto artifact = compile(r, env->store.get(), &info);
+    auto artifact = leased ? compile_with_lease(r, *leased, env->config.put == PutMode::background, info)
+                           : compile(r, env->store.get(), &info);
     const auto took_us = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
     if (!artifact) {

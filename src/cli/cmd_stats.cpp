@@ -65,7 +65,14 @@ int run_stats(const Context& ctx) {
                      {"bytes_in", rc->get(RC::bytes_in)},   {"bytes_out", rc->get(RC::bytes_out)},
                      {"rejected", rc->get(RC::rejected)},   {"rejected_by", rej},
                      {"get_p50_us", rc->latency_quantile(0.5)}, {"get_p99_us", rc->latency_quantile(0.99)},
-                     {"compile_us_saved", rc->get(RC::compile_us_saved)}};
+                     {"compile_us_saved", rc->get(RC::compile_us_saved)},
+                     {"lease_taken", rc->get(RC::lease_taken)},
+                     {"lease_waits", rc->get(RC::lease_waits)},
+                     {"lease_waited_hits", rc->get(RC::lease_waited_hits)},
+                     {"lease_takeovers", rc->get(RC::lease_takeovers)},
+                     {"lease_timeouts", rc->get(RC::lease_timeouts)},
+                     {"lease_errors", rc->get(RC::lease_errors)},
+                     {"lease_lost", rc->get(RC::lease_lost)}};
     }
     std::printf("%s\n", j.dump(2).c_str());
     return k_exit_ok;
@@ -107,6 +114,13 @@ int run_stats(const Context& ctx) {
     rows.push_back({"remote get p50 / p99", fmt::format("<= {} / <= {}", format_duration_us(rc->latency_quantile(0.5)),
                                                         format_duration_us(rc->latency_quantile(0.99)))});
     rows.push_back({"remote compile time saved", format_duration_us(rc->get(RC::compile_us_saved))});
+    rows.push_back({"remote leases taken", fmt::format("{} ({} after a dead or failed owner, {} lost while compiling)",
+                                                       rc->get(RC::lease_taken), rc->get(RC::lease_takeovers),
+                                                       rc->get(RC::lease_lost))});
+    rows.push_back({"remote lease waits", fmt::format("{} ({} ended with the owner's entry, {} timed out, {} lease "
+                                                      "errors)",
+                                                      rc->get(RC::lease_waits), rc->get(RC::lease_waited_hits),
+                                                      rc->get(RC::lease_timeouts), rc->get(RC::lease_errors))});
   }
   print_table(rows);
   return k_exit_ok;

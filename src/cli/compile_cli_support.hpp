@@ -172,6 +172,8 @@ inline std::optional<std::string> read_input_file(const std::string& path, int& 
 struct CompileEnvironment {
   std::unique_ptr<Store> store;
   Config config;
+  // One compile per key across hosts (a Redis team remote); null without.
+  std::shared_ptr<RemoteLease> remote_lease;
 };
 
 inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, bool no_cache) {
@@ -197,6 +199,7 @@ inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, b
     auto store = open_configured_store(store_config);
     if (store) {
       env.store = std::move(*store);
+      env.remote_lease = open_configured_lease(store_config);
     } else {
       std::fprintf(stderr, "kcache: warning: compiling without the cache: %s\n", store.error().describe().c_str());
     }

@@ -99,7 +99,57 @@ Result<std::optional<Artifact>> TieredStore::get(const Key& key) {
   return std::optional<Artifact>{};
 }
 
-Result<PutOutcome> TieredStore::put(const Artifact& artifact) {
+Result<PutOutcome> TieredStore::put(const Artifact& artifact) { return put_then(artifact, {}); }
+
+namespace {
+
+// Calls `done` once the last of the tiers' callbacks (and the caller's own
+// count, dropped when the outcome is known) has come in.
+struct PutCountdown {
+  std::mutex mutex;
+  std::size_t left = 1;  // the caller's
+  Result<PutOutcome> outcome = PutOutcome::stored;
+  PutDone done;
+
+  void arrive() {
+    std::unique_lock lock(mutex);
+    if (--left > 0) {
+      return;
+    }
+    lock.unlock();
+    done(outcome);
+  }
+};
+
+}  // namespace
+
+Result<PutOutcome> TieredStore::put_then(const Artifact& artifact, PutDone done) {
+  std::shared_ptr<PutCountdown> countdown;
+  if (done) {
+    countdown = std::make_shared<PutCountdown>();
+    countdown->done = std::move(done);
+  }
+  // Sets the final outcome and lets `done` run once every tier has answered.
+  auto finish = [&](Result<PutOutcome> outcome) -> Result<PutOutcome> {
+    if (countdown) {
+      {
+        std::lock_guard lock(countdown->mutex);
+        countdown->outcome = outcome;
+      }
+      countdown->arrive();
+    }
+    return outcome;
+  };
+  auto tier_done = [&]() -> PutDone {
+    if (!countdown) {
+      return {};
+    }
+    {
+      std::lock_guard lock(countdown->mutex);
+      ++countdown->left;
+    }
+    return [countdown](const Result<PutOutcome>&) { countdown->arrive(); };
+  };
   std::size_t failed = 0;
   PutOutcome outcome = PutOutcome::stored;
   Error last_error;
@@ -110,12 +160,12 @@ Result<PutOutcome> TieredStore::put(const Artifact& artifact) {
       continue;  // a read-only tier (a read_only remote) is never sent a write
     }
     ++writable;
-    auto put = m_impl->tiers[i]->store->put(artifact);
+    auto put = m_impl->tiers[i]->store->put_then(artifact, tier_done());
     if (!put) {
       // An artifact that does not verify is the caller's error, not the tier's
       // (MemoryStore says corrupt, FileStore invalid_argument).
       if (put.error().code == ErrorCode::corrupt || put.error().code == ErrorCode::invalid_argument) {
-        return tl::unexpected(std::move(put.error()));
+        return finish(tl::unexpected(std::move(put.error())));
       }
       m_impl->failed(i, "put", put.error());
       ++failed;
@@ -131,9 +181,9 @@ Result<PutOutcome> TieredStore::put(const Artifact& artifact) {
     answered = true;
   }
   if (failed == writable && failed > 0) {
-    return tl::unexpected(std::move(last_error));
+    return finish(tl::unexpected(std::move(last_error)));
   }
-  return outcome;
+  return finish(outcome);
 }
 
 Result<bool> TieredStore::remove(const Key& key) {

@@ -59,10 +59,17 @@ struct WriteBehindStore::Impl {
     }
   }
 
-  // Runs the inner put of `item`; never throws.
-  Result<PutOutcome> run_inner(const Item& item) noexcept {
+  // Runs the inner put of `item`; never throws. A put's `done` goes to the
+  // inner store's put_then (which calls it, maybe later: a chain with a
+  // remote tier calls it after the upload); `done` is then cleared.
+  Result<PutOutcome> run_inner(Item& item) noexcept {
     try {
-      return item.kind == PutKind::fill ? inner->fill(*item.artifact) : inner->put(*item.artifact);
+      if (item.kind == PutKind::fill) {
+        return inner->fill(*item.artifact);
+      }
+      PutDone done = std::move(item.done);
+      item.done = nullptr;
+      return inner->put_then(*item.artifact, std::move(done));
     } catch (const std::exception& e) {
       return make_error(ErrorCode::internal, std::string("background put threw: ") + e.what());
     }
@@ -109,7 +116,8 @@ struct WriteBehindStore::Impl {
              outcome.error().describe() + "); compiles go on, the entry is not kept, further failures are counted");
       }
       // After the inner put: the entry is published (or the put failed), so
-      // whoever waits on it (a single-flight lease) may go on.
+      // whoever waits on it (a single-flight lease) may go on. (A put's done
+      // went to the inner store, which has called it or will.)
       call_done(item.done, outcome);
       {
         std::lock_guard lock(mutex);
@@ -146,8 +154,9 @@ struct WriteBehindStore::Impl {
       } catch (const std::system_error&) {
         // No thread to be had: publish on this one rather than lose the entry.
         lock.unlock();
-        auto outcome = run_inner(Item{copy, kind, {}, bytes});
-        call_done(done, outcome);
+        Item item{copy, kind, std::move(done), bytes};
+        auto outcome = run_inner(item);
+        call_done(item.done, outcome);  // a fill's
         return outcome;
       }
     }

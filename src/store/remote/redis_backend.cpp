@@ -60,6 +60,26 @@ Result<bool> RedisBackend::remove(std::string_view name) {
   return redis_remove_object([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, m_spec.masked());
 }
 
+Result<bool> RedisBackend::exists(std::string_view name) {
+  return redis_object_exists([this](const std::vector<std::string_view>& argv) { return command(argv); }, name,
+                             m_spec.masked());
+}
+
+Result<bool> RedisBackend::lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
+  return redis_lease_take([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, token,
+                          ttl_ms, m_spec.masked());
+}
+
+Result<bool> RedisBackend::lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
+  return redis_lease_renew([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, token,
+                           ttl_ms, m_spec.masked());
+}
+
+Result<bool> RedisBackend::lease_release(std::string_view name, std::string_view token) {
+  return redis_lease_release([this](const std::vector<std::string_view>& argv) { return command(argv); }, name,
+                             token, m_spec.masked());
+}
+
 Result<std::string> RedisBackend::describe() {
   auto r = command({"INFO", "server"});
   if (!r) {

@@ -27,6 +27,11 @@ class RedisBackend final : public RemoteBackend {
   Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) override;
   Result<bool> remove(std::string_view name) override;
   Result<std::string> describe() override;
+  bool supports_leases() const noexcept override { return true; }
+  Result<bool> exists(std::string_view name) override;
+  Result<bool> lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
+  Result<bool> lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
+  Result<bool> lease_release(std::string_view name, std::string_view token) override;
 
   // Runs one command on a pooled connection (for leases and tests).
   Result<RedisReply> command(const std::vector<std::string_view>& argv);

@@ -369,6 +369,31 @@ Result<bool> RedisClusterBackend::remove(std::string_view name) {
   return redis_remove_object([this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, m_spec.masked());
 }
 
+// The lease of a key is routed like any other name: to the master of its own slot.
+Result<bool> RedisClusterBackend::exists(std::string_view name) {
+  return redis_object_exists(
+      [this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name,
+      m_spec.masked());
+}
+
+Result<bool> RedisClusterBackend::lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
+  return redis_lease_take(
+      [this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, token,
+      ttl_ms, m_spec.masked());
+}
+
+Result<bool> RedisClusterBackend::lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
+  return redis_lease_renew(
+      [this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, token,
+      ttl_ms, m_spec.masked());
+}
+
+Result<bool> RedisClusterBackend::lease_release(std::string_view name, std::string_view token) {
+  return redis_lease_release(
+      [this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, token,
+      m_spec.masked());
+}
+
 Result<std::string> RedisClusterBackend::describe() {
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(m_spec.connect_timeout_ms + 2 * std::uint64_t{m_spec.timeout_ms});

@@ -72,6 +72,11 @@ class RedisClusterBackend final : public RemoteBackend {
   // "redis 7.0.15 (cluster, state ok): 3 masters 127.0.0.1:7000 [0-5460] ...,
   // 3 replicas". Refreshes the slot map first.
   Result<std::string> describe() override;
+  bool supports_leases() const noexcept override { return true; }
+  Result<bool> exists(std::string_view name) override;
+  Result<bool> lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
+  Result<bool> lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
+  Result<bool> lease_release(std::string_view name, std::string_view token) override;
 
   // Runs one command on the master serving `key`'s slot, with redirects
   // (leases, tests). A Redis error reply other than a redirect is returned as

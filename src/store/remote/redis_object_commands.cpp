@@ -56,4 +56,70 @@ Result<bool> redis_remove_object(const RedisSend& send, std::string_view name, s
   return r->type == RedisReply::Type::integer && r->integer > 0;
 }
 
+namespace {
+
+// The integer reply of a command; error replies and broken sends are failures.
+Result<long long> integer_reply(const RedisSend& send, const std::vector<std::string_view>& argv,
+                                std::string_view what, std::string_view where) {
+  auto r = send(argv);
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->type == RedisReply::Type::error) {
+    const ErrorCode code =
+        r->str.rfind("NOPERM", 0) == 0 || r->str.rfind("READONLY", 0) == 0 ? ErrorCode::permission_denied : ErrorCode::io;
+    return make_error(code, fmt::format("{} on {}: {}", what, where, r->str));
+  }
+  if (r->type != RedisReply::Type::integer) {
+    return make_error(ErrorCode::io, fmt::format("{} on {}: unexpected reply", what, where));
+  }
+  return r->integer;
+}
+
+}  // namespace
+
+Result<bool> redis_object_exists(const RedisSend& send, std::string_view name, std::string_view where) {
+  auto n = integer_reply(send, {"EXISTS", name}, "EXISTS", where);
+  if (!n) {
+    return tl::unexpected(n.error());
+  }
+  return *n > 0;
+}
+
+Result<bool> redis_lease_take(const RedisSend& send, std::string_view name, std::string_view token,
+                              std::uint64_t ttl_ms, std::string_view where) {
+  const std::string ttl = std::to_string(ttl_ms);
+  auto r = send({"SET", name, token, "NX", "PX", ttl});
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->type == RedisReply::Type::error) {
+    const ErrorCode code =
+        r->str.rfind("NOPERM", 0) == 0 || r->str.rfind("READONLY", 0) == 0 ? ErrorCode::permission_denied
+        : r->str.rfind("OOM", 0) == 0                                      ? ErrorCode::no_space
+                                                                           : ErrorCode::io;
+    return make_error(code, fmt::format("SET NX PX (lease) on {}: {}", where, r->str));
+  }
+  return r->type == RedisReply::Type::status;  // "OK"; nil: held by another owner
+}
+
+Result<bool> redis_lease_renew(const RedisSend& send, std::string_view name, std::string_view token,
+                               std::uint64_t ttl_ms, std::string_view where) {
+  const std::string ttl = std::to_string(ttl_ms);
+  auto n = integer_reply(send, {"EVAL", k_lease_renew_script, "1", name, token, ttl}, "EVAL (lease renew)", where);
+  if (!n) {
+    return tl::unexpected(n.error());
+  }
+  return *n > 0;
+}
+
+Result<bool> redis_lease_release(const RedisSend& send, std::string_view name, std::string_view token,
+                                 std::string_view where) {
+  auto n = integer_reply(send, {"EVAL", k_lease_release_script, "1", name, token}, "EVAL (lease release)", where);
+  if (!n) {
+    return tl::unexpected(n.error());
+  }
+  return *n > 0;
+}
+
 }  // namespace kcache::remote

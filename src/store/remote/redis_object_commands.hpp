@@ -5,6 +5,18 @@
 //   get     GETRANGE name 0 max_bytes   "" (a missing key) is a miss: no object is empty
 //   put     SET name value NX [EX ttl]  "OK" written; nil: already there
 //   remove  DEL name                    1 removed; 0 there was none
+//   exists  EXISTS name                 1 there; 0 not
+//
+// and the commands of a cross-host lease (docs/single-flight.md), whose value
+// is the owner's token:
+//
+//   take     SET name token NX PX ttl_ms                   "OK" taken; nil: another owner holds it
+//   renew    EVAL k_lease_renew_script 1 name token ttl_ms  1 renewed; 0 not (or no longer) the owner
+//   release  EVAL k_lease_release_script 1 name token       1 deleted; 0 not the owner (left alone)
+//
+// Renew and release compare the value with the token and act only when they
+// match, atomically (a script runs without interleaving), so an owner whose
+// lease expired and was taken over never extends or deletes the new owner's.
 //
 // `send` delivers one command to the server that holds `name` (a connection
 // of the pool, or the cluster node of its slot) and returns its reply.
@@ -39,5 +51,25 @@ Result<bool> redis_put_object(const RedisSend& send, std::string_view name, std:
 
 // True when an object was removed, false when there was none.
 Result<bool> redis_remove_object(const RedisSend& send, std::string_view name, std::string_view where);
+
+// True when an object named `name` exists.
+Result<bool> redis_object_exists(const RedisSend& send, std::string_view name, std::string_view where);
+
+// The lease scripts (Lua, run by EVAL; Redis 2.6 and later).
+inline constexpr std::string_view k_lease_renew_script =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+inline constexpr std::string_view k_lease_release_script =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+
+// True when this call took the lease `name` for `token` (expiring after
+// `ttl_ms` unless renewed), false when another owner holds it.
+Result<bool> redis_lease_take(const RedisSend& send, std::string_view name, std::string_view token,
+                              std::uint64_t ttl_ms, std::string_view where);
+// True when `token` still owned the lease and its expiry was pushed to `ttl_ms` from now.
+Result<bool> redis_lease_renew(const RedisSend& send, std::string_view name, std::string_view token,
+                               std::uint64_t ttl_ms, std::string_view where);
+// True when `token` owned the lease and it was deleted.
+Result<bool> redis_lease_release(const RedisSend& send, std::string_view name, std::string_view token,
+                                 std::string_view where);
 
 }  // namespace kcache::remote

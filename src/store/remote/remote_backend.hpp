@@ -44,6 +44,37 @@ class RemoteBackend {
 
   // Asks the server who it is. Success: one line (server version, mode).
   virtual Result<std::string> describe() = 0;
+
+  // Cross-host leases (one compile per key across hosts, docs/single-flight.md;
+  // the commands are in redis_object_commands.hpp). A backend without them
+  // (HTTP) answers false here and `unsupported` from each call below.
+  virtual bool supports_leases() const noexcept { return false; }
+  // True when an object named `name` exists (cheaper than get: no bytes move).
+  virtual Result<bool> exists(std::string_view name) {
+    (void)name;
+    return no_leases();
+  }
+  // True when this call took the lease `name` for `token`, expiring after
+  // `ttl_ms`; false when another owner holds it.
+  virtual Result<bool> lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
+    (void)name, (void)token, (void)ttl_ms;
+    return no_leases();
+  }
+  // True when `token` still owns the lease and it now expires `ttl_ms` from now.
+  virtual Result<bool> lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
+    (void)name, (void)token, (void)ttl_ms;
+    return no_leases();
+  }
+  // True when `token` owned the lease and it was deleted (another owner's is left alone).
+  virtual Result<bool> lease_release(std::string_view name, std::string_view token) {
+    (void)name, (void)token;
+    return no_leases();
+  }
+
+ private:
+  static Result<bool> no_leases() {
+    return make_error(ErrorCode::unsupported, "this remote has no leases (only redis:// and redis+cluster:// do)");
+  }
 };
 
 // Connects lazily: returns a backend for `spec` without touching the network

@@ -60,6 +60,7 @@ std::string_view to_string(Rejection r) noexcept {
 }
 
 std::string object_name(const Key& key) { return "kcache:v1:" + key.hex(); }
+std::string lease_name(const Key& key) { return "kcache:v1:lease:" + key.hex(); }
 
 std::string encode_object(const Artifact& artifact, const CodecOptions& options) {
   const std::string stream = encode_artifact(artifact);

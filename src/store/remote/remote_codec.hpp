@@ -86,6 +86,8 @@ struct RejectedObject {
 
 // "kcache:v1:<64 hex>".
 std::string object_name(const Key& key);
+// "kcache:v1:lease:<64 hex>": the cross-host lease of a key (docs/remote-format.md).
+std::string lease_name(const Key& key);
 
 // Encodes `artifact` as an object stored under its passport's key. Never fails.
 std::string encode_object(const Artifact& artifact, const CodecOptions& options);

@@ -8,7 +8,8 @@
 //   header   := "KCRMT001" u32 version(=1) u32 word_count(=64)
 //   word     := u64, in the order of RemoteCounter below; the get latency
 //               histogram has 32 buckets: bucket i counts round trips of
-//               [2^i, 2^(i+1)) microseconds (bucket 0 also counts 0 us)
+//               [2^i, 2^(i+1)) microseconds (bucket 0 also counts 0 us);
+//               the lease counters follow it; unused words are 0
 //
 // When the file cannot be created or mapped (read-only cache, another
 // format), the counters live in this process only and shared() is false.
@@ -29,7 +30,15 @@ enum class RemoteCounter : unsigned {
   rejected, rejected_too_large, rejected_malformed, rejected_wrong_key, rejected_unsigned,
   rejected_unknown_signer, rejected_bad_signature, rejected_corrupt,
   latency_0,  // first of 32 histogram buckets
-  count_ = latency_0 + 32
+  // Cross-host leases (RedisLease), after the histogram so that older files keep their layout.
+  lease_taken = latency_0 + 32,  // leases this directory's processes took
+  lease_waits,                   // acquires that found another owner and waited
+  lease_waited_hits,             // waits that ended with the owner's published entry
+  lease_takeovers,               // leases taken after waiting, with nothing published (the owner died or failed)
+  lease_timeouts,                // waits that ran out (remote_lease_wait_ms): compiled without the lease
+  lease_errors,                  // lease commands that failed (server down, breaker open): compiled without
+  lease_lost,                    // renewals that found the lease gone or taken over while compiling
+  count_
 };
 
 class RemoteCounters {

@@ -109,6 +109,27 @@ struct RemoteStore::Impl {
     }
   }
 
+  // Runs one small operation (a lease command, EXISTS) through the breaker.
+  // `lease`: refused as unsupported where this remote takes no leases.
+  Result<bool> guarded(std::string_view what, bool lease, const std::function<Result<bool>()>& op) {
+    if (lease && (!backend->supports_leases() || options.spec.read_only)) {
+      return make_error(ErrorCode::unsupported, "remote " + options.spec.masked() + " takes no leases");
+    }
+    if (!admit()) {
+      return make_error(ErrorCode::busy, "remote " + options.spec.masked() +
+                                             " is skipped for now after repeated failures (circuit breaker)");
+    }
+    auto r = op();
+    if (!r) {
+      if (r.error().code != ErrorCode::unsupported) {
+        failed(r.error(), what);
+      }
+      return r;
+    }
+    succeeded();
+    return r;
+  }
+
   Result<PutOutcome> upload(const Artifact& artifact) {
     if (options.spec.read_only) {
       return make_error(ErrorCode::read_only,
@@ -271,6 +292,28 @@ Result<StoreStats> RemoteStore::stats() {
   s.compile_us_saved = r.compile_us_saved;
   s.remote = true;
   return s;
+}
+
+bool RemoteStore::supports_leases() const noexcept {
+  return m_impl->backend->supports_leases() && !m_impl->options.spec.read_only;
+}
+
+Result<bool> RemoteStore::lease_take(const Key& key, std::string_view token, std::uint64_t ttl_ms) {
+  return m_impl->guarded("lease", true, [&] { return m_impl->backend->lease_take(lease_name(key), token, ttl_ms); });
+}
+
+Result<bool> RemoteStore::lease_renew(const Key& key, std::string_view token, std::uint64_t ttl_ms) {
+  return m_impl->guarded("lease renew", true,
+                         [&] { return m_impl->backend->lease_renew(lease_name(key), token, ttl_ms); });
+}
+
+Result<bool> RemoteStore::lease_release(const Key& key, std::string_view token) {
+  return m_impl->guarded("lease release", true,
+                         [&] { return m_impl->backend->lease_release(lease_name(key), token); });
+}
+
+Result<bool> RemoteStore::exists(const Key& key) {
+  return m_impl->guarded("exists", false, [&] { return m_impl->backend->exists(object_name(key)); });
 }
 
 RemoteStats RemoteStore::remote_stats() const {

@@ -97,6 +97,19 @@ class RemoteStore final : public Store {
   Result<std::vector<EntryInfo>> list() override;
   Result<StoreStats> stats() override;
 
+  // Cross-host leases (RedisLease; docs/single-flight.md), through the same
+  // circuit breaker as every other operation: while it is open each call
+  // fails at once with `busy`. `unsupported` for a backend without leases
+  // (HTTP), read_only for a read_only remote (a reader never publishes, so it
+  // takes no lease). Otherwise as RemoteBackend's lease calls, for the lease
+  // named lease_name(key).
+  bool supports_leases() const noexcept;
+  Result<bool> lease_take(const Key& key, std::string_view token, std::uint64_t ttl_ms);
+  Result<bool> lease_renew(const Key& key, std::string_view token, std::uint64_t ttl_ms);
+  Result<bool> lease_release(const Key& key, std::string_view token);
+  // True when the object of `key` exists on the server (not fetched, not verified).
+  Result<bool> exists(const Key& key);
+
   RemoteStats remote_stats() const;
   const RemoteSpec& spec() const noexcept;
   // One round trip asking the server who it is (not subject to the breaker).

@@ -1,0 +1,179 @@
+#include "store/remote/redis_lease.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include "util/hex.hpp"
+
+namespace kcache::remote {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto k_first_poll = std::chrono::milliseconds(5);
+constexpr auto k_max_poll = std::chrono::milliseconds(50);
+
+// "<hostname>:<pid>:<16 random hex>": names the owner in `redis-cli GET`, and
+// is unique per process even across hosts with one hostname.
+std::string make_token() {
+  std::array<char, 256> host{};
+  if (::gethostname(host.data(), host.size() - 1) != 0) {
+    host[0] = '\0';
+  }
+  std::random_device rd;
+  std::array<std::uint8_t, 8> r{};
+  for (auto& b : r) {
+    b = static_cast<std::uint8_t>(rd());
+  }
+  return std::string(host.data()) + ":" + std::to_string(::getpid()) + ":" + util::to_hex(r.data(), r.size());
+}
+
+}  // namespace
+
+RedisLease::RedisLease(std::unique_ptr<RemoteStore> store, RedisLeaseOptions options)
+    : m_store(std::move(store)), m_options(std::move(options)), m_token(make_token()) {
+  if (!m_options.stats_dir.empty()) {
+    m_shared = RemoteCounters::open(m_options.stats_dir, m_options.stats_group_shared);
+  }
+}
+
+RedisLease::~RedisLease() {
+  std::vector<Key> held;
+  {
+    std::lock_guard lock(m_mutex);
+    m_stop = true;
+    held.assign(m_held.begin(), m_held.end());
+  }
+  m_wake.notify_all();
+  if (m_heartbeat.joinable()) {
+    m_heartbeat.join();
+  }
+  for (const Key& key : held) {
+    release(key);
+  }
+}
+
+void RedisLease::count(RemoteCounter counter, std::uint64_t RedisLeaseStats::*field) {
+  if (m_shared) {
+    m_shared->add(counter);
+  }
+  std::lock_guard lock(m_mutex);
+  ++(m_stats.*field);
+}
+
+RedisLeaseStats RedisLease::stats() const {
+  std::lock_guard lock(m_mutex);
+  return m_stats;
+}
+
+RemoteLeaseOutcome RedisLease::acquire(const Key& key, const std::function<bool()>& peek) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(m_options.wait_ms);
+  bool waited = false;
+  auto poll = k_first_poll;
+  for (;;) {
+    auto taken = m_store->lease_take(key, m_token, m_options.ttl_ms);
+    if (!taken) {
+      count(RemoteCounter::lease_errors, &RedisLeaseStats::errors);
+      return RemoteLeaseOutcome::unavailable;
+    }
+    if (*taken) {
+      {
+        std::lock_guard lock(m_mutex);
+        m_held.insert(key);
+        if (!m_heartbeat.joinable() && !m_stop) {
+          try {
+            m_heartbeat = std::thread([this] { heartbeat(); });
+          } catch (const std::system_error&) {  // NOLINT(bugprone-empty-catch)
+            // No thread: the lease is not renewed and may expire during a long
+            // compile; then another host compiles too (twice, never wrong).
+          }
+        }
+      }
+      count(RemoteCounter::lease_taken, &RedisLeaseStats::taken);
+      // The owner we waited for released: it published (look once more), or
+      // failed or died (its lease expired): then we compile. Without a wait,
+      // another host may still have published and released between the
+      // caller's last look and this SET: one EXISTS tells.
+      bool look = waited;
+      if (!look) {
+        auto there = m_store->exists(key);
+        look = there && *there;
+      }
+      if (look && peek && peek()) {
+        release(key);
+        if (waited) {
+          count(RemoteCounter::lease_waited_hits, &RedisLeaseStats::waited_hits);
+        }
+        return RemoteLeaseOutcome::published;
+      }
+      if (waited) {
+        count(RemoteCounter::lease_takeovers, &RedisLeaseStats::takeovers);
+      }
+      return RemoteLeaseOutcome::owner;
+    }
+    if (!waited) {
+      waited = true;
+      count(RemoteCounter::lease_waits, &RedisLeaseStats::waits);
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      count(RemoteCounter::lease_timeouts, &RedisLeaseStats::timeouts);
+      return RemoteLeaseOutcome::timed_out;
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(poll, deadline - now));
+    poll = std::min(poll * 2, k_max_poll);
+    // The owner publishes before it releases: EXISTS sees its entry first.
+    // (An error here is left to the next SET, which then answers unavailable.)
+    if (auto there = m_store->exists(key); there && *there && peek && peek()) {
+      count(RemoteCounter::lease_waited_hits, &RedisLeaseStats::waited_hits);
+      return RemoteLeaseOutcome::published;
+    }
+  }
+}
+
+void RedisLease::release(const Key& key) noexcept {
+  {
+    std::lock_guard lock(m_mutex);
+    if (m_held.erase(key) == 0) {
+      return;
+    }
+  }
+  // A failure leaves the lease to expire after its ttl (counted by the breaker).
+  (void)m_store->lease_release(key, m_token);
+}
+
+void RedisLease::heartbeat() {
+  const auto every = std::chrono::milliseconds(std::max<std::uint64_t>(1, m_options.ttl_ms / 3));
+  std::unique_lock lock(m_mutex);
+  while (!m_stop) {
+    m_wake.wait_for(lock, every);
+    if (m_stop) {
+      break;
+    }
+    const std::vector<Key> held(m_held.begin(), m_held.end());
+    lock.unlock();
+    for (const Key& key : held) {
+      auto renewed = m_store->lease_renew(key, m_token, m_options.ttl_ms);
+      if (renewed && !*renewed) {
+        // Expired (a stall longer than the ttl) or taken over: keep compiling;
+        // another host may compile the key too (twice, never wrong bytes).
+        {
+          std::lock_guard relock(m_mutex);
+          m_held.erase(key);
+        }
+        count(RemoteCounter::lease_lost, &RedisLeaseStats::lost);
+      } else if (renewed) {
+        std::lock_guard relock(m_mutex);
+        ++m_stats.renewals;
+      }
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace kcache::remote

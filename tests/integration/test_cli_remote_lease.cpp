@@ -1,0 +1,291 @@
+// One compile per key across hosts, end to end: real `kcache compile`
+// processes, each with its own cache directory (a "host"), sharing one real
+// redis-server (or a real Redis Cluster), real NVRTC. Herd of 16 (C05 across
+// hosts), the lease owner SIGKILLed mid-compile (C06 across hosts), a
+// cluster, and a server that is hung.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/files.hpp"
+#include "support/redis_cluster.hpp"
+#include "support/redis_server.hpp"
+#include "support/temp_dir.hpp"
+#include "unit/compile/compile_test_support.hpp"
+
+namespace kcache {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// A kernel that takes NVRTC a while (deep template instantiation), so that a
+// herd really overlaps and an owner can be killed mid-compile. `tag` makes
+// the key unique to the test.
+fs::path write_slow_kernel(const fs::path& dir, const std::string& tag, int calls) {
+  std::string src = "template <int N> __device__ float f(float x) { return f<N - 1>(x * 1.0001f + N); }\n"
+                    "template <> __device__ float f<0>(float x) { return x; }\n"
+                    "extern \"C\" __global__ void slow_" + tag + "(float* p) {\n  float v = p[threadIdx.x];\n";
+  for (int i = 0; i < calls; ++i) {
+    src += "  v += f<" + std::to_string(100 + i) + ">(v);\n";
+  }
+  src += "  p[threadIdx.x] = v;\n}\n";
+  const fs::path path = dir / ("slow_" + tag + ".cu");
+  std::ofstream(path) << src;
+  return path;
+}
+
+// A `kcache` process started in the background: stdout+stderr go to a file.
+struct Host {
+  pid_t pid = -1;
+  fs::path out;
+};
+
+// Starts `kcache <args>` with KCACHE_DIR=`cache` and `env` ("A=b C=d"), in
+// the directory `cwd` when given.
+Host spawn(const fs::path& cache, const std::string& env, const std::string& args, const fs::path& out,
+           const fs::path& cwd = {}) {
+  const std::string cmd = (cwd.empty() ? "" : "cd '" + cwd.string() + "' && ") + "exec env KCACHE_DIR='" +
+                          cache.string() + "' " + env + " '" + KCACHE_CLI_PATH + "' " + args;
+  Host h;
+  h.out = out;
+  h.pid = ::fork();
+  if (h.pid == 0) {
+    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return h;
+}
+
+// Waits for `h`; its exit code (128 + signal when killed).
+int finish(const Host& h) {
+  int st = 0;
+  if (::waitpid(h.pid, &st, 0) != h.pid) {
+    return -1;
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string run_cli(const fs::path& cache, const std::string& env, const std::string& args) {
+  const std::string cmd = "KCACHE_DIR='" + cache.string() + "' " + env + " '" + KCACHE_CLI_PATH + "' " + args + " 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) {
+    out.append(buf, n);
+  }
+  ::pclose(p);
+  return out;
+}
+
+nlohmann::json json_of(const std::string& out) { return nlohmann::json::parse(out.substr(out.find('{'))); }
+
+// The remote counters of a host's cache directory (`kcache stats --json`).
+nlohmann::json remote_stats(const fs::path& cache) { return json_of(run_cli(cache, "", "stats --json"))["remote"]; }
+
+// A fresh compile of `src` with no cache at all: the bytes every host must get.
+std::string fresh_compile(const fs::path& dir, const fs::path& src) {
+  const fs::path out = dir / "fresh.cubin";
+  run_cli(dir / "fresh", "KCACHE_DISABLE=1", "compile " + src.string() + " --target cubin --arch sm_90 -o " + out.string());
+  return test::read_file(out);
+}
+
+// 16 hosts (distinct cache directories) compile one cold key at once through
+// `remote_url`: exactly one compiles, every output is the same bytes, as a
+// fresh compile's, and no one waited out the lease.
+void herd(const fs::path& dir, const std::string& remote_url, int hosts) {
+  const fs::path src = write_slow_kernel(dir, "herd", 40);
+  const std::string env = "KCACHE_REMOTE='" + remote_url + "'";
+  std::vector<Host> running;
+  for (int i = 0; i < hosts; ++i) {
+    const fs::path out = dir / ("out" + std::to_string(i) + ".cubin");
+    running.push_back(spawn(dir / ("host" + std::to_string(i)), env,
+                            "compile " + src.string() + " --target cubin --arch sm_90 --json -o " + out.string(),
+                            dir / ("log" + std::to_string(i))));
+  }
+  int compiled = 0;
+  std::string key;
+  for (int i = 0; i < hosts; ++i) {
+    const int status = finish(running[i]);
+    const std::string log = test::read_file(running[i].out);
+    ASSERT_EQ(status, 0) << log;
+    const auto j = json_of(log);
+    compiled += j["hit"].get<bool>() ? 0 : 1;
+    if (key.empty()) {
+      key = j["key"].get<std::string>();
+    }
+    EXPECT_EQ(j["key"].get<std::string>(), key);
+  }
+  EXPECT_EQ(compiled, 1) << "one compile per key across " << hosts << " hosts";
+  const std::string expected = fresh_compile(dir, src);
+  ASSERT_FALSE(expected.empty());
+  std::uint64_t waits = 0, timeouts = 0, taken = 0;
+  for (int i = 0; i < hosts; ++i) {
+    EXPECT_EQ(test::read_file(dir / ("out" + std::to_string(i) + ".cubin")), expected) << "host " << i;
+    const auto rs = remote_stats(dir / ("host" + std::to_string(i)));
+    waits += rs["lease_waits"].get<std::uint64_t>();
+    timeouts += rs["lease_timeouts"].get<std::uint64_t>();
+    taken += rs["lease_taken"].get<std::uint64_t>();
+  }
+  EXPECT_EQ(timeouts, 0U);
+  EXPECT_GE(taken, 1U);
+  std::printf("herd of %d: %d compile(s), %llu lease wait(s), %llu lease(s) taken\n", hosts, compiled,
+              static_cast<unsigned long long>(waits), static_cast<unsigned long long>(taken));
+}
+
+class CliRemoteLease : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    m_server = test::RedisServer::start(m_tmp.path() / "redis", &why);
+    ASSERT_NE(m_server, nullptr) << why;
+  }
+  test::TempDir m_tmp;
+  std::unique_ptr<test::RedisServer> m_server;
+};
+
+TEST_F(CliRemoteLease, SixteenHostsAndOneColdKeyCompileOnce) {
+  KCACHE_REQUIRE_TOOLKIT();
+  herd(m_tmp.path(), m_server->url(), 16);
+  EXPECT_EQ(m_server->cli({"KEYS", "kcache:v1:lease:*"}), "") << "every lease was released";
+}
+
+TEST_F(CliRemoteLease, AKilledOwnerIsTakenOverByAWaiterWithinTheLeaseTime) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const fs::path src = write_slow_kernel(m_tmp.path(), "killed", 60);
+  // A short ttl so that the dead owner's lease expires soon; a long wait, so
+  // that only a takeover (not a timeout) lets the waiters go on.
+  const std::string env = "KCACHE_REMOTE='" + m_server->url() +
+                          "' KCACHE_REMOTE_LEASE_TTL_MS=1500 KCACHE_REMOTE_LEASE_WAIT_MS=600000";
+  const std::string compile = "compile " + src.string() + " --target cubin --arch sm_90 --json -o ";
+  Host owner = spawn(m_tmp.path() / "owner", env, compile + (m_tmp.path() / "owner.cubin").string(),
+                     m_tmp.path() / "owner.log");
+  // Wait (bounded) for the owner to take the lease: it is compiling now.
+  std::string lease;
+  for (int i = 0; i < 6000 && lease.empty(); ++i) {
+    lease = m_server->cli({"KEYS", "kcache:v1:lease:*"});
+    if (lease.empty()) {
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  ASSERT_FALSE(lease.empty()) << test::read_file(owner.out);
+  const std::string object = "kcache:v1:" + lease.substr(std::string("kcache:v1:lease:").size());
+  std::vector<Host> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.push_back(spawn(m_tmp.path() / ("waiter" + std::to_string(i)), env,
+                            compile + (m_tmp.path() / ("w" + std::to_string(i) + ".cubin")).string(),
+                            m_tmp.path() / ("waiter" + std::to_string(i) + ".log")));
+  }
+  std::this_thread::sleep_for(300ms);  // sequencing only: let the waiters find the lease held
+  ::kill(owner.pid, SIGKILL);
+  EXPECT_EQ(finish(owner), 128 + SIGKILL);
+  ASSERT_EQ(m_server->cli({"EXISTS", object}), "0") << "the owner was killed before it published";
+  int compiled = 0;
+  for (const Host& w : waiters) {
+    const int status = finish(w);
+    const std::string log = test::read_file(w.out);
+    ASSERT_EQ(status, 0) << log;
+    compiled += json_of(log)["hit"].get<bool>() ? 0 : 1;
+  }
+  EXPECT_EQ(compiled, 1) << "one waiter took over and compiled; the others got its entry";
+  std::uint64_t takeovers = 0, timeouts = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto rs = remote_stats(m_tmp.path() / ("waiter" + std::to_string(i)));
+    takeovers += rs["lease_takeovers"].get<std::uint64_t>();
+    timeouts += rs["lease_timeouts"].get<std::uint64_t>();
+  }
+  EXPECT_EQ(takeovers, 1U);
+  EXPECT_EQ(timeouts, 0U) << "the dead owner's lease expired (ttl 1.5 s) long before the 600 s wait";
+  const std::string expected = fresh_compile(m_tmp.path(), src);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(test::read_file(m_tmp.path() / ("w" + std::to_string(i) + ".cubin")), expected) << i;
+  }
+  EXPECT_EQ(m_server->cli({"EXISTS", object}), "1");
+}
+
+TEST_F(CliRemoteLease, AHungServerNeverHoldsACompileBeyondItsTimeouts) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  m_server->pause();  // SIGSTOP: connects succeed (the kernel accepts), nothing answers
+  const std::string env = "KCACHE_REMOTE='" + m_server->url() + "?connect_timeout_ms=200&timeout_ms=300'";
+  const std::string out = run_cli(m_tmp.path() / "host", env,
+                                  "compile " + src + " --target cubin --arch sm_90 --json -o " +
+                                      (m_tmp.path() / "k.cubin").string());
+  m_server->resume();
+  ASSERT_TRUE(fs::exists(m_tmp.path() / "k.cubin")) << out;
+  EXPECT_FALSE(json_of(out)["hit"].get<bool>()) << out;
+  const auto rs = remote_stats(m_tmp.path() / "host");
+  EXPECT_EQ(rs["lease_errors"].get<int>(), 1) << out;
+  EXPECT_EQ(rs["lease_taken"].get<int>(), 0) << out;
+  // Down (refused) is the same: the compile happens, nothing waits.
+  m_server->kill();
+  const std::string down = run_cli(m_tmp.path() / "host2", env,
+                                   "compile " + src + " --target cubin --arch sm_90 --json -o " +
+                                       (m_tmp.path() / "k2.cubin").string());
+  EXPECT_FALSE(json_of(down)["hit"].get<bool>()) << down;
+  EXPECT_EQ(test::read_file(m_tmp.path() / "k2.cubin"), test::read_file(m_tmp.path() / "k.cubin"));
+}
+
+TEST_F(CliRemoteLease, WorkerPoolHostsTakeTheLeaseWhereTheFlightIsOwned) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const fs::path a = write_slow_kernel(m_tmp.path(), "pool_a", 40);
+  const fs::path b = write_slow_kernel(m_tmp.path(), "pool_b", 40);
+  const std::string env = "KCACHE_REMOTE='" + m_server->url() + "'";
+  constexpr int k_hosts = 4;
+  std::vector<Host> running;
+  for (int i = 0; i < k_hosts; ++i) {
+    const fs::path cwd = m_tmp.path() / ("cwd" + std::to_string(i));
+    fs::create_directories(cwd);
+    // Two files and -j 2: the worker pool compiles, this process owns the flights.
+    running.push_back(spawn(m_tmp.path() / ("host" + std::to_string(i)), env,
+                            "compile -j 2 " + a.string() + " " + b.string() + " --target cubin --arch sm_90 -q",
+                            m_tmp.path() / ("log" + std::to_string(i)), cwd));
+  }
+  for (const Host& h : running) {
+    ASSERT_EQ(finish(h), 0) << test::read_file(h.out);
+  }
+  // Every compile uploads its entry once (a second compile of a key would
+  // find the object there): the uploads count the compiles of the team.
+  std::uint64_t uploads = 0, present = 0;
+  for (int i = 0; i < k_hosts; ++i) {
+    const auto rs = remote_stats(m_tmp.path() / ("host" + std::to_string(i)));
+    uploads += rs["puts"].get<std::uint64_t>();
+    present += rs["puts_already_present"].get<std::uint64_t>();
+    EXPECT_EQ(rs["lease_timeouts"].get<std::uint64_t>(), 0U);
+  }
+  EXPECT_EQ(uploads, 2U) << "one compile per key across " << k_hosts << " hosts";
+  EXPECT_EQ(present, 0U) << "no key was compiled twice";
+  for (int i = 1; i < k_hosts; ++i) {
+    const fs::path cwd = m_tmp.path() / ("cwd" + std::to_string(i));
+    EXPECT_EQ(test::read_file(cwd / "slow_pool_a.cubin"), test::read_file(m_tmp.path() / "cwd0" / "slow_pool_a.cubin"));
+    EXPECT_EQ(test::read_file(cwd / "slow_pool_b.cubin"), test::read_file(m_tmp.path() / "cwd0" / "slow_pool_b.cubin"));
+  }
+  EXPECT_FALSE(test::read_file(m_tmp.path() / "cwd0" / "slow_pool_a.cubin").empty());
+}
+
+TEST(CliRemoteLeaseCluster, EightHostsOnARedisClusterCompileOnce) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  std::string why;
+  auto cluster = test::RedisCluster::start(tmp.path() / "cluster", &why);
+  ASSERT_NE(cluster, nullptr) << why;
+  herd(tmp.path(), cluster->url(), 8);
+}
+
+}  // namespace
+}  // namespace kcache
