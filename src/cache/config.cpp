@@ -506,8 +506,8 @@ Result<void> apply_file(Config& c, const std::filesystem::path& path, std::vecto
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) {
-    return make_error(ErrorCode::io, fmt::format("cannot read config file {}: {}; fix its permissions or remove it", path.string(),
-                                              ec.message()));
+    return make_error(ErrorCode::io, fmt::format("cannot read config file {}: {}; fix its permissions or remove it",
+                                                 path.string(), ec.message()));
   }
   if (size > k_config_file_max_bytes) {
     return make_error(ErrorCode::invalid_argument,

@@ -54,14 +54,15 @@ TEST_F(CliDegrade, BadSettingIsOneWarningAndTheCompileRunsWithoutTheCache) {
   write_file(dir() / "unknown-key.toml", "max_sise = \"1G\"\n");
   write_file(dir() / "bad-value.toml", "fsync = \"sometimes\"\n");
   struct Case {
-    std::string env;       // assignments before the command
-    std::string names;     // what the one warning line must name
-    std::string fix;       // how it says to fix it
+    std::string env;    // assignments before the command
+    std::string names;  // what the one warning line must name
+    std::string fix;    // how it says to fix it
   };
   const std::vector<Case> cases{
       {"KCACHE_MAX_SIZE=garbage", "KCACHE_MAX_SIZE: invalid value \"garbage\" for setting 'max_size'",
        "fix or unset KCACHE_MAX_SIZE"},
-      {"KCACHE_VERIFY=never", "KCACHE_VERIFY: invalid value \"never\" for setting 'verify'", "fix or unset KCACHE_VERIFY"},
+      {"KCACHE_VERIFY=never", "KCACHE_VERIFY: invalid value \"never\" for setting 'verify'",
+       "fix or unset KCACHE_VERIFY"},
       {"KCACHE_CONFIG=not-toml.toml", "not-toml.toml:1:", "fix the file"},
       {"KCACHE_CONFIG=unknown-key.toml", "unknown-key.toml:1: unknown setting 'max_sise'", "did you mean 'max_size'?"},
       {"KCACHE_CONFIG=bad-value.toml", "bad-value.toml:1: invalid value \"sometimes\" for setting 'fsync'",
@@ -115,8 +116,8 @@ TEST_F(CliDegrade, BadSettingStaysExit2ForCacheCommandsAndOnTheCommandLine) {
   write_kernel(dir() / "a.cu", "ka");
   const std::string zeros(64, '0');
   // Cache commands: the setting is about what they act on, so it is an error.
-  const std::vector<std::string> commands{"put f", "get " + zeros, "show " + zeros, "ls",     "stats",
-                                          "verify", "prune",         "clear",         "config", "why-miss " + zeros + " " + zeros};
+  const std::vector<std::string> commands{"put f", "get " + zeros, "show " + zeros, "ls", "stats", "verify", "prune",
+                                          "clear", "config", "why-miss " + zeros + " " + zeros};
   for (const std::string& command : commands) {
     const ShellRun r = sh("KCACHE_MAX_SIZE=garbage \"$K\" " + command);
     EXPECT_EQ(r.rc, 2) << command << ": " << r.err;
@@ -126,9 +127,10 @@ TEST_F(CliDegrade, BadSettingStaysExit2ForCacheCommandsAndOnTheCommandLine) {
         << command << ": " << r.err;
   }
   // A compile's own command line is a usage error, whatever the command.
-  for (const std::string args : {"--max-size garbage compile a.cu --arch sm_90", "--set fsync=x compile a.cu --arch sm_90",
-                                 "--config nope.toml compile a.cu --arch sm_90", "--set nope=1 link a.ptx --arch sm_90",
-                                 "compile a.cu --arch sm_90 --target bogus"}) {
+  for (const std::string args :
+       {"--max-size garbage compile a.cu --arch sm_90", "--set fsync=x compile a.cu --arch sm_90",
+        "--config nope.toml compile a.cu --arch sm_90", "--set nope=1 link a.ptx --arch sm_90",
+        "compile a.cu --arch sm_90 --target bogus"}) {
     const ShellRun r = sh("\"$K\" " + args);
     EXPECT_EQ(r.rc, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find("kcache: error: "), std::string::npos) << args << ": " << r.err;
@@ -184,7 +186,8 @@ TEST_F(CliDegrade, DisabledCacheHasNothingWrittenUnderItsDirectory) {
   write_kernel(dir() / "b.cu", "kb");
   write_file(dir() / "off.toml", "disable = true\n");
   const fs::path default_cache = root() / "home" / ".cache";
-  for (const std::string how : {"KCACHE_DISABLE=1 \"$K\"", "\"$K\" --set disable=true", "KCACHE_CONFIG=off.toml \"$K\""}) {
+  for (const std::string how :
+       {"KCACHE_DISABLE=1 \"$K\"", "\"$K\" --set disable=true", "KCACHE_CONFIG=off.toml \"$K\""}) {
     SCOPED_TRACE(how);
     const ShellRun one = sh(how + " compile a.cu --arch sm_90 -o one.cubin");
     EXPECT_EQ(one.rc, 0) << one.err;
