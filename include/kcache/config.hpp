@@ -56,6 +56,17 @@ struct ConfigInputs {
   // Looks up an environment variable; std::nullopt when unset. Empty: the
   // process environment (std::getenv). Tests pass a map here.
   std::function<std::optional<std::string>(const std::string&)> getenv;
+  // Where bad settings outside the command line go. Null (the default): the
+  // first one fails the load. Not null: a bad value or unknown key in the
+  // config file or the environment, a config file that cannot be read or
+  // parsed (or that $KCACHE_CONFIG names but does not exist), and a missing
+  // home directory are appended here, one invalid_argument or io Error each
+  // (its message names the source, the setting, the value and how to fix it),
+  // and skipped: the setting keeps the value of the layer below. A bad
+  // command-line setting or a missing --config file still fails the load.
+  // `kcache compile` and `link` use this to compile without the cache rather
+  // than fail (docs/configuration.md, "Bad settings").
+  std::vector<Error>* problems = nullptr;
 };
 
 struct Config {
@@ -90,7 +101,7 @@ struct Config {
   // `overrides` (config-file key -> value, from the command line). Returns
   // invalid_argument naming the setting, the source and the accepted values
   // when a value does not parse or a key is unknown; io when a config file
-  // exists but cannot be read.
+  // exists but cannot be read (unless ConfigInputs::problems collects them).
   static Result<Config> load(const std::map<std::string, std::string>& overrides = {});
   // The same, with every input spelled out (see ConfigInputs).
   static Result<Config> load_from(const ConfigInputs& inputs);

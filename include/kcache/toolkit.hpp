@@ -68,8 +68,9 @@ class Toolkit {
   Result<std::string> headers_fingerprint();
 
   // Directory of the version memo files (default: $KCACHE_DIR/v1/toolkit, else
-  // $XDG_CACHE_HOME/kcache/v1/toolkit, else ~/.cache/kcache/v1/toolkit). An empty
-  // path disables the memo file (the in-process memo stays).
+  // $XDG_CACHE_HOME/kcache/v1/toolkit, else ~/.cache/kcache/v1/toolkit; none
+  // when KCACHE_DISABLE is true). An empty path disables the memo file (the
+  // in-process memo stays).
   void set_memo_dir(std::filesystem::path dir);
   std::filesystem::path memo_dir();
 

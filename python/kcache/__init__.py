@@ -76,8 +76,9 @@ def open_store(config: Config | None = None) -> Store:
 def default_store() -> Store | None:
     """The process-wide store of ``Config.load()``, opened on first use.
 
-    Returns None (after one warning) when the cache cannot be opened: compiles
-    then go on without it. Raises ConfigError for bad settings.
+    Returns None (after one warning) when the cache cannot be opened or a
+    setting (in the environment or the config file) is bad: compiles then go
+    on without it. ``Config.load()`` and ``open_store()`` raise instead.
     """
     global _default, _default_error
     with _default_lock:
@@ -85,9 +86,9 @@ def default_store() -> Store | None:
             return _default
         if _default_error is not None:
             return None
-        # A bad setting raises ConfigError. In a forked child, puts are synchronous.
-        config = Config.load(put="sync") if _forked else Config.load()
         try:
+            # In a forked child, puts are synchronous.
+            config = Config.load(put="sync") if _forked else Config.load()
             _default = open_store(config)
         except Error as e:
             _default_error = e

@@ -102,7 +102,9 @@ void open_handle(StoreHandle& h, const Config& c) {
   if (!c.cuda_home.empty()) {
     ::setenv("KCACHE_CUDA_HOME", c.cuda_home.c_str(), 1);
   }
-  if (!c.cache_dir.empty() && !c.disable) {
+  if (c.disable) {
+    Toolkit::instance().set_memo_dir({});  // a disabled cache has nothing written under its directory
+  } else if (!c.cache_dir.empty()) {
     Toolkit::instance().set_memo_dir(c.cache_dir / "v1" / "toolkit");
   }
   h.store = unwrap(open_configured_store(c));

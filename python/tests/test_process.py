@@ -62,3 +62,27 @@ def test_a_forked_child_uses_the_cache_and_the_parent_goes_on(tmp_path: Path) ->
     p = run_python(code, env={"KCACHE_DIR": str(tmp_path / "cache")}, timeout=180)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["compiled", "hit", "True", "compiled", "0", "hit"]
+
+
+def test_a_bad_setting_is_one_warning_and_compiles_go_on_without_the_cache(tmp_path: Path) -> None:
+    # A broken cache never breaks a build: Config.load() raises, but the
+    # process-wide store used by kcache.compile() warns once and compiles.
+    code = (
+        "import warnings, kcache\n"
+        "warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        f"    a = kcache.compile({TEMPLATED!r})\n"
+        f"    b = kcache.compile({TEMPLATED!r})\n"
+        "print(a.outcome, b.outcome, kcache.default_store() is None, len(w))\n"
+        "print(w[0].message)\n"
+        "try:\n"
+        "    kcache.Config.load()\n"
+        "except kcache.ConfigError:\n"
+        "    print('ConfigError')\n"
+    )
+    p = run_python(code, env={"KCACHE_DIR": str(tmp_path / "cache"), "KCACHE_MAX_SIZE": "garbage"})
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split() == ["compiled_only", "compiled_only", "True", "1"]
+    assert "KCACHE_MAX_SIZE" in lines[1] and "garbage" in lines[1]
+    assert lines[2] == "ConfigError"

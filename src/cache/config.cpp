@@ -518,40 +518,46 @@ Result<std::string> remote_list_text(const toml::node& node, const std::string& 
   return out;
 }
 
-Result<void> apply_file(Config& c, const std::filesystem::path& path) {
+// Reads the config file into `c`. A file that cannot be read or parsed fails
+// as a whole; a bad key or value fails the load, or, with `problems`, is
+// recorded there and skipped so that the other keys still apply.
+Result<void> apply_file(Config& c, const std::filesystem::path& path, std::vector<Error>* problems) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) {
-    return make_error(ErrorCode::io, fmt::format("cannot read config file {}: {}", path.string(), ec.message()));
+    return make_error(ErrorCode::io, fmt::format("cannot read config file {}: {}; fix its permissions or remove it",
+                                                 path.string(), ec.message()));
   }
   if (size > k_config_file_max_bytes) {
     return make_error(ErrorCode::invalid_argument,
-                      fmt::format("config file {} is larger than 1 MiB; is it the right file?", path.string()));
+                      fmt::format("config file {} is larger than 1 MiB; is it the right file? Fix or remove it",
+                                  path.string()));
   }
   std::ifstream in(path, std::ios::binary);
   std::stringstream buffer;
   buffer << in.rdbuf();
   if (!in) {
-    return make_error(ErrorCode::io, fmt::format("cannot read config file {}", path.string()));
+    return make_error(ErrorCode::io,
+                      fmt::format("cannot read config file {}; fix its permissions or remove it", path.string()));
   }
   toml::table table;
   try {
     table = toml::parse(buffer.str(), path.string());
   } catch (const toml::parse_error& e) {
     return make_error(ErrorCode::invalid_argument,
-                      fmt::format("{}:{}:{}: not valid TOML: {}", path.string(), e.source().begin.line,
-                                  e.source().begin.column, e.description()));
+                      fmt::format("{}:{}:{}: not valid TOML: {}; fix the file (one `key = value` per line)",
+                                  path.string(), e.source().begin.line, e.source().begin.column, e.description()));
   }
   const std::filesystem::path base = std::filesystem::absolute(path, ec).parent_path();
-  for (const auto& [key, node] : table) {
+  auto apply_key = [&](std::string_view key, const toml::node& node) -> Result<void> {
     Origin o{SettingSource::config_file, fmt::format("{}:{}", path.string(), node.source().begin.line), base,
              "fix it in " + path.string()};
-    const Setting* s = find_setting(key.str());
+    const Setting* s = find_setting(key);
     if (s == nullptr) {
-      return unknown_key(key.str(), o);
+      return unknown_key(key, o);
     }
     auto text = toml_value_text(node);
-    if (!text && key.str() == "remote") {
+    if (!text && key == "remote") {
       auto joined = remote_list_text(node, o.where);
       if (!joined) {
         return tl::unexpected(joined.error());
@@ -563,11 +569,17 @@ Result<void> apply_file(Config& c, const std::filesystem::path& path) {
                         fmt::format("{}: setting '{}' must be a string, an integer or a boolean; accepted: {}",
                                     o.where, s->key, s->accepted));
     }
-    if (auto ok = apply(c, *s, *text, o); !ok) {
-      return ok;
+    return apply(c, *s, *text, o);
+  };
+  c.config_file = path;
+  for (const auto& [key, node] : table) {
+    if (auto ok = apply_key(key.str(), node); !ok) {
+      if (problems == nullptr) {
+        return ok;
+      }
+      problems->push_back(std::move(ok.error()));
     }
   }
-  c.config_file = path;
   return {};
 }
 
@@ -637,12 +649,23 @@ Result<Config> Config::load_from(const ConfigInputs& inputs) {
   std::error_code ec;
   const std::filesystem::path cwd = std::filesystem::current_path(ec);
 
+  // A problem outside the command line: recorded and skipped when the caller
+  // collects them (ConfigInputs::problems), else the load fails with it.
+  auto tolerate = [&](Error e) -> bool {
+    if (inputs.problems == nullptr) {
+      return false;
+    }
+    inputs.problems->push_back(std::move(e));
+    return true;
+  };
   auto file = locate_config_file(inputs, env);
   if (!file) {
-    return tl::unexpected(file.error());
-  }
-  if (!file->empty()) {
-    if (auto ok = apply_file(c, *file); !ok) {
+    // --config naming a missing file is a command-line mistake; $KCACHE_CONFIG's is a setting's.
+    if (!inputs.config_file.empty() || !tolerate(file.error())) {
+      return tl::unexpected(file.error());
+    }
+  } else if (!file->empty()) {
+    if (auto ok = apply_file(c, *file, inputs.problems); !ok && !tolerate(ok.error())) {
       return tl::unexpected(ok.error());
     }
   }
@@ -654,7 +677,7 @@ Result<Config> Config::load_from(const ConfigInputs& inputs) {
     }
     const Origin o{SettingSource::environment, "environment variable " + std::string(s.env), cwd,
                    "fix or unset " + std::string(s.env)};
-    if (auto ok = apply(c, s, *value, o); !ok) {
+    if (auto ok = apply(c, s, *value, o); !ok && !tolerate(ok.error())) {
       return tl::unexpected(ok.error());
     }
   }
@@ -670,10 +693,11 @@ Result<Config> Config::load_from(const ConfigInputs& inputs) {
   }
   if (c.origin["cache_dir"] == SettingSource::default_value) {
     auto dir = default_cache_dir(env);
-    if (!dir) {
+    if (dir) {
+      c.cache_dir = *dir;
+    } else if (!tolerate(dir.error())) {
       return tl::unexpected(dir.error());
     }
-    c.cache_dir = *dir;
   }
   return c;
 }

@@ -1,6 +1,5 @@
 // open_configured_store: the stores a Config describes. Kept apart from
 // config.cpp so that reading settings never pulls in the stores.
-#include <cstdio>
 #include <utility>
 #include <vector>
 
@@ -11,12 +10,15 @@
 #include "kcache/write_behind_store.hpp"
 #include "store/disabled_store.hpp"
 #include "cache/remote_tiers.hpp"
+#include "cache/store_warnings.hpp"
 
 namespace kcache {
 
 namespace {
 
-void warn_line(const std::string& line) { std::fprintf(stderr, "kcache: warning: %s\n", line.c_str()); }
+using store_warnings::Source;
+
+void warn_line(const std::string& line) { store_warnings::warn(Source::tier, line); }
 
 // Appends one tier per configured remote, slowest last: a RemoteStore, behind
 // its own bounded write-behind queue unless it is read_only.
@@ -31,6 +33,7 @@ void add_remote_tiers(const Config& config, std::vector<std::unique_ptr<Store>>&
     wb.exit_flush_timeout = std::chrono::milliseconds(config.remote_flush_timeout_ms);
     wb.what = "uploads to " + std::string(store->spec().masked());
     wb.warn_on_failure = false;  // RemoteStore already warned once for this remote
+    wb.warn = warn_line;         // uploads dropped at exit: said once, always
     tiers.push_back(std::make_unique<WriteBehindStore>(std::move(store), std::move(wb)));
   }
 }
@@ -41,7 +44,12 @@ Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
   if (config.disable) {
     return std::unique_ptr<Store>(std::make_unique<DisabledStore>());
   }
-  auto file = FileStore::open(config.file_store_options());
+  // One failure, one line (store_warnings.hpp): the file tier says what
+  // failed and what to do; the chain and the queue around it stay quiet
+  // about the same failure.
+  FileStoreOptions file_options = config.file_store_options();
+  file_options.warn = store_warnings::sink(Source::tier);
+  auto file = FileStore::open(std::move(file_options));
   if (!file) {
     return tl::unexpected(file.error());
   }
@@ -51,13 +59,15 @@ Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
   }
   tiers.push_back(std::move(*file));
   add_remote_tiers(config, tiers);
-  auto chain = std::make_unique<TieredStore>(std::move(tiers));
+  auto chain = std::make_unique<TieredStore>(std::move(tiers), store_warnings::sink(Source::layer));
   if (config.put == PutMode::sync) {
     return std::unique_ptr<Store>(std::move(chain));
   }
   // Outermost, so that Cache's put_then releases its lease only after both
   // tiers have the entry.
-  return std::unique_ptr<Store>(std::make_unique<WriteBehindStore>(std::move(chain)));
+  WriteBehindOptions queue;
+  queue.warn = store_warnings::sink(Source::layer);
+  return std::unique_ptr<Store>(std::make_unique<WriteBehindStore>(std::move(chain), std::move(queue)));
 }
 
 }  // namespace kcache

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/store_warnings.hpp"
 #include "cli/compile_cli_support.hpp"
 #include "compile/backends.hpp"
 #include "kcache/cache.hpp"
@@ -42,7 +43,7 @@ struct CompileArgs {
 void explain_miss(Store* store, const Key& key, const KeyBuilder& record) {
   std::printf("key %s: miss\n", key.hex().c_str());
   if (store == nullptr) {
-    std::printf("no cache in use (--no-cache or the store could not be opened)\n");
+    std::printf("no cache in use (--no-cache, the cache is disabled, or it could not be opened)\n");
     return;
   }
   auto entries = store->list();
@@ -153,6 +154,9 @@ int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
                         const std::vector<CompileRequest>& requests, unsigned jobs) {
   WorkerPoolOptions options;
   options.workers = jobs;
+  // Workers keep their memos where this process does, and none when it keeps none.
+  options.arguments = env.memo_dir.empty() ? std::vector<std::string>{"worker", "--no-memo"}
+                                           : std::vector<std::string>{"worker", "--memo-dir", env.memo_dir.string()};
   auto pool = WorkerPool::create(options);
   if (!pool) {
     return report_error(pool.error());
@@ -162,6 +166,7 @@ int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
     CacheOptions cache_options;
     cache_options.lock_dir = env.config.cache_dir / "v1" / "locks";
     cache_options.remote_lease = env.remote_lease;
+    cache_options.warn = store_warnings::sink(store_warnings::Source::layer);
     cache = std::make_unique<Cache>(*env.store, cache_options);
   }
   const auto results = (*pool)->compile_many(
@@ -252,7 +257,7 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
   if (const int status = check_outputs_apart(args); status != k_exit_ok) {
     return status;
   }
-  auto env = open_compile_environment(ctx, args.no_cache);
+  auto env = open_compile_environment(ctx, args.no_cache, BadSettings::compile_without_cache);
   if (!env) {
     return report_error(env.error());
   }
@@ -274,6 +279,7 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
     CacheOptions cache_options;
     cache_options.lock_dir = env->config.cache_dir / "v1" / "locks";
     cache_options.remote_lease = env->remote_lease;
+    cache_options.warn = store_warnings::sink(store_warnings::Source::layer);
     leased = std::make_unique<Cache>(*env->store, cache_options);
   }
   nlohmann::json results = nlohmann::json::array();
@@ -291,7 +297,7 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
       continue;
     }
     if (!info.store_warning.empty()) {
-      std::fprintf(stderr, "kcache: warning: %s\n", info.store_warning.c_str());
+      store_warnings::warn(store_warnings::Source::layer, info.store_warning);
     }
     const std::string out = output_path(args, file);
     if (auto w = write_atomically(out, artifact->payload); !w) {

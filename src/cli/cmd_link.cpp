@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/store_warnings.hpp"
 #include "cli/compile_cli_support.hpp"
 #include "kcache/linker.hpp"
 
@@ -33,7 +34,7 @@ std::string kind_of(const std::string& file) {
 }
 
 int run_link(const Context& ctx, const LinkArgs& args) {
-  auto env = open_compile_environment(ctx, args.no_cache);
+  auto env = open_compile_environment(ctx, args.no_cache, BadSettings::compile_without_cache, "linking");
   if (!env) {
     return report_error(env.error());
   }
@@ -67,7 +68,7 @@ int run_link(const Context& ctx, const LinkArgs& args) {
     return report_error(cubin.error());
   }
   if (!info.store_warning.empty()) {
-    std::fprintf(stderr, "kcache: warning: %s\n", info.store_warning.c_str());
+    store_warnings::warn(store_warnings::Source::layer, info.store_warning);
   }
   if (auto w = write_atomically(args.output, cubin->payload); !w) {
     return report_output_error(w.error());

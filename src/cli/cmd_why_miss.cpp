@@ -60,7 +60,7 @@ Result<KeyRecord> record_of(const std::string& what, Store* store) {
 }
 
 int run_why_miss(const Context& ctx, const std::string& a, const std::string& b) {
-  auto env = open_compile_environment(ctx, false);
+  auto env = open_compile_environment(ctx, false, BadSettings::refuse);
   if (!env) {
     return report_error(env.error());
   }

@@ -3,18 +3,38 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <memory>
+#include <string>
+
 #include "cli/command.hpp"
+#include "kcache/toolkit.hpp"
 #include "worker/worker_process.hpp"
 
 namespace kcache::cli {
 
 namespace {
 
+struct WorkerArgs {
+  std::string memo_dir;
+  bool no_memo = false;
+};
+
 void register_worker(CLI::App& app, Context& /*ctx*/, std::function<int()>& run) {
+  auto args = std::make_shared<WorkerArgs>();
   auto* cmd = app.add_subcommand("worker", "Serve compile requests on stdin/stdout (internal)");
   cmd->group("");  // hidden from --help
-  cmd->callback([&run] {
-    run = [] {
+  // The parent's toolkit memo directory, so a worker writes where its parent
+  // would (and nothing when the parent's cache is disabled or unusable).
+  // Neither: the default of Toolkit::memo_dir().
+  cmd->add_option("--memo-dir", args->memo_dir, "Keep toolkit and header memos here");
+  cmd->add_flag("--no-memo", args->no_memo, "Keep no memos");
+  cmd->callback([&run, args] {
+    run = [args] {
+      if (args->no_memo) {
+        Toolkit::instance().set_memo_dir({});
+      } else if (!args->memo_dir.empty()) {
+        Toolkit::instance().set_memo_dir(args->memo_dir);
+      }
       // Replies go to a private copy of fd 1; fd 1 itself then points at
       // stderr, so a library that prints cannot corrupt a frame.
       const int out = ::fcntl(1, F_DUPFD_CLOEXEC, 3);

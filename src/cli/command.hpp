@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -27,11 +28,14 @@ class Context {
   bool json = false;     // --json where a command supports it
   bool verbose = false;  // -v
 
-  // Loads the settings (command line > environment > file > default).
-  Result<Config> config() const {
+  // Loads the settings (command line > environment > file > default). With
+  // `problems`, bad settings outside the command line are collected there
+  // instead of failing the load (ConfigInputs::problems).
+  Result<Config> config(std::vector<Error>* problems = nullptr) const {
     ConfigInputs inputs;
     inputs.command_line = overrides;
     inputs.config_file = config_file;
+    inputs.problems = problems;
     auto config = Config::load_from(inputs);
     if (!config && config.error().code == ErrorCode::not_found) {
       // A --config or $KCACHE_CONFIG file that does not exist is a bad setting (exit 2), as a bad value is.

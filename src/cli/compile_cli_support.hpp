@@ -16,9 +16,12 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cache/store_warnings.hpp"
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "kcache/compiler.hpp"
@@ -166,31 +169,64 @@ inline std::optional<std::string> read_input_file(const std::string& path, int& 
   return bytes;
 }
 
+// What a bad setting outside the command line (a value in the environment or
+// the config file, a config file that cannot be read) does to a compile.
+enum class BadSettings {
+  refuse,                 // the command fails with exit 2, as cache commands do (why-miss)
+  compile_without_cache,  // one warning, then the compile runs with no cache (compile, link)
+};
+
 // Loads the settings, points the toolkit at them and opens the configured
-// store (null with --no-cache). A store that cannot be opened is a warning:
-// the compile goes on without it.
+// store (null with --no-cache, or when the cache is disabled). A store that
+// cannot be opened is a warning: the compile goes on without it. With
+// BadSettings::compile_without_cache, bad settings are one warning too: the
+// compile goes on without the cache, and nothing is written under the cache
+// directory. A bad command-line setting always fails (exit 2).
 struct CompileEnvironment {
   std::unique_ptr<Store> store;
   Config config;
   // One compile per key across hosts (a Redis team remote); null without.
   std::shared_ptr<RemoteLease> remote_lease;
+  // Where the toolkit and header memos go (empty: nowhere), for worker
+  // processes to use the same (`kcache worker --memo-dir`).
+  std::filesystem::path memo_dir;
 };
 
-inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, bool no_cache) {
+// The one warning line for bad settings: the first problem (it names the
+// setting, the value and how to fix it) and how many more there are.
+inline void warn_bad_settings(const std::vector<Error>& problems, std::string_view doing) {
+  std::string line = problems.front().message;
+  if (problems.size() > 1) {
+    line += " (and " + std::to_string(problems.size() - 1) + " more bad setting" +
+            (problems.size() > 2 ? "s" : "") + "; `kcache config` shows them one by one)";
+  }
+  std::fprintf(stderr, "kcache: warning: %.*s without the cache: %s\n", static_cast<int>(doing.size()), doing.data(),
+               line.c_str());
+}
+
+inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, bool no_cache, BadSettings bad,
+                                                           std::string_view doing = "compiling") {
   CompileEnvironment env;
-  auto config = ctx.config();
+  std::vector<Error> problems;
+  auto config = ctx.config(bad == BadSettings::compile_without_cache ? &problems : nullptr);
   if (!config) {
     return tl::unexpected(config.error());
   }
   env.config = std::move(*config);
+  if (!problems.empty()) {
+    warn_bad_settings(problems, doing);
+    no_cache = true;
+  }
   if (!env.config.cuda_home.empty()) {
     ::setenv("KCACHE_CUDA_HOME", env.config.cuda_home.c_str(), 1);
   }
-  if (env.config.disable) {
-    Toolkit::instance().set_memo_dir({});  // nothing written: the header manifests follow it too
-  } else if (!env.config.cache_dir.empty()) {
-    Toolkit::instance().set_memo_dir(env.config.cache_dir / "v1" / "toolkit");
+  // A disabled or untrusted cache gets nothing written: no memo, no lock, no entry.
+  if (env.config.disable || !problems.empty() || env.config.cache_dir.empty()) {
+    no_cache = true;
+  } else {
+    env.memo_dir = env.config.cache_dir / "v1" / "toolkit";
   }
+  Toolkit::instance().set_memo_dir(env.memo_dir);  // the header manifests follow it too
   if (!no_cache) {
     // One command, a few files: a memory tier in front of the disk would only
     // copy each payload once more before the process ends.
@@ -201,7 +237,8 @@ inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, b
       env.store = std::move(*store);
       env.remote_lease = open_configured_lease(store_config);
     } else {
-      std::fprintf(stderr, "kcache: warning: compiling without the cache: %s\n", store.error().describe().c_str());
+      store_warnings::warn(store_warnings::Source::tier,
+                           std::string(doing) + " without the cache: " + store.error().describe());
     }
   }
   return env;

@@ -1,7 +1,6 @@
 #include "kcache/compiler.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <random>
@@ -40,15 +39,9 @@ bool contains(const std::vector<std::string>& v, std::string_view s) {
 
 // Where header manifests are kept across processes: `headers` beside the
 // toolkit memo directory ($KCACHE_DIR/v1/headers by default); none when the
-// toolkit memo is off or KCACHE_DISABLE says the cache keeps nothing.
+// toolkit memo is off (set_memo_dir({}), or KCACHE_DISABLE says the cache
+// keeps nothing).
 std::filesystem::path header_memo_dir(Toolkit& tk) {
-  if (const char* v = std::getenv("KCACHE_DISABLE"); v != nullptr) {
-    std::string s(v);
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (s == "1" || s == "true" || s == "yes" || s == "on") {
-      return {};
-    }
-  }
   const auto toolkit_memo = tk.memo_dir();
   if (toolkit_memo.empty()) {
     return {};

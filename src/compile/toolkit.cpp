@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -62,6 +63,13 @@ std::vector<std::string> file_names(ToolkitLibrary library) {
 std::string getenv_str(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::string(v) : std::string();
+}
+
+// KCACHE_DISABLE set to a true value (as the `disable` setting parses it).
+bool disabled_by_environment() {
+  std::string s = getenv_str("KCACHE_DISABLE");
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s == "1" || s == "true" || s == "yes" || s == "on";
 }
 
 std::vector<fs::path> home_candidates() {
@@ -337,6 +345,9 @@ struct Toolkit::Impl {
   fs::path memo_dir_locked() const {
     if (memo_dir_override) {
       return *memo_dir_override;
+    }
+    if (disabled_by_environment()) {
+      return {};  // a disabled cache has nothing written under its directory
     }
     if (const auto d = getenv_str("KCACHE_DIR"); !d.empty()) {
       return fs::path(d) / "v1" / "toolkit";

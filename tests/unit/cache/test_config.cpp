@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "support/temp_dir.hpp"
 
@@ -196,6 +197,57 @@ TEST(Config, BadEnvironmentValueNamesTheVariableAndWhatToDo) {
   EXPECT_NE(m.find("12Q"), std::string::npos) << m;
   EXPECT_NE(m.find("512M"), std::string::npos) << m;
   EXPECT_NE(m.find("unset KCACHE_MAX_SIZE"), std::string::npos) << m;
+}
+
+// With ConfigInputs::problems, bad settings outside the command line are
+// collected and skipped (the layer below stays); the command line still fails.
+TEST(Config, ProblemsOutsideTheCommandLineAreCollectedAndSkipped) {
+  kcache::test::TempDir dir;
+  write(dir.path() / "k.toml", "max_size = \"1M\"\nmax_sise = \"2M\"\nfsync = \"sometimes\"\nsharing = \"group\"\n");
+  std::vector<kcache::Error> problems;
+  auto in = inputs({{"HOME", "/h"}, {"KCACHE_MAX_SIZE", "garbage"}, {"KCACHE_VERIFY", "full"}}, {{"put", "sync"}},
+                   dir.path() / "k.toml");
+  in.problems = &problems;
+  auto c = Config::load_from(in);
+  ASSERT_TRUE(c.has_value()) << c.error().describe();
+  ASSERT_EQ(problems.size(), 3U);
+  // The file's keys come in key order.
+  EXPECT_NE(problems[0].message.find("k.toml:3: invalid value \"sometimes\" for setting 'fsync'"), std::string::npos)
+      << problems[0].message;
+  EXPECT_NE(problems[1].message.find("k.toml:2: unknown setting 'max_sise'"), std::string::npos) << problems[1].message;
+  EXPECT_NE(problems[2].message.find("environment variable KCACHE_MAX_SIZE: invalid value \"garbage\""),
+            std::string::npos)
+      << problems[2].message;
+  EXPECT_EQ(c->max_size_bytes, 1048576U) << "a bad value keeps the layer below";
+  EXPECT_EQ(c->sharing, Sharing::group) << "the file's good keys still apply";
+  EXPECT_EQ(c->verify, ReadVerify::always_full);
+  EXPECT_EQ(c->fsync, FsyncPolicy::file);
+  EXPECT_EQ(c->put, kcache::PutMode::sync);
+
+  // The file as a whole: not TOML, or named by KCACHE_CONFIG and missing.
+  write(dir.path() / "bad.toml", "max_size = [\n");
+  problems.clear();
+  auto bad = inputs({{"HOME", "/h"}, {"KCACHE_CONFIG", (dir.path() / "bad.toml").string()}});
+  bad.problems = &problems;
+  ASSERT_TRUE(Config::load_from(bad).has_value());
+  ASSERT_EQ(problems.size(), 1U);
+  EXPECT_NE(problems[0].message.find("not valid TOML"), std::string::npos) << problems[0].message;
+  problems.clear();
+  auto missing = inputs({{"HOME", "/h"}, {"KCACHE_CONFIG", (dir.path() / "none.toml").string()}});
+  missing.problems = &problems;
+  ASSERT_TRUE(Config::load_from(missing).has_value());
+  ASSERT_EQ(problems.size(), 1U);
+  EXPECT_NE(problems[0].message.find("named by KCACHE_CONFIG"), std::string::npos) << problems[0].message;
+
+  // The command line is not collected: a bad value there, or --config naming nothing, fails.
+  problems.clear();
+  auto cli = inputs({{"HOME", "/h"}}, {{"max_size", "garbage"}});
+  cli.problems = &problems;
+  EXPECT_FALSE(Config::load_from(cli).has_value());
+  auto flag = inputs({{"HOME", "/h"}}, {}, dir.path() / "none.toml");
+  flag.problems = &problems;
+  EXPECT_FALSE(Config::load_from(flag).has_value());
+  EXPECT_TRUE(problems.empty());
 }
 
 TEST(Config, EmptyEnvironmentVariableCountsAsUnset) {
