@@ -255,9 +255,10 @@ TEST_F(CliRemote, ExitWithUploadsQueuedToAHungServerIsBoundedByTheFlushTimeout) 
   }
   const std::string hung_env = "KCACHE_REMOTE='" + m_server->url() + "?timeout_ms=500' KCACHE_REMOTE_KEY_FILE='" +
                                m_key.string() +
-                               "' KCACHE_REMOTE_BREAKER_FAILURES=0 KCACHE_REMOTE_FLUSH_TIMEOUT_MS=100";
+                               "' KCACHE_REMOTE_BREAKER_FAILURES=0 KCACHE_REMOTE_FLUSH_TIMEOUT_MS=100 KCACHE_REMOTE_LEASE_TTL_MS=0";
   const fs::path out = m_tmp.path() / "out";
   fs::create_directories(out);
+  // (Leases off: a held SET NX would pace the compiles to one upload each.)
   ASSERT_EQ(m_server->cli({"CLIENT", "PAUSE", "20000", "WRITE"}), "OK");
   auto r = run_cli(m_tmp.path() / "host", hung_env, "compile" + files + " --target ptx --arch sm_90 -j 1", out);
   ASSERT_EQ(m_server->cli({"CLIENT", "UNPAUSE"}), "OK");
