@@ -203,7 +203,9 @@ std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_to(std::uint64_t 
 }
 
 std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_step(std::uint64_t goal) {
-  const unsigned pct = std::min(100U, std::max(1U, options.low_watermark_percent));
+  // The cut is at least 1 % of the window (a watermark of 100 % would make
+  // every window grow to the whole cache).
+  const unsigned pct = std::min(99U, std::max(1U, options.low_watermark_percent));
   const unsigned first = counters->evict_hand();
   std::vector<ScannedEntry> window;
   std::uint64_t window_bytes = 0;
