@@ -59,13 +59,16 @@ struct FileStoreOptions {
   Sharing sharing = Sharing::private_to_user;
   ReadVerify verify = ReadVerify::fast_when_unchanged;
   // Temporary files in v1/tmp older than this are leftovers of killed writers
-  // and are removed (on open, by eviction rounds, and by verify with Repair::yes).
+  // and are removed (on open, when eviction steps have visited every shard,
+  // by prune, clear, and verify with Repair::yes).
   std::chrono::seconds stale_temp_age{3600};
   // A hit refreshes the entry's last-use stamp (the passport's mtime) only when
   // the stamp is older than this, so hits rarely write.
   std::chrono::seconds touch_interval{60};
-  // When the cap is exceeded, eviction removes least recently used entries
-  // until the store holds at most this percentage of the cap (low watermark).
+  // A put at the cap evicts in steps: each removes the least recently used
+  // entries of a window of shards (at least 512 entries) until it has freed
+  // what the put needs and at least (100 - this) percent of the window's bytes,
+  // so that the next puts find room (docs/on-disk-format.md, "Size cap").
   unsigned low_watermark_percent = 90;
   // Called once per store with a one-line warning when the store degrades
   // (writes skipped). Default: print to stderr with a "kcache: warning:" prefix.

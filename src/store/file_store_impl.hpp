@@ -187,9 +187,25 @@ struct FileStore::Impl {
   // there is no cap, the counters are process-local, or the entry alone is
   // larger than the cap.
   int make_room(std::uint64_t bytes);
-  // Evicts least recently used entries until at most `target` bytes are held.
-  // REQUIRES: the evict lock is held. Returns (entries, bytes) removed.
+  // Evicts least recently used entries until at most `target` bytes are held,
+  // scanning every shard (prune). REQUIRES: the evict lock is held. Returns
+  // (entries, bytes) removed.
   std::pair<std::uint64_t, std::uint64_t> evict_to(std::uint64_t target);
+  // One eviction step of a put at the cap, with work bounded by a window, not
+  // by the cache: scans the shards from the eviction hand on until the window
+  // holds k_evict_sample entries (at least one shard) and its cut covers
+  // `goal`, then removes the window's least recently used entries until it
+  // has freed `goal` bytes and at least its cut (100 - low_watermark_percent
+  // of the window's bytes). Moves the hand past the window and sweeps stale
+  // temp files when the hand wraps. REQUIRES: the evict lock is held.
+  // Returns (entries, bytes) removed.
+  std::pair<std::uint64_t, std::uint64_t> evict_step(std::uint64_t goal);
+  // Removes the least recently used entries of `window` (sorted here) until
+  // `want` bytes are freed; an entry replaced or used since its scan is
+  // skipped. Returns (entries, bytes) removed.
+  std::pair<std::uint64_t, std::uint64_t> evict_oldest(std::vector<ScannedEntry>& window, std::uint64_t want);
+  // Scans shard `shard` under its lock into `window`. Returns the bytes added.
+  std::uint64_t scan_into(unsigned shard, std::vector<ScannedEntry>& window);
   // Under the shard lock: lists the shard's complete entries, removes orphan
   // payloads (with Orphans::remove), and sets the shard accounting to what is there.
   std::vector<ScannedEntry> scan_shard_locked(unsigned shard, int shard_fd, Orphans orphans = Orphans::remove);

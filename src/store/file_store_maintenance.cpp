@@ -1,16 +1,18 @@
 // store/file_store_maintenance.cpp: eviction under the shared cap, verify,
 // prune, clear, and sweeping of leftovers.
 //
-// Eviction (docs/on-disk-format.md, "Size cap"): a put that leaves the shared
-// total above the cap tries the evict lock (v1/stats/evict.lock, flock,
-// non-blocking). The holder visits the shards in windows of k_window shards;
-// under each shard's lock it lists the complete entries (recounting that
-// shard's accounting exactly and dropping orphan payloads), then removes that
-// window's least recently used entries until the window has given up its share
-// of the excess. Entries are removed passport first, only if the passport is
-// still the one scanned (stat-guarded). A put that finds the lock held leaves
-// the work to the holder, which re-checks the total after unlocking, so the
-// cap holds once writers quiesce.
+// Eviction (docs/on-disk-format.md, "Size cap"): a put that would pass the cap
+// takes the evict lock (v1/stats/evict.lock, flock) and evicts in steps of
+// bounded work. A step scans the shards from the shared eviction hand on until
+// its window holds a sample of at least k_evict_sample entries (recounting
+// each shard's accounting exactly and dropping orphan payloads under the
+// shard's lock), then removes the window's least recently used entries: what
+// the put needs, and at least the window's cut (100 - low watermark percent of
+// its bytes), so that the puts after it find room without evicting. The work
+// per put is thus flat in the number of entries (a window is the sample, or
+// one shard when a shard holds more). Entries are removed passport first, only
+// if the passport is still the one scanned (stat-guarded). prune evicts over
+// every shard (evict_to).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -34,11 +36,8 @@ namespace io = util::io;
 namespace {
 
 constexpr unsigned k_window = 32;
-
-std::uint64_t low_watermark(const FileStoreOptions& o, std::uint64_t cap) {
-  const unsigned pct = std::min(100U, std::max(1U, o.low_watermark_percent));
-  return cap / 100 * pct + cap % 100 * pct / 100;
-}
+// Entries an eviction step samples at least (docs/on-disk-format.md).
+constexpr std::size_t k_evict_sample = 512;
 
 }  // namespace
 
@@ -115,6 +114,58 @@ void FileStore::Impl::recount_all() {
   }
 }
 
+std::uint64_t FileStore::Impl::scan_into(unsigned shard, std::vector<ScannedEntry>& window) {
+  int err = 0;
+  util::Fd fd = open_shard(shard, CreateShard::no, err);
+  if (!fd) {
+    return 0;
+  }
+  ShardLock lock(fd.get(), LOCK_EX);
+  if (!lock.held()) {
+    return 0;
+  }
+  std::uint64_t bytes = 0;
+  for (auto& e : scan_shard_locked(shard, fd.get())) {
+    bytes += e.bytes;
+    window.push_back(std::move(e));
+  }
+  return bytes;
+}
+
+std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_oldest(std::vector<ScannedEntry>& window,
+                                                                      std::uint64_t want) {
+  std::sort(window.begin(), window.end(),
+            [](const ScannedEntry& a, const ScannedEntry& b) { return a.last_used_ns < b.last_used_ns; });
+  std::uint64_t removed = 0;
+  std::uint64_t freed = 0;
+  for (const auto& e : window) {
+    if (freed >= want) {
+      break;
+    }
+    int err = 0;
+    util::Fd fd = open_shard(e.shard, CreateShard::no, err);
+    if (!fd) {
+      continue;
+    }
+    ShardLock lock(fd.get(), LOCK_EX);
+    if (!lock.held()) {
+      continue;
+    }
+    struct stat ps {};
+    const std::string pass_name = e.key_hex + std::string(store::k_passport_suffix);
+    if (io::fstatat(fd.get(), pass_name.c_str(), &ps, AT_SYMLINK_NOFOLLOW) != 0 ||
+        static_cast<std::uint64_t>(ps.st_ino) != e.pass_ino || mtime_ns(ps) != e.last_used_ns) {
+      continue;  // replaced or used since the scan: not a candidate any more
+    }
+    if (remove_locked(e.shard, fd.get(), e.key_hex, &ps)) {
+      counters->add(Counter::evictions);
+      ++removed;
+      freed += e.bytes;
+    }
+  }
+  return {removed, freed};
+}
+
 std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_to(std::uint64_t target) {
   std::uint64_t removed = 0;
   std::uint64_t freed = 0;
@@ -127,61 +178,52 @@ std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_to(std::uint64_t 
     std::vector<ScannedEntry> window;
     std::uint64_t window_bytes = 0;
     for (unsigned shard = start; shard < start + k_window; ++shard) {
-      int err = 0;
-      util::Fd fd = open_shard(shard, CreateShard::no, err);
-      if (!fd) {
-        continue;
-      }
-      ShardLock lock(fd.get(), LOCK_EX);
-      if (!lock.held()) {
-        continue;
-      }
-      auto entries = scan_shard_locked(shard, fd.get());
-      for (auto& e : entries) {
-        window_bytes += e.bytes;
-        window.push_back(std::move(e));
-      }
+      window_bytes += scan_into(shard, window);
     }
-    // This window's share of the excess, recomputed against the live total so
-    // that bytes added meanwhile are paid for too.
-    const std::uint64_t live_total = std::max<std::uint64_t>(counters->total_bytes(), 1);
+    // This window's share of the excess: the live excess (bytes added
+    // meanwhile are paid for too) in proportion to the window's part of the
+    // bytes in the windows not visited yet (their shard words; this window's
+    // are exact after its scan), so that the windows together pay it all.
+    std::uint64_t not_visited = 0;
+    for (unsigned shard = start; shard < store::k_shard_count; ++shard) {
+      not_visited += counters->shard_bytes(shard);
+    }
+    const std::uint64_t live_total = counters->total_bytes();
     const std::uint64_t now_excess = live_total > target ? live_total - target : 0;
-    const unsigned windows_left = (store::k_shard_count - start + k_window - 1) / k_window;
-    std::uint64_t share = windows_left <= 1 ? now_excess
-                                            : static_cast<std::uint64_t>(static_cast<long double>(now_excess) *
-                                                                         window_bytes / live_total) + 1;
+    std::uint64_t share =
+        start + k_window >= store::k_shard_count || not_visited <= window_bytes
+            ? now_excess
+            : static_cast<std::uint64_t>(static_cast<long double>(now_excess) * window_bytes / not_visited) + 1;
     share = std::min(share, now_excess);
-    std::sort(window.begin(), window.end(),
-              [](const ScannedEntry& a, const ScannedEntry& b) { return a.last_used_ns < b.last_used_ns; });
-    std::uint64_t window_freed = 0;
-    for (const auto& e : window) {
-      if (window_freed >= share) {
-        break;
-      }
-      int err = 0;
-      util::Fd fd = open_shard(e.shard, CreateShard::no, err);
-      if (!fd) {
-        continue;
-      }
-      ShardLock lock(fd.get(), LOCK_EX);
-      if (!lock.held()) {
-        continue;
-      }
-      struct stat ps {};
-      const std::string pass_name = e.key_hex + std::string(store::k_passport_suffix);
-      if (io::fstatat(fd.get(), pass_name.c_str(), &ps, AT_SYMLINK_NOFOLLOW) != 0 ||
-          static_cast<std::uint64_t>(ps.st_ino) != e.pass_ino || mtime_ns(ps) != e.last_used_ns) {
-        continue;  // replaced or used since the scan: not a candidate any more
-      }
-      if (remove_locked(e.shard, fd.get(), e.key_hex, &ps)) {
-        counters->add(Counter::evictions);
-        ++removed;
-        freed += e.bytes;
-        window_freed += e.bytes;
-      }
-    }
+    const auto [n, bytes] = evict_oldest(window, share);
+    removed += n;
+    freed += bytes;
   }
   return {removed, freed};
+}
+
+std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_step(std::uint64_t goal) {
+  // The cut is at least 1 % of the window (a watermark of 100 % would make
+  // every window grow to the whole cache).
+  const unsigned pct = std::min(99U, std::max(1U, options.low_watermark_percent));
+  const unsigned first = counters->evict_hand();
+  std::vector<ScannedEntry> window;
+  std::uint64_t window_bytes = 0;
+  unsigned visited = 0;
+  // The window: shards in turn from the hand until it holds a sample of
+  // k_evict_sample entries and its cut covers the goal (or every shard is in).
+  while (visited < store::k_shard_count &&
+         (visited == 0 || window.size() < k_evict_sample || window_bytes / 100 * (100 - pct) < goal)) {
+    window_bytes += scan_into((first + visited) % store::k_shard_count, window);
+    ++visited;
+  }
+  counters->set_evict_hand(first + visited);
+  const std::uint64_t cut = window_bytes / 100 * (100 - pct) + window_bytes % 100 * (100 - pct) / 100;
+  const auto result = evict_oldest(window, std::max(goal, cut));
+  if (first + visited >= store::k_shard_count) {
+    sweep_temps(options.stale_temp_age.count());  // once per turn of the hand
+  }
+  return result;
 }
 
 void FileStore::Impl::maybe_evict() {
@@ -191,9 +233,9 @@ void FileStore::Impl::maybe_evict() {
   }
   // Writers must not outrun eviction: a writer that leaves the store above
   // its cap waits for the evict lock (held by whoever is evicting) and then
-  // evicts itself if still needed. Eviction goes down to the low watermark, so
-  // writers wait only when the cache is really full, and many writers under
-  // one cap are held back to the speed of eviction (docs/on-disk-format.md).
+  // evicts itself if still needed, in steps of bounded work (evict_step), so
+  // many writers under one cap are held back to the speed of eviction
+  // (docs/on-disk-format.md).
   while (counters->total_bytes() > cap) {
     // flock excludes processes; threads of this process share evict_lock_fd,
     // so they also take evict_mutex.
@@ -204,13 +246,11 @@ void FileStore::Impl::maybe_evict() {
     if (io::lock(evict_lock_fd.get(), LOCK_EX) != 0) {
       return;  // cannot lock: leave eviction to the next writer
     }
-    while (counters->total_bytes() > cap) {
-      const auto [n, bytes] = evict_to(low_watermark(options, cap));
-      if (n == 0) {
+    for (std::uint64_t total = counters->total_bytes(); total > cap; total = counters->total_bytes()) {
+      if (evict_step(total - cap).first == 0) {
         break;  // nothing evictable (entries vanished or the accounting was stale and is now exact)
       }
     }
-    sweep_temps(options.stale_temp_age.count());
     ::flock(evict_lock_fd.get(), LOCK_UN);
     if (counters->total_bytes() > cap && counters->total_entries() == 0) {
       return;
@@ -241,10 +281,14 @@ int FileStore::Impl::make_room(std::uint64_t bytes) {
       }
       std::uint64_t reserved = counters->reserved_bytes();
       if (counters->total_bytes() + reserved + bytes > cap) {
-        // Evict ahead: down to the low watermark, less what is in flight.
-        const std::uint64_t low = low_watermark(options, cap);
-        const std::uint64_t target = low > reserved + bytes ? low - reserved - bytes : 0;
-        while (counters->total_bytes() > target && evict_to(target).first != 0) {
+        // Evict ahead, in steps of bounded work, until this entry and those
+        // in flight fit (each step also frees its window's cut, so the next
+        // puts find room without evicting).
+        for (std::uint64_t need = counters->total_bytes() + reserved + bytes; need > cap;
+             need = counters->total_bytes() + reserved + bytes) {
+          if (evict_step(need - cap).first == 0) {
+            break;
+          }
         }
         if (counters->total_bytes() + reserved + bytes > cap && reserved != 0) {
           reserved -= std::min(reserved, counters->reclaim_dead_rooms());

@@ -64,6 +64,17 @@ std::uint64_t SharedCounters::get(Counter counter) const noexcept {
       .load(std::memory_order_relaxed);
 }
 
+unsigned SharedCounters::evict_hand() const noexcept {
+  return static_cast<unsigned>(
+      std::atomic_ref<std::uint64_t>(*word(k_header_words + k_counter_slots - 1)).load(std::memory_order_relaxed) %
+      k_shards);
+}
+
+void SharedCounters::set_evict_hand(unsigned shard) noexcept {
+  std::atomic_ref<std::uint64_t>(*word(k_header_words + k_counter_slots - 1))
+      .store(shard % k_shards, std::memory_order_relaxed);
+}
+
 namespace {
 constexpr std::size_t shard_word(unsigned shard) {
   return k_header_words + SharedCounters::k_counter_slots + std::size_t{shard} * 2;
@@ -110,6 +121,8 @@ namespace {
 constexpr std::size_t room_word(unsigned slot) {
   return shard_word(SharedCounters::k_shards) + std::size_t{slot} * 2;
 }
+static_assert(static_cast<unsigned>(Counter::count_) < SharedCounters::k_counter_slots,
+              "the last counter slot is the eviction hand");
 static_assert(room_word(SharedCounters::k_room_slots) * 8 <= SharedCounters::k_file_size);
 
 std::atomic<std::uint32_t> g_room_sequence{0};

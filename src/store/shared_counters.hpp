@@ -7,7 +7,8 @@
 //
 //   counters := header counter[16] shard[256] room[128] padding   8192 bytes in all
 //   header   := "KCCNT001" u32 version(=1) u32 shard_count(=256) u64 reserved[6]
-//   counter  := u64                     in the order of Counter below
+//   counter  := u64                     in the order of Counter below; the last
+//                                       slot (15) is the eviction hand
 //   shard    := i64 bytes i64 entries   complete entries (payload + passport)
 //   room     := u64 owner u64 bytes     a put in flight: `bytes` it will add, and
 //                                       its writer (pid << 32 | sequence); 0 0 when free
@@ -71,6 +72,12 @@ class SharedCounters {
   std::uint64_t total_entries() const noexcept;
 
   static constexpr unsigned k_room_slots = 128;
+
+  // The eviction hand: the shard where the next eviction step starts, shared
+  // by every process so that steps visit the shards in turn. Files made before
+  // the hand existed hold 0 there. REQUIRES: the evict lock (for set).
+  unsigned evict_hand() const noexcept;
+  void set_evict_hand(unsigned shard) noexcept;
 
   // Takes a room slot for a put in flight that will add `bytes`, owned by this
   // process. Returns the slot, or -1 when every slot is taken.
