@@ -53,9 +53,9 @@ int read_fully(int fd, char* data, std::size_t size, std::uint64_t offset) noexc
 }
 
 // A read-only private mapping of a payload file, followed by a NUL byte
-// (Payload::c_str): the mapping reserves at least one byte past the payload,
-// and the bytes past the end of the file are zero, in the file's last page or
-// in the anonymous page after it. Unmapped when the last Payload sharing it goes.
+// (Payload::c_str): the bytes past the end of the file in its last page are
+// zero, and a file of whole pages gets an anonymous (zero) page after it.
+// Unmapped when the last Payload sharing it goes.
 struct PayloadMapping {
   void* address = nullptr;
   std::size_t length = 0;
@@ -69,12 +69,17 @@ struct PayloadMapping {
 // (MAP_POPULATE). Returns the mapping, or null with errno set.
 std::shared_ptr<const PayloadMapping> map_payload(int fd, std::size_t size) {
   static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  const std::size_t length = (size / page + 1) * page;
-  void* region = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // (Reserving an anonymous region first and mapping the file over it with
+  // MAP_FIXED makes MAP_POPULATE about three times slower here: the file is
+  // mapped first, and only a whole-page file has its last page replaced.)
+  const bool whole_pages = size % page == 0;
+  const std::size_t length = whole_pages ? size + page : size;
+  void* region = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   if (region == MAP_FAILED) {
     return nullptr;
   }
-  if (::mmap(region, size, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd, 0) == MAP_FAILED) {
+  if (whole_pages && ::mmap(static_cast<char*>(region) + size, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                            -1, 0) == MAP_FAILED) {
     const int e = errno;
     ::munmap(region, length);
     errno = e;
