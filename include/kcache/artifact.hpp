@@ -2,7 +2,8 @@
 //
 // An artifact is a plain value: it can be copied, stored, sent to another
 // process and checked there. The payload is raw bytes (a cubin payload is
-// exactly the cubin) held in a std::string.
+// exactly the cubin) in a Payload: immutable and shared, so copying an
+// artifact (a memory-tier hit, a Python object) never copies its bytes.
 //
 // Thread-safety: a value; const methods may be called from many threads.
 #pragma once
@@ -13,17 +14,18 @@
 
 #include "kcache/error.hpp"
 #include "kcache/passport.hpp"
+#include "kcache/payload.hpp"
 
 namespace kcache {
 
 struct Artifact {
-  std::string payload;
+  Payload payload;
   Passport passport;
 
   // Builds an artifact with a passport filled in from its arguments: payload
   // size and SHA-256, the key and its record, created time (now). Other
   // passport members (log, symbols, labels, duration) are left for the caller.
-  static Artifact make(const KeyBuilder& key, std::string kind, std::string payload,
+  static Artifact make(const KeyBuilder& key, std::string kind, Payload payload,
                        Producer producer = {}, Target target = {});
 
   // Checks the passport against the payload and its key: format version,

@@ -8,6 +8,7 @@
 // Thread-safety: a Linker is a value; link() is const.
 #pragma once
 
+#include <concepts>
 #include <string>
 
 #include "kcache/artifact.hpp"
@@ -27,6 +28,11 @@ class Linker {
   // Adds an input: `kind` is "ptx", "ltoir", "cubin", "fatbin", "object" or
   // "library"; its bytes go into the key by content.
   Linker& add_input(std::string name, std::string kind, std::string bytes);
+  // The same for another artifact's payload (copied into the request).
+  template <std::same_as<Payload> P>
+  Linker& add_input(std::string name, std::string kind, const P& bytes) {
+    return add_input(std::move(name), std::move(kind), std::string(bytes));
+  }
   Linker& set_extra_digest(std::string digest);
 
   // Links to a cubin through `cache` (null: directly). Failure: invalid_argument

@@ -6,8 +6,9 @@
 // evicted at once and counted as an eviction); with `max_bytes` 0 the store
 // holds nothing.
 //
-// get() returns a copy of the artifact (the caller owns it); entries are not
-// re-hashed on get, since they never leave this process. put() verifies the
+// get() returns a copy of the artifact whose payload shares the stored bytes
+// (kcache/payload.hpp): a hit copies the passport, never the payload, however
+// large. Entries are not re-hashed on get, since they never leave this process. put() verifies the
 // artifact against its passport first and fails with `corrupt` if it does not
 // match. Counters (StoreStats) belong to the instance.
 //

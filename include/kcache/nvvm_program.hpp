@@ -7,6 +7,7 @@
 // Thread-safety: a value; compile() is const.
 #pragma once
 
+#include <concepts>
 #include <string>
 
 #include "kcache/artifact.hpp"
@@ -24,6 +25,11 @@ class NvvmProgram {
 
   // Adds another module (e.g. libdevice) linked into the program; in the key by content.
   NvvmProgram& add_module(std::string name, std::string bytes);
+  // The same for another artifact's payload (copied into the request).
+  template <std::same_as<Payload> P>
+  NvvmProgram& add_module(std::string name, const P& bytes) {
+    return add_module(std::move(name), std::string(bytes));
+  }
   // Adds a libNVVM option ("-arch=compute_90", "-opt=3", "-ftz=1" ...).
   NvvmProgram& add_option(std::string option);
   NvvmProgram& set_extra_digest(std::string digest);

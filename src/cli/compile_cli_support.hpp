@@ -109,7 +109,7 @@ inline std::optional<std::string> read_whole_file(const std::string& path, std::
 // already holds these bytes is only touched (docs/cli.md).
 // Anything but a regular file is written in place and `-` is standard output
 // (cli/output_file.hpp).
-inline Result<void> write_atomically(const std::string& path, const std::string& bytes) {
+inline Result<void> write_atomically(const std::string& path, std::string_view bytes) {
   return write_output(path, bytes);
 }
 

@@ -6,7 +6,7 @@
 
 namespace kcache {
 
-Artifact Artifact::make(const KeyBuilder& key, std::string kind, std::string payload,
+Artifact Artifact::make(const KeyBuilder& key, std::string kind, Payload payload,
                         Producer producer, Target target) {
   Artifact a;
   a.passport.key = key.key();

@@ -576,9 +576,10 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
   // The payload's size was checked against the passport above; its bytes are
   // read (or, for open_payload, only hashed) in chunks and checked while hot.
   Artifact artifact;
+  Payload bytes;
   const auto check = view != nullptr ? m.check_payload_view(key, payload_fd.get(), payload_st, *passport, *view)
                                      : m.check_payload(key, payload_fd.get(), payload_st, *passport,
-                                                       file == nullptr ? &artifact.payload : nullptr);
+                                                       file == nullptr ? &bytes : nullptr);
   if (check.verdict == Impl::PayloadVerdict::bad) {
     if (!parsed_now) {
       return judge_again();
@@ -608,6 +609,7 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
   m.counters->add(Counter::bytes_read, passport->payload_size);
   m.counters->add(Counter::compile_us_saved, passport->compile_duration_us);
   artifact.passport = *passport;
+  artifact.payload = std::move(bytes);  // the buffer read into (or the mapping), not copied
   if (file != nullptr) {
     file->m_ino = static_cast<std::uint64_t>(payload_st.st_ino);
     file->m_mtime_ns = mtime_ns(payload_st);

@@ -161,10 +161,11 @@ struct FileStore::Impl {
   // against `passport`) in bounded chunks, into `out` when not null (else only
   // hashing it), and checks it against `passport`: XXH3 against a check record
   // made by a full check of this very file when the options allow, else
-  // SHA-256 (then recorded). bad: the bytes do not match, or the file ended
-  // early; error: a read failed (err).
+  // SHA-256 (then recorded). A payload of FileStore::k_map_min_bytes or more
+  // is mapped into `out` instead of read (checked where it lies). bad: the
+  // bytes do not match, or the file ended early; error: a read failed (err).
   PayloadCheck check_payload(const Key& key, int fd, const struct stat& st, const Passport& passport,
-                             std::string* out);
+                             Payload* out);
   // check_payload() for get_view(): maps the payload (or reads a small one
   // into a buffer) into `view` and checks the bytes there.
   PayloadCheck check_payload_view(const Key& key, int fd, const struct stat& st, const Passport& passport,

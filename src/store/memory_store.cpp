@@ -67,7 +67,8 @@ Result<std::optional<Artifact>> MemoryStore::get(const Key& key) {
   ++m_impl->counters.hits;
   m_impl->counters.bytes_read += entry.artifact.payload.size();
   m_impl->counters.compile_us_saved += entry.artifact.passport.compile_duration_us;
-  // A copy: the caller owns what it gets, and the entry may be evicted at any time.
+  // A copy of the passport; the payload's bytes are shared (immutable), so the
+  // caller keeps them however soon the entry is evicted.
   return std::optional<Artifact>{entry.artifact};
 }
 

@@ -122,14 +122,14 @@ std::string json_level(const Artifact& original, std::mt19937_64& rng, const cha
 
 MutatedEntry forged(const Artifact& original, std::mt19937_64& rng) {
   MutatedEntry m;
-  m.payload = original.payload;
+  m.payload = std::string(original.payload);
   Passport p = original.passport;
   switch (below(rng, 7)) {
     case 0:
     case 1:
     case 2: {
       m.how = "payload swapped, payload.sha256 edited";
-      m.payload = original.payload + "!";
+      m.payload = std::string(original.payload) + "!";
       m.payload[below(rng, original.payload.size())] ^= 0x20;
       p.payload_size = m.payload.size();
       p.payload_sha256 = util::sha256_hex(m.payload);
@@ -187,7 +187,7 @@ MutatedEntry forged(const Artifact& original, std::mt19937_64& rng) {
 MutatedEntry mutate_entry(const Artifact& original, std::mt19937_64& rng) {
   const std::string text = original.passport.to_json();
   MutatedEntry m;
-  m.payload = original.payload;
+  m.payload = std::string(original.payload);
   m.passport_text = text;
   const std::size_t pos = below(rng, text.size());
   switch (below(rng, 10)) {

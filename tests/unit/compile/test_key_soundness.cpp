@@ -42,7 +42,7 @@ Key key_of(const CompileRequest& r) {
 std::string compile_bytes(const CompileRequest& r) {
   auto a = compile_uncached(r);
   EXPECT_TRUE(a) << a.error().describe() << "\n" << a.error().log;
-  return a ? a->payload : std::string();
+  return a ? std::string(a->payload) : std::string();
 }
 
 struct Change {

@@ -132,7 +132,7 @@ TEST(WorkingDirectory, InTheKeyExactlyWhereNvrtcWritesItIntoTheOutput) {
       fields.push_back(has_working_directory(*kb));
       auto a = compile_uncached(r);
       ASSERT_TRUE(a) << c.what << ": " << a.error().describe() << "\n" << a.error().log;
-      bytes.push_back(a->payload);
+      bytes.emplace_back(a->payload);
     }
     EXPECT_EQ(bytes[0] != bytes[1], c.embeds) << c.what << ": NVRTC's output does not behave as measured";
     EXPECT_EQ(keys[0] != keys[1], c.embeds) << c.what;
@@ -174,7 +174,7 @@ TEST(WorkingDirectory, IsPwdWhenItNamesTheCurrentDirectoryLikeNvrtc) {
     InDirectory in(real, pwd.string());
     auto a = compile_uncached(r);
     ASSERT_TRUE(a) << a.error().describe();
-    ptx.push_back(a->payload);
+    ptx.emplace_back(a->payload);
     keys.push_back(derive_key(r)->key());
   }
   EXPECT_NE(ptx[0].find("\"" + (link / "k.cu").string() + "\""), std::string::npos) << ptx[0];

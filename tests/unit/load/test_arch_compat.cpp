@@ -53,7 +53,7 @@ TEST(ArchCompat, RealCubinHeadersGiveTheirSmAndSuffix) {
 
 TEST(ArchCompat, DamagedCubinsAreCorrupt) {
   KCACHE_REQUIRE_NVRTC();
-  const std::string good = compiled("cubin", "sm_80").payload;
+  const std::string good(compiled("cubin", "sm_80").payload);
   auto patched = [&](std::size_t at, std::string_view bytes) {
     std::string b = good;
     b.replace(at, bytes.size(), bytes);
@@ -126,7 +126,9 @@ TEST(ArchCompat, PtxRunsOnNewerDevicesWhenTheDriverKnowsItsIsa) {
 TEST(ArchCompat, TamperedPayloadIsCorruptBeforeAnyArchCheck) {
   KCACHE_REQUIRE_NVRTC();
   Artifact a = compiled("cubin", "sm_80");
-  a.payload[a.payload.size() / 2] ^= 1;
+  std::string bytes(a.payload);
+  bytes[bytes.size() / 2] ^= 1;
+  a.payload = std::move(bytes);
   auto r = kcache::check_loadable(a, device(8, 0));
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::corrupt);

@@ -21,14 +21,42 @@ TEST(Artifact, VerifyCatchesEveryFlippedBitAndSizeChange) {
   auto a = Artifact::make(KeyBuilder("test").add("t", "1"), "blob", std::string(64, 'a'));
   for (std::size_t bit = 0; bit < a.payload.size() * 8; ++bit) {
     Artifact b = a;
-    b.payload[bit / 8] = static_cast<char>(b.payload[bit / 8] ^ (1 << (bit % 8)));
+    std::string bytes(b.payload);
+    bytes[bit / 8] = static_cast<char>(bytes[bit / 8] ^ (1 << (bit % 8)));
+    b.payload = std::move(bytes);
     ASSERT_FALSE(b.verify().has_value()) << "bit " << bit;
   }
   for (std::size_t len : {std::size_t{0}, a.payload.size() - 1, a.payload.size() + 1}) {
     Artifact b = a;
-    b.payload.resize(len, 'a');
+    std::string bytes(b.payload);
+    bytes.resize(len, 'a');
+    b.payload = std::move(bytes);
     EXPECT_FALSE(b.verify().has_value()) << len;
   }
+}
+
+// A Payload is immutable and shared: copies share one buffer, a new value
+// replaces the buffer of one copy only, and the bytes end in a NUL byte.
+TEST(Payload, CopiesShareOneBufferAndAssignmentReplacesOnlyOneCopy) {
+  std::string text(1000, 'p');
+  const char* buffer = text.data();
+  kcache::Payload a = std::move(text);
+  EXPECT_EQ(a.data(), buffer) << "the string's buffer is taken over, not copied";
+  kcache::Payload b = a;
+  EXPECT_TRUE(b.shares_with(a));
+  EXPECT_EQ(b.data(), a.data());
+  b = std::string(1000, 'q');
+  EXPECT_FALSE(b.shares_with(a));
+  EXPECT_EQ(a, std::string(1000, 'p'));
+  EXPECT_EQ(b, std::string(1000, 'q'));
+  EXPECT_EQ(a.c_str()[a.size()], '\0');
+  const kcache::Payload empty;
+  EXPECT_TRUE(empty.empty());
+  EXPECT_EQ(empty, "");
+  EXPECT_EQ(empty.c_str()[0], '\0');
+  EXPECT_EQ(kcache::Payload("abc").find("c"), 2u);
+  EXPECT_EQ(std::string(kcache::Payload("abc")), "abc");
+  EXPECT_NE(kcache::Payload("abc"), kcache::Payload("abd"));
 }
 
 // verify_shape() is verify() without the digest: size, kind and format only.
@@ -36,11 +64,11 @@ TEST(Artifact, VerifyShapeChecksSizeKindAndFormatButNotTheDigest) {
   auto a = Artifact::make(KeyBuilder("test").add("t", "1"), "blob", std::string(64, 'a'));
   EXPECT_TRUE(a.verify_shape().has_value());
   Artifact flipped = a;
-  flipped.payload[0] = 'b';
+  flipped.payload = 'b' + std::string(a.payload.view().substr(1));
   EXPECT_TRUE(flipped.verify_shape().has_value());
   EXPECT_FALSE(flipped.verify().has_value());
   Artifact longer = a;
-  longer.payload.push_back('a');
+  longer.payload = std::string(a.payload) + 'a';
   EXPECT_FALSE(longer.verify_shape().has_value());
   Artifact kind = a;
   kind.passport.kind = "";

@@ -65,7 +65,9 @@ TEST(FileStore, RefusesAnArtifactThatDoesNotVerify) {
   TempDir dir;
   auto store = open_store(quiet_options(dir.path()));
   Artifact a = make_artifact(4, 4, 100);
-  a.payload[30] ^= 1;
+  std::string bytes(a.payload);
+  bytes[30] ^= 1;
+  a.payload = std::move(bytes);
   auto put = store->put(a);
   ASSERT_FALSE(put.has_value());
   EXPECT_EQ(put.error().code, ErrorCode::invalid_argument);
@@ -150,7 +152,7 @@ TEST(FileStore, EveryReadModeDetectsAChangedPayload) {
     const Artifact a = make_artifact(8, 8, 4096);
     ASSERT_TRUE(store->put(a).has_value());
     ASSERT_TRUE(store->get(a.passport.key)->has_value());  // records the check
-    std::string bytes = a.payload;
+    std::string bytes(a.payload);
     bytes[100] ^= 0x10;
     write_file(payload_path(dir.path(), a.passport.key), bytes);
     EXPECT_FALSE(store->get(a.passport.key)->has_value());
@@ -180,7 +182,7 @@ TEST(FileStore, VerifyRehashesEveryEntry) {
   }
   const Artifact bad = make_artifact(400, 1, 500);
   ASSERT_TRUE(store->put(bad).has_value());
-  std::string bytes = bad.payload;
+  std::string bytes(bad.payload);
   bytes[200] ^= 1;
   write_file(payload_path(dir.path(), bad.passport.key), bytes);
   auto r = store->verify(Repair::no);

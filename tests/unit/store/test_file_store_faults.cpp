@@ -280,7 +280,7 @@ TEST(FileStoreFaults, F07_FlippedBitIsDetectedEveryTime) {
     if (t % 2 == 0) {
       ASSERT_TRUE(store->get(a.passport.key)->has_value());  // records a fast check
     }
-    std::string bytes = a.payload;
+    std::string bytes(a.payload);
     const std::size_t bit = rng() % (bytes.size() * 8);
     bytes[bit / 8] = static_cast<char>(bytes[bit / 8] ^ (1 << (bit % 8)));
     write_file(payload_path(dir.path(), a.passport.key), bytes);
@@ -320,8 +320,8 @@ TEST(FileStoreFaults, F08_BadPassportsAndWrongSizesAreMissesAndRemoved) {
          write_file(payload, other.payload);  // passport of another entry's size/digest mismatch
        }},
       {"size 0", [](auto& payload, auto&, auto&) { write_file(payload, ""); }},
-      {"size n-1", [](auto& payload, auto&, auto& a) { write_file(payload, a.payload.substr(1)); }},
-      {"size n+1", [](auto& payload, auto&, auto& a) { write_file(payload, a.payload + "x"); }},
+      {"size n-1", [](auto& payload, auto&, auto& a) { write_file(payload, std::string(a.payload.view().substr(1))); }},
+      {"size n+1", [](auto& payload, auto&, auto& a) { write_file(payload, std::string(a.payload) + "x"); }},
   };
   std::uint64_t key_seed = 1;
   for (const auto& [name, damage] : cases) {

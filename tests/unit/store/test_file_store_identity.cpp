@@ -114,7 +114,7 @@ TEST(FileStoreIdentity, DamagedPayloadIsReportedWithTheReason) {
   auto store = open_store(recording_options(dir.path(), damage));
   const Artifact a = make_artifact(9, 9, 4000);
   ASSERT_TRUE(store->put(a).has_value());
-  std::string bytes = a.payload;
+  std::string bytes(a.payload);
   bytes[100] ^= 1;
   replace_file(payload_path(dir.path(), a.passport.key), bytes);
   auto got = store->get(a.passport.key);

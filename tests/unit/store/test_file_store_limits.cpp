@@ -159,6 +159,33 @@ TEST(FileStoreLimits, GetViewBorrowsVerifiedBytesMappedWhenLarge) {
   }
 }
 
+// get() of a large payload maps it (no copy): the bytes are right, they end in
+// a NUL byte (c_str) even at an exact multiple of the page size, they outlive
+// the entry's eviction, and copies of the artifact share them.
+TEST(FileStoreLimits, GetSharesLargePayloadsWithoutACopyAndTheyOutliveTheEntry) {
+  test::TempDir dir;
+  const fs::path root = dir.path() / "cache";
+  auto store = open_store(quiet_options(root));
+  for (const std::size_t size : {std::size_t{100}, FileStore::k_map_min_bytes - 1, FileStore::k_map_min_bytes,
+                                 FileStore::k_map_min_bytes + 4095, std::size_t{3 << 20} + 1}) {
+    const auto a = make_artifact(900 + size, size, size);
+    ASSERT_TRUE(store->put(a).has_value());
+    for (int round = 0; round < 2; ++round) {  // SHA-256, then the recorded fast check
+      auto got = store->get(a.passport.key);
+      ASSERT_TRUE(got && got->has_value()) << size;
+      const Artifact held = **got;
+      EXPECT_TRUE(held.payload.shares_with((*got)->payload));
+      EXPECT_EQ(held.payload, a.payload) << size;
+      EXPECT_EQ(held.payload.c_str()[size], '\0') << size;
+      if (round == 1) {
+        ASSERT_TRUE(store->remove(a.passport.key).value());
+        got->reset();
+        EXPECT_EQ(held.payload, a.payload) << "the bytes outlive the entry: " << size;
+      }
+    }
+  }
+}
+
 TEST(FileStoreLimits, DamageFoundInAChunkedReadIsAMissAndTheEntryGoes) {
   test::TempDir dir;
   const fs::path root = dir.path() / "cache";

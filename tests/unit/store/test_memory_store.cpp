@@ -17,7 +17,27 @@ using kcache::PutOutcome;
 
 namespace {
 
-Artifact blob(const std::string& name, std::size_t size, char fill = 'x') {
+Artifact blob(const std::string& name, std::size_t size, char fill = 'x');
+
+// A hit shares the stored bytes (no copy of the payload), and the caller keeps
+// them after the entry is evicted; the caller's own artifact is untouched by
+// anything done to the store's.
+TEST(MemoryStore, AHitSharesThePayloadAndItOutlivesEviction) {
+  MemoryStore store(300 << 10);
+  const Artifact a = blob("big", 200 << 10, 'b');
+  ASSERT_TRUE(store.put(a).has_value());
+  auto got = store.get(a.passport.key);
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_TRUE((*got)->payload.shares_with(a.payload));
+  auto again = store.get(a.passport.key);
+  EXPECT_TRUE((*again)->payload.shares_with((*got)->payload));
+  ASSERT_TRUE(store.put(blob("other", 200 << 10, 'o')).has_value());  // evicts "big"
+  EXPECT_FALSE(store.get(a.passport.key)->has_value());
+  EXPECT_EQ((*got)->payload, std::string(200 << 10, 'b'));
+  EXPECT_TRUE((*got)->verify().has_value());
+}
+
+Artifact blob(const std::string& name, std::size_t size, char fill) {
   return Artifact::make(KeyBuilder("test").add("name", name), "blob", std::string(size, fill));
 }
 
@@ -63,7 +83,9 @@ TEST(MemoryStore, SecondPutOfAKeyIsAlreadyPresent) {
 TEST(MemoryStore, PutRejectsAnArtifactThatDoesNotMatchItsPassport) {
   MemoryStore store(1 << 20);
   Artifact a = blob("a", 100);
-  a.payload[50] ^= 1;
+  std::string bytes(a.payload);
+  bytes[50] ^= 1;
+  a.payload = std::move(bytes);
   auto put = store.put(a);
   ASSERT_FALSE(put.has_value());
   EXPECT_EQ(put.error().code, ErrorCode::corrupt);
@@ -207,7 +229,7 @@ TEST(MemoryStore, FillStoresAVerifiedArtifactAndKeepsTheShapeChecks) {
   EXPECT_EQ(**got, a);
 
   Artifact shorter = blob("short", 1000);
-  shorter.payload.pop_back();
+  shorter.payload = kcache::Payload(shorter.payload.view().substr(0, shorter.payload.size() - 1));
   auto r1 = store.fill(shorter);
   ASSERT_FALSE(r1.has_value());
   EXPECT_EQ(r1.error().code, ErrorCode::corrupt);

@@ -249,7 +249,9 @@ TEST(TieredStore, ErrorOnlyWhenEveryTierFails) {
 TEST(TieredStore, CorruptArtifactIsRejectedNotCountedAsATierFailure) {
   auto c = make_chain();
   Artifact a = blob("a");
-  a.payload[0] ^= 1;
+  std::string bytes(a.payload);
+  bytes[0] ^= 1;
+  a.payload = std::move(bytes);
   auto put = c->store->put(a);
   ASSERT_FALSE(put.has_value());
   EXPECT_EQ(put.error().code, ErrorCode::corrupt);

@@ -312,7 +312,9 @@ TEST(WriteBehindStore, AnArtifactThatDoesNotVerifyIsRefusedAtOnce) {
   TempDir dir;
   WriteBehindStore store(open_store(quiet_options(dir.path())));
   Artifact a = make_artifact(1, 1, 1000);
-  a.payload[100] ^= 1;
+  std::string bytes(a.payload);
+  bytes[100] ^= 1;
+  a.payload = std::move(bytes);
   bool called = false;
   auto put = store.put_then(a, [&](const Result<PutOutcome>& r) {
     called = true;

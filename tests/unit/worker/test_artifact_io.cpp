@@ -199,7 +199,9 @@ TEST(ArtifactIo, RandomGarbageNeverParses) {
 // checksum is right (the writer was given an inconsistent artifact).
 TEST(ArtifactIo, PayloadThatDoesNotMatchItsPassportIsCorrupt) {
   Artifact a = sample(16);
-  a.payload[3] = static_cast<char>(a.payload[3] ^ 1);
+  std::string bytes(a.payload);
+  bytes[3] = static_cast<char>(bytes[3] ^ 1);
+  a.payload = std::move(bytes);
   auto r = kcache::decode_artifact(kcache::encode_artifact(a));
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::corrupt);
