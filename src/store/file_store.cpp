@@ -355,7 +355,7 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
     impl->recount_all();
   }
   if (impl->tmp_fd && impl->options.sweep_on_open == OpenSweep::yes) {
-    impl->sweep_temps();
+    impl->sweep_temps(TempSweep::remove_quick);  // cheap: one kill(2) per young temp
   }
   return std::unique_ptr<FileStore>(new FileStore(std::move(impl)));
 }

@@ -22,6 +22,7 @@
 #include "store/file_layout.hpp"
 #include "store/shared_counters.hpp"
 #include "util/fd.hpp"
+#include "util/process_identity.hpp"
 
 namespace kcache {
 
@@ -43,8 +44,11 @@ struct TempScan {
   std::uint64_t removed = 0;  // with TempSweep::remove
 };
 
-// Whether scan_temps removes the stale temporary files it finds.
-enum class TempSweep { count, remove };
+// Whether scan_temps removes the stale temporary files it finds: `remove`
+// judges every writer in full; `remove_quick` (the sweep on open) checks only
+// that the pid of a temp younger than stale_temp_age exists, so that an open
+// costs one kill(2) per temp (a reused pid's leftover waits for a full sweep).
+enum class TempSweep { count, remove, remove_quick };
 
 // What a shard scan found for one complete entry.
 struct ScannedEntry {
@@ -215,13 +219,14 @@ struct FileStore::Impl {
   // True when the temporary file `name` (stat `st`) is a leftover: its writer
   // is gone, or, for a writer that cannot be judged, it is older than
   // options.stale_temp_age. A running writer's file is never stale.
-  bool temp_is_stale(std::string_view name, const struct stat& st, std::int64_t now_ns) const;
+  bool temp_is_stale(std::string_view name, const struct stat& st, std::int64_t now_ns,
+                     util::PidCheck check = util::PidCheck::full) const;
   // Counts the files in v1/tmp and the stale ones among them; with
   // TempSweep::remove removes the stale ones. `stale_names`, when not null,
   // receives one line per stale file.
   TempScan scan_temps(TempSweep sweep, std::vector<std::string>* stale_names = nullptr);
-  // scan_temps(TempSweep::remove): returns how many were removed.
-  std::uint64_t sweep_temps() { return scan_temps(TempSweep::remove).removed; }
+  // scan_temps(`sweep`): returns how many were removed.
+  std::uint64_t sweep_temps(TempSweep sweep = TempSweep::remove) { return scan_temps(sweep).removed; }
 };
 
 // SHA-256 (lowercase hex, into `hex`) of the first `size` bytes of `fd`, read

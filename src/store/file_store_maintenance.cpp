@@ -269,15 +269,17 @@ int FileStore::Impl::make_room(std::uint64_t bytes) {
   }
 }
 
-bool FileStore::Impl::temp_is_stale(std::string_view name, const struct stat& st, std::int64_t now_ns) const {
+bool FileStore::Impl::temp_is_stale(std::string_view name, const struct stat& st, std::int64_t now_ns,
+                                    util::PidCheck check) const {
+  const bool old = now_ns - mtime_ns(st) >= static_cast<std::int64_t>(options.stale_temp_age.count()) * 1'000'000'000;
   if (const auto writer = store::temp_writer(name)) {
-    switch (util::liveness_of(*writer)) {
+    switch (util::liveness_of(*writer, old ? util::PidCheck::full : check)) {
       case util::Liveness::alive: return false;  // however old: a put may stream for hours
       case util::Liveness::gone: return true;
       case util::Liveness::unknown: break;      // another machine, boot or pid namespace
     }
   }
-  return now_ns - mtime_ns(st) >= static_cast<std::int64_t>(options.stale_temp_age.count()) * 1'000'000'000;
+  return old;
 }
 
 TempScan FileStore::Impl::scan_temps(TempSweep sweep, std::vector<std::string>* stale_names) {
@@ -295,7 +297,8 @@ TempScan FileStore::Impl::scan_temps(TempSweep sweep, std::vector<std::string>* 
     const auto bytes = static_cast<std::uint64_t>(S_ISREG(st.st_mode) ? st.st_size : 0);
     ++scan.files;
     scan.bytes += bytes;
-    if (!temp_is_stale(name, st, now_ns)) {
+    if (!temp_is_stale(name, st, now_ns,
+                       sweep == TempSweep::remove_quick ? util::PidCheck::exists : util::PidCheck::full)) {
       return;
     }
     ++scan.stale_files;
@@ -307,7 +310,7 @@ TempScan FileStore::Impl::scan_temps(TempSweep sweep, std::vector<std::string>* 
                              (gone ? "a writer that is gone (pid " + std::to_string(writer->pid) + ")"
                                    : std::string("a writer kcache cannot check, older than stale_temp_age")));
     }
-    if (sweep == TempSweep::remove && io::unlinkat(tmp_fd.get(), n.c_str(), 0) == 0) {
+    if (sweep != TempSweep::count && io::unlinkat(tmp_fd.get(), n.c_str(), 0) == 0) {
       ++scan.removed;
     }
   });

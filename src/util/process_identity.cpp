@@ -222,7 +222,7 @@ ProcessIdentity current_process_identity() {
   return id;
 }
 
-Liveness liveness_of(const ProcessIdentity& id) {
+Liveness liveness_of(const ProcessIdentity& id, PidCheck check) {
   const ProcessIdentity me = current_process_identity();
   if (id.domain == 0 || id.domain != me.domain || id.pid <= 0) {
     return Liveness::unknown;
@@ -232,6 +232,9 @@ Liveness liveness_of(const ProcessIdentity& id) {
   }
   if (::kill(id.pid, 0) != 0 && errno == ESRCH) {
     return Liveness::gone;
+  }
+  if (check == PidCheck::exists) {
+    return Liveness::alive;
   }
   const auto fields = read_stat(id.pid);
   if (!fields) {

@@ -51,9 +51,16 @@ enum class Liveness {
             // the identity has no domain: nothing can be said
 };
 
+// How much liveness_of() looks at.
+enum class PidCheck {
+  exists,  // kill(pid, 0) only: gone when no process has the pid (one system call;
+           // a reused pid reads as alive)
+  full,    // also /proc/PID/stat: a reused pid or a zombie reads as gone
+};
+
 // Judges `id` from this process: only an identity of this boot and pid
-// namespace is judged, by kill(pid, 0) and /proc/PID/stat. Never says gone
-// for a running process.
-Liveness liveness_of(const ProcessIdentity& id);
+// namespace is judged, by kill(pid, 0) and (PidCheck::full) /proc/PID/stat.
+// Never says gone for a running process.
+Liveness liveness_of(const ProcessIdentity& id, PidCheck check = PidCheck::full);
 
 }  // namespace kcache::util

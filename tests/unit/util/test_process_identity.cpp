@@ -58,6 +58,23 @@ TEST(ProcessIdentity, ThisProcessIsAliveAndAnEarlierHolderOfItsPidIsGone) {
   EXPECT_EQ(liveness_of(me), Liveness::gone);
 }
 
+TEST(ProcessIdentity, QuickCheckOnlyAsksWhetherThePidExists) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ProcessIdentity other = current_process_identity();
+  other.pid = pid;
+  other.start = 1;  // not its start time: a full check sees a reused pid
+  EXPECT_EQ(liveness_of(other, PidCheck::exists), Liveness::alive);
+  EXPECT_EQ(liveness_of(other, PidCheck::full), Liveness::gone);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(liveness_of(other, PidCheck::exists), Liveness::gone);
+}
+
 TEST(ProcessIdentity, ChildIsAliveWhileItRunsAndGoneOnceKilled) {
   int go[2];
   int ready[2];
