@@ -7,6 +7,7 @@
 //   v1/tmp/                        staging on the same filesystem
 //   v1/locks/                      single-flight locks
 //   v1/stats/                      shared counters and size accounting
+//   v1/toolkit/                    toolkit probe memos (compile/toolkit.cpp)
 //
 // Guarantees: one atomic publish per entry; a reader never sees a partial or
 // mixed entry; every read verifies the payload against its passport; a damaged
@@ -52,16 +53,27 @@ enum class ReadVerify {
   always_full,          // SHA-256 of the payload on every read
 };
 
+// Whether FileStore::open() sweeps leftover temporary files.
+enum class OpenSweep { no, yes };
+
 struct FileStoreOptions {
   std::filesystem::path root;                      // the cache directory ($KCACHE_DIR)
   std::uint64_t max_size_bytes = std::uint64_t{5} << 30;  // 0 = no cap
   FsyncPolicy fsync = FsyncPolicy::file;
   Sharing sharing = Sharing::private_to_user;
   ReadVerify verify = ReadVerify::fast_when_unchanged;
-  // Temporary files in v1/tmp older than this are leftovers of killed writers
-  // and are removed (on open, when eviction steps have visited every shard,
-  // by prune, clear, and verify with Repair::yes).
+  // Temporary files in v1/tmp are named after their writer (pid, start time,
+  // boot and pid namespace). One whose writer is gone (killed mid-put) is a
+  // leftover and is removed at once; one whose writer cannot be judged (it
+  // runs on another machine or in another pid namespace, or the name is not
+  // kcache's) only when it is older than this. A running writer's file is
+  // never removed. Sweeps run on open (see sweep_on_open), each time the
+  // eviction steps have visited every shard, in prune and clear, and in
+  // verify with Repair::yes.
   std::chrono::seconds stale_temp_age{3600};
+  // Whether open() sweeps v1/tmp. An observer that must change nothing
+  // (`kcache stats`, `kcache verify` without --repair) says no.
+  OpenSweep sweep_on_open = OpenSweep::yes;
   // A hit refreshes the entry's last-use stamp (the passport's mtime) only when
   // the stamp is older than this, so hits rarely write.
   std::chrono::seconds touch_interval{60};
@@ -89,6 +101,22 @@ struct VerifyReport {
   std::uint64_t entries_removed = 0;  // with `repair`
   std::uint64_t orphans = 0;          // payloads without passport, junk names, stale temps
   std::uint64_t orphans_removed = 0;  // with `repair`
+  // Of the orphans: temporary files in v1/tmp whose writer is gone (or, for a
+  // writer that cannot be judged, older than stale_temp_age), and how many of
+  // them were removed (with `repair`).
+  std::uint64_t stale_temps = 0;
+  std::uint64_t stale_temps_removed = 0;
+  // The shared size accounting against the disk: what the counters said
+  // before verify, and the complete entries found. With `repair` the counters
+  // are set to what is on disk (counters_resynced); reservations of puts in
+  // flight are kept, those of writers that are gone are released
+  // (reserved_bytes_released).
+  std::uint64_t counted_entries = 0;
+  std::uint64_t counted_bytes = 0;
+  std::uint64_t disk_entries = 0;
+  std::uint64_t disk_bytes = 0;
+  bool counters_resynced = false;
+  std::uint64_t reserved_bytes_released = 0;
   std::vector<std::string> problems;  // one line per finding
 };
 
@@ -176,8 +204,11 @@ class FileStore final : public Store {
  public:
   // Opens (creating if needed) the store at `options.root`. Fails with
   // permission_denied when the root is owned by another user or is a symlink,
-  // and with io when it cannot be created. A store that can be read but not
-  // written opens in degraded (read-only) mode instead of failing.
+  // with io when it cannot be created, and with corrupt when a directory of
+  // the layout (v1, v1/entries, tmp, locks, stats, toolkit) is something else
+  // (the message names it and says to run `kcache verify --repair`, which
+  // calls repair_layout). A store that can be read but not written opens in
+  // degraded (read-only) mode instead of failing.
   static Result<std::unique_ptr<FileStore>> open(FileStoreOptions options);
 
   ~FileStore() override;
@@ -215,9 +246,22 @@ class FileStore final : public Store {
   // written. `fd` may be a pipe.
   Result<StreamedPut> put_stream(int fd, const PassportForPayload& make_passport);
 
-  // Re-hashes every entry in full and lists orphans; with Repair::yes removes
-  // what is bad and sweeps orphans.
+  // Re-hashes every entry in full, lists orphans (and temporary files of
+  // writers that are gone) and compares the shared size accounting with the
+  // disk; with Repair::yes removes what is bad, sweeps orphans and sets the
+  // accounting to what is on disk. Without repair nothing is changed.
   Result<VerifyReport> verify(Repair repair);
+
+  // Repairs the directory layout under `options.root` before open(): each of
+  // v1, v1/entries, v1/tmp, v1/locks, v1/stats and v1/toolkit that exists but
+  // is not a directory (a regular file, a symlink, a FIFO ...) is renamed
+  // aside to "<name>.broken-<unix seconds>" in the same directory (never
+  // followed, never deleted: kcache does not read or remove it afterwards) and
+  // the directory is created anew. Nothing outside the cache directory is
+  // touched, and a root that open() would refuse (a symlink, another user's)
+  // is left alone. Returns one line per repair (empty: the layout was sound);
+  // fails with the errno-based error of a rename or mkdir that failed.
+  static Result<std::vector<std::string>> repair_layout(const FileStoreOptions& options);
 
   // Evicts least recently used entries until the store holds at most
   // `max_size_bytes` (the configured cap when 0). Fails (with the errno-based

@@ -68,6 +68,13 @@ struct StoreStats {
   std::uint64_t metadata_bytes = 0;  // FileStore: shared counters and check table, also under the cap
   std::uint64_t max_size_bytes = 0;  // the cap; 0 = none
   std::uint64_t compile_us_saved = 0;  // sum of compile_duration_us over hits
+  // FileStore: files in v1/tmp (puts in flight, and leftovers of writers that
+  // are gone) and their bytes; of them, the stale ones (writer gone, or older
+  // than stale_temp_age when the writer cannot be judged) that a sweep removes.
+  std::uint64_t temp_files = 0;
+  std::uint64_t temp_bytes = 0;
+  std::uint64_t stale_temp_files = 0;
+  std::uint64_t stale_temp_bytes = 0;
   bool remote = false;  // a remote tier: its counters are this process's, it reports no occupancy
 };
 

@@ -17,7 +17,9 @@ int run_stats(const Context& ctx) {
   if (!config) {
     return report(config.error());
   }
-  auto store = FileStore::open(config->file_store_options());
+  FileStoreOptions options = config->file_store_options();
+  options.sweep_on_open = OpenSweep::no;  // stats shows the temporary files as they are
+  auto store = FileStore::open(options);
   if (!store) {
     return report(store.error());
   }
@@ -51,6 +53,10 @@ int run_stats(const Context& ctx) {
                      {"bytes_read", s->bytes_read},
                      {"bytes_written", s->bytes_written},
                      {"compile_us_saved", s->compile_us_saved},
+                     {"temp_files", s->temp_files},
+                     {"temp_bytes", s->temp_bytes},
+                     {"stale_temp_files", s->stale_temp_files},
+                     {"stale_temp_bytes", s->stale_temp_bytes},
                      {"degraded", (*store)->degraded()}};
     if (rc) {
       nlohmann::json rej;
@@ -98,6 +104,10 @@ int run_stats(const Context& ctx) {
       {"bytes read", format_size(s->bytes_read)},
       {"bytes written", format_size(s->bytes_written)},
       {"compile time saved", format_duration_us(s->compile_us_saved)},
+      {"temporary files",
+       fmt::format("{} ({}), {} ({}) left by writers that are gone{}", s->temp_files, format_size(s->temp_bytes),
+                   s->stale_temp_files, format_size(s->stale_temp_bytes),
+                   s->stale_temp_files == 0 ? "" : ": `kcache verify --repair` removes them")},
   };
   if ((*store)->degraded()) {
     rows.push_back({"state", "degraded: writes are skipped"});

@@ -33,7 +33,8 @@ std::string hint_for(const Error& error) {
       return "free some disk space, or lower the cap: `kcache prune --max-size 1G` and max_size in the config";
     case ErrorCode::read_only:
       return "the cache directory is on a read-only filesystem; set KCACHE_DIR to a writable directory";
-    case ErrorCode::corrupt: return "run `kcache verify --repair` to remove damaged entries";
+    case ErrorCode::corrupt:
+      return "run `kcache verify --repair`: it removes damaged entries and repairs the cache's layout";
     case ErrorCode::io: return "check the disk and the cache directory; `kcache verify` checks every entry";
     case ErrorCode::toolkit_missing: return "install the CUDA toolkit or set KCACHE_CUDA_HOME to where it is";
     case ErrorCode::internal: return "this is a bug in kcache; please report it with the command you ran";

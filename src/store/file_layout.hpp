@@ -4,12 +4,19 @@
 //
 //   root      := "v1/" tree
 //   tree      := "entries/" shard* | "tmp/" temp* | "locks/" lock* | "stats/" stats
+//              | "toolkit/" memo*
 //   shard     := HEX2 "/" ( HEX64 | HEX64 ".pass" )*     HEX2 == first two chars of HEX64
-//   temp      := DEC "-" DEC "-" HEX16 ".tmp"              staging, swept when older than
-//                                                          FileStoreOptions::stale_temp_age
+//   temp      := PID "-" START "-" DOMAIN "-" SEQ ".tmp"   staging: the writer's identity
+//                                                          (util/process_identity.hpp) and a
+//                                                          per-process sequence number
 //   stats     := "counters" | "checks" | "evict.lock"
 //
-// Anything else under entries/ is junk: ignored by get/list, reported by verify.
+// A temp is swept once its writer is gone; one whose writer cannot be judged
+// (another machine, boot or pid namespace; any other name) once it is older
+// than FileStoreOptions::stale_temp_age. Anything else under entries/ is junk:
+// ignored by get/list, reported by verify. Every directory above must be a
+// directory: one that is not makes FileStore::open fail, and
+// FileStore::repair_layout moves it aside.
 #pragma once
 
 #include <sys/types.h>
@@ -17,8 +24,11 @@
 #include <string>
 #include <string_view>
 
+#include <optional>
+
 #include "kcache/file_store.hpp"
 #include "kcache/key.hpp"
+#include "util/process_identity.hpp"
 
 namespace kcache::store {
 
@@ -30,6 +40,9 @@ inline constexpr const char* k_stats_dir = "stats";
 inline constexpr const char* k_counters_file = "counters";
 inline constexpr const char* k_checks_file = "checks";
 inline constexpr const char* k_evict_lock_file = "evict.lock";
+inline constexpr const char* k_toolkit_dir = "toolkit";
+// What a layout directory that is not a directory is renamed to by repair_layout: NAME ".broken-" UNIX_SECONDS.
+inline constexpr std::string_view k_broken_suffix = ".broken-";
 inline constexpr std::string_view k_passport_suffix = ".pass";
 inline constexpr std::string_view k_temp_suffix = ".tmp";
 inline constexpr unsigned k_shard_count = 256;
@@ -76,6 +89,31 @@ inline EntryName classify_entry_name(std::string_view name, unsigned shard, std:
   }
   key_hex = base;
   return kind;
+}
+
+// The name of a temp staged by `writer`: PID "-" START "-" DOMAIN "-" SEQ ".tmp".
+inline std::string temp_name(const util::ProcessIdentity& writer, std::uint64_t seq) {
+  return writer.to_string() + "-" + std::to_string(seq) + std::string(k_temp_suffix);
+}
+
+// The writer named by a temp's name, or nullopt for any other name.
+inline std::optional<util::ProcessIdentity> temp_writer(std::string_view name) {
+  std::string_view rest;
+  auto writer = util::ProcessIdentity::parse(name, rest);
+  if (!writer || rest.size() < 2 + k_temp_suffix.size() || rest[0] != '-' ||
+      rest.substr(rest.size() - k_temp_suffix.size()) != k_temp_suffix) {
+    return std::nullopt;
+  }
+  const std::string_view seq = rest.substr(1, rest.size() - 1 - k_temp_suffix.size());
+  if (seq.size() > 20) {
+    return std::nullopt;
+  }
+  for (const char c : seq) {
+    if (c < '0' || c > '9') {
+      return std::nullopt;
+    }
+  }
+  return writer;
 }
 
 }  // namespace kcache::store

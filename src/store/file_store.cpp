@@ -11,12 +11,13 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <tuple>
 
 #include "store/file_store_impl.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
-#include "util/unique_name.hpp"
 
 namespace kcache {
 
@@ -64,6 +65,35 @@ util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err) {
 }
 
 }  // namespace
+
+const char* describe_file_type(mode_t mode) noexcept {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFLNK: return "a symbolic link";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR:
+    case S_IFBLK: return "a device file";
+    default: return "not a directory";
+  }
+}
+
+std::optional<Error> layout_damaged(int parent_fd, const std::filesystem::path& root, const char* name, int err) {
+  if (parent_fd < 0 || (err != ENOTDIR && err != ELOOP && err != EEXIST)) {
+    return std::nullopt;  // missing and not creatable, or unreadable: a degraded store, not a damaged one
+  }
+  struct stat st {};
+  if (io::fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)) {
+    return std::nullopt;
+  }
+  const std::string rel = std::string(std::string_view(name) == store::k_version_dir ? "" : "v1/") + name;
+  return Error{ErrorCode::corrupt,
+               "the cache at " + root.string() + " is damaged: " + (root / rel).string() + " is " +
+                   describe_file_type(st.st_mode) + ", where kcache keeps a directory; run `kcache verify --repair` "
+                   "to move it aside (to " + rel + std::string(store::k_broken_suffix) +
+                   "<time>) and create the directory anew",
+               {}};
+}
 
 std::int64_t now_unix_ms() noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -121,6 +151,10 @@ int for_each_dir_entry(int dir_fd, const std::function<void(std::string_view, un
 // ---------------------------------------------------------------- Impl helpers
 
 util::Fd FileStore::Impl::open_shard(unsigned shard, CreateShard create, int& err) const {
+  if (!entries_fd) {
+    err = entries_err;  // say why v1/entries could not be opened, not EBADF
+    return {};
+  }
   const std::string name = store::shard_name(shard);
   if (create == CreateShard::yes) {
     return open_subdir(entries_fd.get(), name.c_str(), store::dir_mode(options.sharing), err);
@@ -131,11 +165,10 @@ util::Fd FileStore::Impl::open_shard(unsigned shard, CreateShard create, int& er
 }
 
 std::string FileStore::Impl::new_temp_name() {
-  const std::uint64_t seq = temp_seq.fetch_add(1);
-  char buf[80];
-  std::snprintf(buf, sizeof buf, "%d-%llu-%016llx.tmp", static_cast<int>(::getpid()),
-                static_cast<unsigned long long>(seq), static_cast<unsigned long long>(temp_salt ^ (seq * 0x9e3779b97f4a7c15ULL)));
-  return buf;
+  // Process-wide, so that two stores of one process never pick the same name;
+  // the writer's identity sets processes (and reused pids) apart.
+  static std::atomic<std::uint64_t> seq{0};
+  return store::temp_name(util::current_process_identity(), seq.fetch_add(1, std::memory_order_relaxed));
 }
 
 void FileStore::Impl::report_damaged(const Key& key, std::string_view why) {
@@ -232,7 +265,6 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   impl->options = std::move(options);
   const auto& root = impl->options.root;
   const mode_t dmode = store::dir_mode(impl->options.sharing);
-  impl->temp_salt = util::unique_nonce();
 
   std::error_code ec;
   if (root.has_parent_path()) {
@@ -273,12 +305,38 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   }
   impl->root_fd = std::move(root_fd);
 
+  // Each directory of the layout: one that is something else (a file left
+  // there, a symlink) is reported by name with its fix, never used.
   int err = 0;
   util::Fd v1 = open_subdir(impl->root_fd.get(), store::k_version_dir, dmode, err);
-  impl->entries_fd = open_subdir(v1.get(), store::k_entries_dir, dmode, err);
-  impl->tmp_fd = open_subdir(v1.get(), store::k_tmp_dir, dmode, err);
-  impl->locks_fd = open_subdir(v1.get(), store::k_locks_dir, dmode, err);
-  impl->stats_fd = open_subdir(v1.get(), store::k_stats_dir, dmode, err);
+  if (!v1) {
+    if (auto damaged = layout_damaged(impl->root_fd.get(), root, store::k_version_dir, err)) {
+      return tl::unexpected(std::move(*damaged));
+    }
+  }
+  const int v1_err = err;
+  auto open_layout_dir = [&](const char* name, util::Fd& fd, int& why) -> std::optional<Error> {
+    fd = open_subdir(v1.get(), name, dmode, err);
+    why = v1 ? err : v1_err;
+    return fd ? std::nullopt : layout_damaged(v1.get(), root, name, err);
+  };
+  int ignored = 0;
+  for (auto [name, fd, why] : {std::tuple{store::k_entries_dir, &impl->entries_fd, &impl->entries_err},
+                               std::tuple{store::k_tmp_dir, &impl->tmp_fd, &ignored},
+                               std::tuple{store::k_locks_dir, &impl->locks_fd, &ignored},
+                               std::tuple{store::k_stats_dir, &impl->stats_fd, &ignored}}) {
+    if (auto damaged = open_layout_dir(name, *fd, *why)) {
+      return tl::unexpected(std::move(*damaged));
+    }
+  }
+  // v1/toolkit belongs to the toolkit probe (compile/toolkit.cpp), which
+  // creates it when needed; here it is only checked.
+  if (v1) {
+    struct stat tk {};
+    if (io::fstatat(v1.get(), store::k_toolkit_dir, &tk, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(tk.st_mode)) {
+      return tl::unexpected(*layout_damaged(v1.get(), root, store::k_toolkit_dir, ENOTDIR));
+    }
+  }
   const mode_t fmode = store::file_mode(impl->options.sharing);
   impl->counters = store::SharedCounters::open(impl->stats_fd.get(), fmode);
   impl->checks = store::FileCheckTable::open(impl->stats_fd.get(), fmode,
@@ -296,8 +354,8 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   if (impl->counters->fresh() && impl->entries_fd) {
     impl->recount_all();
   }
-  if (impl->tmp_fd) {
-    impl->sweep_temps(impl->options.stale_temp_age.count());
+  if (impl->tmp_fd && impl->options.sweep_on_open == OpenSweep::yes) {
+    impl->sweep_temps(TempSweep::remove_quick);  // cheap: one kill(2) per young temp
   }
   return std::unique_ptr<FileStore>(new FileStore(std::move(impl)));
 }
@@ -916,6 +974,11 @@ Result<StoreStats> FileStore::stats() {
   s.size_bytes = c.total_bytes();
   s.metadata_bytes = m.metadata_bytes();
   s.max_size_bytes = m.options.max_size_bytes;
+  const TempScan temps = m_impl->scan_temps(TempSweep::count);
+  s.temp_files = temps.files;
+  s.temp_bytes = temps.bytes;
+  s.stale_temp_files = temps.stale_files;
+  s.stale_temp_bytes = temps.stale_bytes;
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 #include <string>
@@ -21,6 +22,7 @@
 #include "store/file_layout.hpp"
 #include "store/shared_counters.hpp"
 #include "util/fd.hpp"
+#include "util/process_identity.hpp"
 
 namespace kcache {
 
@@ -29,6 +31,24 @@ enum class CreateShard { no, yes };
 
 // Whether a shard scan removes payloads that have no passport.
 enum class Orphans { keep, remove };
+
+// Whether a shard scan sets the shard's accounting to what it found.
+enum class Recount { no, yes };
+
+// What is in v1/tmp (FileStore::Impl::scan_temps).
+struct TempScan {
+  std::uint64_t files = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t stale_files = 0;
+  std::uint64_t stale_bytes = 0;
+  std::uint64_t removed = 0;  // with TempSweep::remove
+};
+
+// Whether scan_temps removes the stale temporary files it finds: `remove`
+// judges every writer in full; `remove_quick` (the sweep on open) checks only
+// that the pid of a temp younger than stale_temp_age exists, so that an open
+// costs one kill(2) per temp (a reused pid's leftover waits for a full sweep).
+enum class TempSweep { count, remove, remove_quick };
 
 // What a shard scan found for one complete entry.
 struct ScannedEntry {
@@ -43,6 +63,7 @@ struct FileStore::Impl {
   FileStoreOptions options;
   util::Fd root_fd;
   util::Fd entries_fd;
+  int entries_err = EBADF;  // why entries_fd could not be opened
   util::Fd tmp_fd;
   util::Fd locks_fd;
   util::Fd stats_fd;
@@ -96,8 +117,6 @@ struct FileStore::Impl {
   std::atomic<bool> degraded{false};
   std::atomic<std::int64_t> retry_writes_at_ms{0};
   std::atomic<bool> warned{false};
-  std::atomic<std::uint64_t> temp_seq{0};
-  std::uint64_t temp_salt = 0;
 
   // --- file_store.cpp ---
   // Bytes of the shared metadata files (counters, check table): counted in
@@ -208,12 +227,23 @@ struct FileStore::Impl {
   // Scans shard `shard` under its lock into `window`. Returns the bytes added.
   std::uint64_t scan_into(unsigned shard, std::vector<ScannedEntry>& window);
   // Under the shard lock: lists the shard's complete entries, removes orphan
-  // payloads (with Orphans::remove), and sets the shard accounting to what is there.
-  std::vector<ScannedEntry> scan_shard_locked(unsigned shard, int shard_fd, Orphans orphans = Orphans::remove);
+  // payloads (with Orphans::remove), and (with Recount::yes) sets the shard
+  // accounting to what is there.
+  std::vector<ScannedEntry> scan_shard_locked(unsigned shard, int shard_fd, Orphans orphans = Orphans::remove,
+                                              Recount recount = Recount::yes);
   // Recounts every shard (used when the counters file is new).
   void recount_all();
-  // Removes temp files older than `min_age_s` seconds. Returns how many.
-  std::uint64_t sweep_temps(std::int64_t min_age_s, std::vector<std::string>* names = nullptr);
+  // True when the temporary file `name` (stat `st`) is a leftover: its writer
+  // is gone, or, for a writer that cannot be judged, it is older than
+  // options.stale_temp_age. A running writer's file is never stale.
+  bool temp_is_stale(std::string_view name, const struct stat& st, std::int64_t now_ns,
+                     util::PidCheck check = util::PidCheck::full) const;
+  // Counts the files in v1/tmp and the stale ones among them; with
+  // TempSweep::remove removes the stale ones. `stale_names`, when not null,
+  // receives one line per stale file.
+  TempScan scan_temps(TempSweep sweep, std::vector<std::string>* stale_names = nullptr);
+  // scan_temps(`sweep`): returns how many were removed.
+  std::uint64_t sweep_temps(TempSweep sweep = TempSweep::remove) { return scan_temps(sweep).removed; }
 };
 
 // SHA-256 (lowercase hex, into `hex`) of the first `size` bytes of `fd`, read
@@ -223,6 +253,14 @@ int sha256_hex_of_file(int fd, std::uint64_t size, std::string& hex);
 // Calls `fn(name, d_type)` for every entry of the directory `dir_fd` except "." and "..".
 // Returns 0 or an errno.
 int for_each_dir_entry(int dir_fd, const std::function<void(std::string_view, unsigned char)>& fn);
+
+// "a regular file", "a symbolic link", "a FIFO" ... for the type bits of `mode`.
+const char* describe_file_type(mode_t mode) noexcept;
+
+// When the layout directory `name` under `parent_fd` exists but is not a
+// directory (opening it failed with `err`): the corrupt error that names it
+// and says to run `kcache verify --repair`. Otherwise nullopt.
+std::optional<Error> layout_damaged(int parent_fd, const std::filesystem::path& root, const char* name, int err);
 
 std::int64_t now_unix_ms() noexcept;
 // Nanoseconds: compare with file times (a millisecond "now" can be earlier

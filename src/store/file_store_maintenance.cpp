@@ -26,6 +26,7 @@
 #include "kcache/file_store.hpp"
 #include "store/file_store_impl.hpp"
 #include "util/posix_io.hpp"
+#include "util/process_identity.hpp"
 #include "util/sha256.hpp"
 
 namespace kcache {
@@ -41,7 +42,8 @@ constexpr std::size_t k_evict_sample = 512;
 
 }  // namespace
 
-std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int shard_fd, Orphans orphans) {
+std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int shard_fd, Orphans orphans,
+                                                             Recount recount) {
   std::vector<ScannedEntry> out;
   std::vector<std::string> payloads;
   for_each_dir_entry(shard_fd, [&](std::string_view name, unsigned char) {
@@ -95,7 +97,9 @@ std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int
       }
     }
   }
-  counters->shard_set(shard, bytes, static_cast<std::int64_t>(complete.size()));
+  if (recount == Recount::yes) {
+    counters->shard_set(shard, bytes, static_cast<std::int64_t>(complete.size()));
+  }
   return complete;
 }
 
@@ -221,7 +225,7 @@ std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_step(std::uint64_
   const std::uint64_t cut = window_bytes / 100 * (100 - pct) + window_bytes % 100 * (100 - pct) / 100;
   const auto result = evict_oldest(window, std::max(goal, cut));
   if (first + visited >= store::k_shard_count) {
-    sweep_temps(options.stale_temp_age.count());  // once per turn of the hand
+    sweep_temps();  // once per turn of the hand: leftovers of writers that are gone
   }
   return result;
 }
@@ -309,11 +313,24 @@ int FileStore::Impl::make_room(std::uint64_t bytes) {
   }
 }
 
-std::uint64_t FileStore::Impl::sweep_temps(std::int64_t min_age_s, std::vector<std::string>* names) {
-  if (!tmp_fd) {
-    return 0;
+bool FileStore::Impl::temp_is_stale(std::string_view name, const struct stat& st, std::int64_t now_ns,
+                                    util::PidCheck check) const {
+  const bool old = now_ns - mtime_ns(st) >= static_cast<std::int64_t>(options.stale_temp_age.count()) * 1'000'000'000;
+  if (const auto writer = store::temp_writer(name)) {
+    switch (util::liveness_of(*writer, old ? util::PidCheck::full : check)) {
+      case util::Liveness::alive: return false;  // however old: a put may stream for hours
+      case util::Liveness::gone: return true;
+      case util::Liveness::unknown: break;      // another machine, boot or pid namespace
+    }
   }
-  std::uint64_t removed = 0;
+  return old;
+}
+
+TempScan FileStore::Impl::scan_temps(TempSweep sweep, std::vector<std::string>* stale_names) {
+  TempScan scan;
+  if (!tmp_fd) {
+    return scan;
+  }
   const std::int64_t now_ns = now_unix_ns();
   for_each_dir_entry(tmp_fd.get(), [&](std::string_view name, unsigned char) {
     const std::string n(name);
@@ -321,17 +338,27 @@ std::uint64_t FileStore::Impl::sweep_temps(std::int64_t min_age_s, std::vector<s
     if (io::fstatat(tmp_fd.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)) {
       return;
     }
-    if (now_ns - mtime_ns(st) < min_age_s * 1'000'000'000) {
+    const auto bytes = static_cast<std::uint64_t>(S_ISREG(st.st_mode) ? st.st_size : 0);
+    ++scan.files;
+    scan.bytes += bytes;
+    if (!temp_is_stale(name, st, now_ns,
+                       sweep == TempSweep::remove_quick ? util::PidCheck::exists : util::PidCheck::full)) {
       return;
     }
-    if (names != nullptr) {
-      names->push_back("stale temporary file v1/tmp/" + n);
+    ++scan.stale_files;
+    scan.stale_bytes += bytes;
+    if (stale_names != nullptr) {
+      const auto writer = store::temp_writer(name);
+      const bool gone = writer && util::liveness_of(*writer) == util::Liveness::gone;
+      stale_names->push_back("v1/tmp/" + n + ": temporary file (" + std::to_string(bytes) + " bytes) of " +
+                             (gone ? "a writer that is gone (pid " + std::to_string(writer->pid) + ")"
+                                   : std::string("a writer kcache cannot check, older than stale_temp_age")));
     }
-    if (io::unlinkat(tmp_fd.get(), n.c_str(), 0) == 0) {
-      ++removed;
+    if (sweep != TempSweep::count && io::unlinkat(tmp_fd.get(), n.c_str(), 0) == 0) {
+      ++scan.removed;
     }
   });
-  return removed;
+  return scan;
 }
 
 // ---------------------------------------------------------------- public maintenance
@@ -345,6 +372,17 @@ Result<VerifyReport> FileStore::verify(Repair repair) {
   for (unsigned shard = 0; shard < store::k_shard_count; ++shard) {
     int err = 0;
     util::Fd fd = m.open_shard(shard, CreateShard::no, err);
+    if (!fd && err == ENOENT && (m.counters->shard_entries(shard) != 0 || m.counters->shard_bytes(shard) != 0)) {
+      // Removed behind kcache's back while the accounting still counts it.
+      // Repair recreates the directory, so that the recount below happens
+      // under its lock (a writer may be creating it right now).
+      if (repair == Repair::no) {
+        report.counted_entries += m.counters->shard_entries(shard);
+        report.counted_bytes += m.counters->shard_bytes(shard);
+        continue;
+      }
+      fd = m.open_shard(shard, CreateShard::yes, err);
+    }
     if (!fd) {
       if (err != ENOENT) {
         ++report.orphans;
@@ -441,25 +479,39 @@ Result<VerifyReport> FileStore::verify(Repair repair) {
         ++report.orphans_removed;
       }
     }
-    m.scan_shard_locked(shard, fd.get(), repair == Repair::yes ? Orphans::remove : Orphans::keep);
+    // The accounting (under the shard lock it changes only by our hand, and
+    // the removals above took their entries off it) against what is on disk
+    // now; with repair the accounting is set to what is on disk.
+    report.counted_entries += m.counters->shard_entries(shard);
+    report.counted_bytes += m.counters->shard_bytes(shard);
+    const auto complete = m.scan_shard_locked(shard, fd.get(), repair == Repair::yes ? Orphans::remove : Orphans::keep,
+                                              repair == Repair::yes ? Recount::yes : Recount::no);
+    report.disk_entries += complete.size();
+    for (const auto& e : complete) {
+      report.disk_bytes += e.bytes;
+    }
+  }
+  if (report.counted_entries != report.disk_entries || report.counted_bytes != report.disk_bytes) {
+    report.counters_resynced = repair == Repair::yes;
+    report.problems.push_back("v1/stats/counters: the shared accounting says " + std::to_string(report.counted_entries) +
+                              " entries (" + std::to_string(report.counted_bytes) + " bytes), the disk holds " +
+                              std::to_string(report.disk_entries) + " (" + std::to_string(report.disk_bytes) +
+                              " bytes)" + (repair == Repair::yes ? "; set to what is on disk" : ""));
+  }
+  if (repair == Repair::yes) {
+    // Room reserved by puts in flight stays; that of writers that are gone goes.
+    report.reserved_bytes_released = m.counters->reclaim_dead_rooms();
+    if (report.reserved_bytes_released != 0) {
+      report.problems.push_back("v1/stats/counters: released " + std::to_string(report.reserved_bytes_released) +
+                                " bytes reserved under the cap by writers that are gone");
+    }
   }
   std::vector<std::string> temps;
-  if (repair == Repair::yes) {
-    const auto n = m.sweep_temps(m.options.stale_temp_age.count(), &temps);
-    report.orphans += n;
-    report.orphans_removed += n;
-  } else if (m.tmp_fd) {
-    const std::int64_t now_ns = now_unix_ns();
-    for_each_dir_entry(m.tmp_fd.get(), [&](std::string_view name, unsigned char) {
-      struct stat st {};
-      const std::string n(name);
-      if (io::fstatat(m.tmp_fd.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-          now_ns - mtime_ns(st) >= m.options.stale_temp_age.count() * 1'000'000'000) {
-        ++report.orphans;
-        temps.push_back("stale temporary file v1/tmp/" + n);
-      }
-    });
-  }
+  const TempScan scan = m.scan_temps(repair == Repair::yes ? TempSweep::remove : TempSweep::count, &temps);
+  report.stale_temps = scan.stale_files;
+  report.stale_temps_removed = scan.removed;
+  report.orphans += scan.stale_files;
+  report.orphans_removed += scan.removed;
   report.problems.insert(report.problems.end(), temps.begin(), temps.end());
   return report;
 }
@@ -489,7 +541,7 @@ Result<PruneReport> FileStore::prune(std::uint64_t max_size_bytes) {
       }
     }
   }
-  m.sweep_temps(m.options.stale_temp_age.count());
+  m.sweep_temps();
   ::flock(m.evict_lock_fd.get(), LOCK_UN);
   report.size_after = m.counters->total_bytes();
   if (capped && report.size_after > target) {
@@ -551,7 +603,7 @@ Result<std::uint64_t> FileStore::clear() {
       m.scan_shard_locked(shard, fd.get());  // count what is still there
     }
   }
-  m.sweep_temps(m.options.stale_temp_age.count());
+  m.sweep_temps();
   if (not_removed != 0) {
     return make_errno_error(failed_errno != 0 ? failed_errno : EIO,
                             "cannot clear the cache at " + m.options.root.string() + ": " +
@@ -559,6 +611,69 @@ Result<std::uint64_t> FileStore::clear() {
                                 std::to_string(removed) + " were)");
   }
   return removed;
+}
+
+// ---------------------------------------------------------------- layout repair
+
+Result<std::vector<std::string>> FileStore::repair_layout(const FileStoreOptions& options) {
+  std::vector<std::string> repaired;
+  const auto& root = options.root;
+  if (root.empty()) {
+    return repaired;
+  }
+  // Only a root that open() would take: never a symlink, never another user's.
+  util::Fd root_fd(io::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  struct stat root_st {};
+  if (!root_fd || io::fstat(root_fd.get(), &root_st) != 0 ||
+      (root_st.st_uid != ::geteuid() && options.sharing != Sharing::group)) {
+    return repaired;  // open() says what is wrong with it
+  }
+  const mode_t dmode = store::dir_mode(options.sharing);
+  const std::string stamp = std::to_string(now_unix_ms() / 1000);
+  // Renames `name` under `parent` (shown as `prefix` + name) aside when it is
+  // not a directory, and creates the directory anew.
+  auto repair = [&](int parent, const char* name, const std::string& prefix) -> Result<void> {
+    struct stat st {};
+    if (io::fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)) {
+      return {};
+    }
+    const std::string shown = prefix + name;
+    std::string aside;
+    for (int n = 0;; ++n) {
+      aside = std::string(name) + std::string(store::k_broken_suffix) + stamp + (n == 0 ? "" : "-" + std::to_string(n));
+      struct stat taken {};
+      if (io::fstatat(parent, aside.c_str(), &taken, AT_SYMLINK_NOFOLLOW) != 0) {
+        break;
+      }
+    }
+    // rename() moves the name itself: a symlink is moved, never followed.
+    if (io::renameat(parent, name, parent, aside.c_str()) != 0) {
+      return make_errno_error(errno, "cannot move " + (root / shown).string() + " aside");
+    }
+    if (io::mkdirat(parent, name, dmode) != 0 && errno != EEXIST) {
+      return make_errno_error(errno, "cannot create the directory " + (root / shown).string());
+    }
+    if (util::Fd dir(io::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)); dir) {
+      io::fchmod(dir.get(), dmode);  // umask-proof, as open() makes its directories
+    }
+    repaired.push_back(shown + " was " + describe_file_type(st.st_mode) + ", not a directory: moved aside to " +
+                       prefix + aside + " (kcache does not use or remove it) and created anew");
+    return {};
+  };
+  if (auto ok = repair(root_fd.get(), store::k_version_dir, ""); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  util::Fd v1(io::openat(root_fd.get(), store::k_version_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  if (!v1) {
+    return repaired;  // not there yet: open() creates it
+  }
+  for (const char* name : {store::k_entries_dir, store::k_tmp_dir, store::k_locks_dir, store::k_stats_dir,
+                           store::k_toolkit_dir}) {
+    if (auto ok = repair(v1.get(), name, std::string(store::k_version_dir) + "/"); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  return repaired;
 }
 
 }  // namespace kcache

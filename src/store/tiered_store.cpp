@@ -254,6 +254,10 @@ Result<StoreStats> TieredStore::stats() {
     sum.errors += s->errors;
     sum.bytes_read += s->bytes_read;
     sum.bytes_written += s->bytes_written;
+    sum.temp_files += s->temp_files;
+    sum.temp_bytes += s->temp_bytes;
+    sum.stale_temp_files += s->stale_temp_files;
+    sum.stale_temp_bytes += s->stale_temp_bytes;
     // Every entry of an upper tier is (or was) also in the largest local
     // tier: its occupancy is the chain's. A remote tier reports none (the
     // server owns its occupancy), so it never replaces the file tier's.
