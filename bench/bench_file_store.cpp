@@ -156,51 +156,7 @@ void BM_Put(benchmark::State& state) {
 }
 BENCHMARK(BM_Put)->Unit(benchmark::kMicrosecond);
 
-// A cache at its cap with N entries of 1 KiB; every timed put evicts (in
-// amortised rounds down to the low watermark).
-void BM_PutAtCap(benchmark::State& state) {
-  const auto n = static_cast<std::uint64_t>(state.range(0));
-  static std::map<std::uint64_t, std::filesystem::path> built;
-  constexpr std::size_t k_size = 1024;
-  const std::uint64_t entry_bytes = k_size + artifact(0, k_size).passport.to_json().size();
-  const std::uint64_t cap = n * entry_bytes;
-  if (!built.count(n)) {
-    const auto root = bench_root("cap" + std::to_string(n));
-    auto filler = open(root, cap, FsyncPolicy::none);
-    for (std::uint64_t i = 0; i < n; ++i) filler->put(artifact(1'000'000'000 + i, k_size));
-    // The fill does not fsync; flush it now so that the measured puts do not
-    // pay for committing the fill's metadata in the filesystem journal.
-    ::sync();
-    built[n] = root;
-  }
-  auto store = open(built[n], cap, FsyncPolicy::file);
-  // Every put is a new key (a seed never used before in this process), so no
-  // iteration or repetition is answered by `already_present`.
-  static std::uint64_t next_seed = 1;
-  std::vector<double> put_us;
-  put_us.reserve(static_cast<std::size_t>(state.max_iterations));
-  std::uint64_t stored = 0;
-  for (auto _ : state) {
-    state.PauseTiming();
-    const auto a = artifact(n * 1'000'000 + next_seed++, k_size);
-    state.ResumeTiming();
-    const auto t0 = std::chrono::steady_clock::now();
-    auto r = store->put(a);
-    put_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    if (!r) {
-      state.SkipWithError(r.error().describe().c_str());
-    } else if (*r == PutOutcome::stored) {
-      ++stored;
-    }
-  }
-  std::sort(put_us.begin(), put_us.end());
-  state.counters["p50_us"] = put_us[put_us.size() / 2];
-  state.counters["p90_us"] = put_us[put_us.size() * 9 / 10];
-  state.counters["stored"] = static_cast<double>(stored);
-  state.counters["entries"] = static_cast<double>(store->stats()->entries);
-  state.counters["size_over_cap"] = static_cast<double>(store->stats()->size_bytes) / static_cast<double>(cap);
-}
-BENCHMARK(BM_PutAtCap)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMicrosecond)->Iterations(2000);
+// Puts at the cap as the cache grows: bench/bench_file_store_put_at_cap.cpp.
 
 }  // namespace
 
