@@ -131,6 +131,11 @@ nb::dict stats_dict(const StoreStats& s) {
   d["size_bytes"] = s.size_bytes;
   d["max_size_bytes"] = s.max_size_bytes;
   d["compile_us_saved"] = s.compile_us_saved;
+  d["metadata_bytes"] = s.metadata_bytes;
+  d["temp_files"] = s.temp_files;
+  d["temp_bytes"] = s.temp_bytes;
+  d["stale_temp_files"] = s.stale_temp_files;
+  d["stale_temp_bytes"] = s.stale_temp_bytes;
   return d;
 }
 

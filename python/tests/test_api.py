@@ -57,6 +57,10 @@ def test_store_put_get_list_remove_stats(store: kcache.Store) -> None:
     assert [(e.key, e.kind, e.payload_size) for e in entries] == [(art.key, "ptx", len(payload))]
     stats = store.stats()
     assert stats["hits"] >= 2 and stats["entries"] == 1
+    # The same counters as `kcache stats --json`, temp files of killed writers included.
+    for name in ("metadata_bytes", "temp_files", "temp_bytes", "stale_temp_files", "stale_temp_bytes"):
+        assert stats[name] >= 0, name
+    assert stats["stale_temp_files"] == 0
     assert store.remove(art.key) is True
     assert store.remove(art.key) is False
     assert store.get(art.key) is None
