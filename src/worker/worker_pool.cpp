@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "compile/working_directory.hpp"
 #include "util/fd.hpp"
 #include "util/tied_child.hpp"
 #include "worker/worker_protocol.hpp"
@@ -284,8 +285,13 @@ struct WorkerPool::Impl {
     const std::uint64_t id = next_id++;
     const pid_t pid = s.pid;
     const auto deadline = Clock::now() + options.request_timeout;
+    // The worker compiles where this process is now, not where it was when
+    // the worker started (empty when the directory cannot be named: the
+    // worker's own is used, and a request that depends on it fails there).
+    auto here = jit::nvrtc_working_directory();
+    const std::string working_dir = here ? *here : std::string();
     IoError err = send_all(s.sock.get(), worker::encode_frame(worker::FrameType::compile,
-                                                              worker::encode_compile(id, request)),
+                                                              worker::encode_compile(id, working_dir, request)),
                            deadline);
     ReadFrame reply;
     if (err.failure == Failure::none) {

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -89,6 +90,23 @@ void misbehave(Fault fault, int out_fd) {
   }
 }
 
+// Moves into the directory the parent compiles in (and sets $PWD to it, so
+// that NVRTC names it as the parent would). Empty: stay.
+Result<void> enter_working_dir(const std::string& dir) {
+  static std::string entered;  // the directory the last request ran in
+  if (dir.empty() || dir == entered) {
+    return {};
+  }
+  if (::chdir(dir.c_str()) != 0) {
+    entered.clear();
+    return make_errno_error(errno, "cannot enter the compile's working directory " + dir +
+                                       " in the worker process (was it removed?)");
+  }
+  ::setenv("PWD", dir.c_str(), 1);
+  entered = dir;
+  return {};
+}
+
 }  // namespace
 
 int serve(int in_fd, int out_fd, const CompileFunction& compile) {
@@ -114,7 +132,8 @@ int serve(int in_fd, int out_fd, const CompileFunction& compile) {
     if (!req) {
       return 1;
     }
-    const auto& [id, request] = *req;
+    const std::uint64_t id = req->id;
+    const CompileRequest& request = req->request;
     const bool targeted = plan.fault != Fault::none && (plan.only_name.empty() || plan.only_name == request.name);
     std::string reply;
     FrameType type = FrameType::result;
@@ -126,7 +145,8 @@ int serve(int in_fd, int out_fd, const CompileFunction& compile) {
           run_out_of_memory();
         }
       }
-      auto out = compile(request);
+      auto entered = enter_working_dir(req->working_dir);
+      auto out = entered ? compile(request) : decltype(compile(request))(tl::unexpected(entered.error()));
       if (out) {
         reply = encode_result(id, *out);
       } else {

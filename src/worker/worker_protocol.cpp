@@ -149,21 +149,22 @@ Result<Hello> decode_hello(std::string_view body) {
   return h;
 }
 
-std::string encode_compile(std::uint64_t id, const CompileRequest& request) {
+std::string encode_compile(std::uint64_t id, std::string_view working_dir, const CompileRequest& request) {
   wire::Writer w;
   w.u64(id);
+  w.bytes(working_dir);
   put_request(w, request);
   return w.take();
 }
 
-Result<std::pair<std::uint64_t, CompileRequest>> decode_compile(std::string_view body) {
+Result<CompileFrame> decode_compile(std::string_view body) {
   wire::Reader r(body);
-  std::uint64_t id = 0;
-  CompileRequest q;
-  if (!r.u64(id) || !get_request(r, q) || !r.at_end()) {
+  CompileFrame f;
+  if (!r.u64(f.id) || !r.bytes(f.working_dir, k_worker_max_frame_bytes) || !get_request(r, f.request) ||
+      !r.at_end()) {
     return corrupt("malformed compile request");
   }
-  return std::make_pair(id, std::move(q));
+  return f;
 }
 
 std::string encode_result(std::uint64_t id, const CompileOutput& output) {

@@ -1,12 +1,12 @@
 // worker/worker_protocol.hpp: the frames parent and worker exchange
-// (docs/worker-protocol.md, version 1). Private to the worker subsystem.
+// (docs/worker-protocol.md, version 2). Private to the worker subsystem.
 //
 //   frame    := magic u16le(version) u16le(type) u64le(body_len) body
 //   magic    := "KCWP"
-//   version  := 1
+//   version  := 2
 //   type     := 1 hello | 2 compile | 3 result | 4 error | 5 shutdown
 //   hello    := u32le(protocol) u32le(pid) str(kcache version)          worker -> parent, first
-//   compile  := u64le(id) request                                        parent -> worker
+//   compile  := u64le(id) str(working_dir) request                       parent -> worker
 //   result   := u64le(id) u8(cacheable) artifact                         worker -> parent
 //   error    := u64le(id) u32le(ErrorCode) str(message) str(log)         worker -> parent
 //   shutdown := (empty)                                                  parent -> worker
@@ -31,7 +31,7 @@
 
 namespace kcache::worker {
 
-inline constexpr std::uint16_t k_protocol_version = 1;
+inline constexpr std::uint16_t k_protocol_version = 2;
 inline constexpr std::size_t k_frame_header_bytes = 16;
 inline constexpr std::uint64_t k_worker_max_frame_bytes = std::uint64_t{4} << 30;
 inline constexpr std::uint32_t k_max_list_entries = 65536;
@@ -64,8 +64,17 @@ struct Hello {
 std::string encode_hello(const Hello& hello);
 Result<Hello> decode_hello(std::string_view body);
 
-std::string encode_compile(std::uint64_t id, const CompileRequest& request);
-Result<std::pair<std::uint64_t, CompileRequest>> decode_compile(std::string_view body);
+// One compile request and the directory to run it in: the parent's working
+// directory when it submitted the request (as NVRTC sees it: $PWD or
+// getcwd()), so that relative paths resolve, and the output names the
+// directory, as they would in the parent. Empty: the worker's own.
+struct CompileFrame {
+  std::uint64_t id = 0;
+  std::string working_dir;
+  CompileRequest request;
+};
+std::string encode_compile(std::uint64_t id, std::string_view working_dir, const CompileRequest& request);
+Result<CompileFrame> decode_compile(std::string_view body);
 
 std::string encode_result(std::uint64_t id, const CompileOutput& output);
 std::string encode_error(std::uint64_t id, const Error& error);

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "support/temp_dir.hpp"
@@ -194,4 +196,42 @@ TEST(WorkerPool, WorkerThatNeverSaysHelloTimesOut) {
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().message.find("did not answer in time"), std::string::npos) << r.error().message;
   EXPECT_TRUE(kcache::test::children_of_self().empty());
+}
+
+// A worker compiles where the pool's owner is when it asks, not where it was
+// when the worker started: relative include paths resolve there.
+TEST(WorkerPool, AWorkerCompilesInTheCallersCurrentDirectory) {
+  if (!kcache::test::have_nvrtc()) {
+    GTEST_SKIP() << "needs NVRTC";
+  }
+  kcache::test::TempDir tmp;
+  for (const char* d : {"a", "b"}) {
+    std::filesystem::create_directories(tmp.path() / d / "inc");
+    std::ofstream(tmp.path() / d / "inc" / "h.h") << "#define VALUE " << (d[0] == 'a' ? "11111" : "22222") << "\n";
+  }
+  const auto before = std::filesystem::current_path();
+  struct Restore {
+    std::filesystem::path dir;
+    ~Restore() { std::filesystem::current_path(dir); }
+  } restore{before};
+  std::filesystem::current_path(tmp.path() / "a");
+  auto pool = WorkerPool::create(options_with());  // the worker starts in a/
+  ASSERT_TRUE(pool.has_value()) << pool.error().describe();
+  CompileRequest r = request_named("k.cu");
+  r.source = "#include \"h.h\"\nextern \"C\" __global__ void k(int* p) { *p = VALUE; }\n";
+  r.options = {"-arch=compute_75", "-Iinc"};
+  const auto compiled_value = [&]() -> std::string {
+    auto out = (*pool)->compile(r);
+    if (!out) {
+      return "error: " + out.error().describe();
+    }
+    const std::string ptx(out->artifact.payload);
+    return ptx.find("11111") != std::string::npos ? "a" : ptx.find("22222") != std::string::npos ? "b" : "?";
+  };
+  EXPECT_EQ(compiled_value(), "a");
+  std::filesystem::current_path(tmp.path() / "b");
+  EXPECT_EQ(compiled_value(), "b");
+  std::filesystem::current_path(tmp.path() / "a");
+  EXPECT_EQ(compiled_value(), "a");
+  EXPECT_EQ((*pool)->stats().spawned, 1U);  // one worker, moved each time
 }

@@ -33,10 +33,11 @@ CompileRequest full_request() {
 
 TEST(WorkerProtocol, CompileRequestRoundTripsEveryField) {
   const CompileRequest r = full_request();
-  auto back = w::decode_compile(w::encode_compile(42, r));
+  auto back = w::decode_compile(w::encode_compile(42, "/work/dir with space", r));
   ASSERT_TRUE(back.has_value()) << back.error().describe();
-  EXPECT_EQ(back->first, 42U);
-  EXPECT_EQ(back->second, r);
+  EXPECT_EQ(back->id, 42U);
+  EXPECT_EQ(back->working_dir, "/work/dir with space");
+  EXPECT_EQ(back->request, r);
 }
 
 TEST(WorkerProtocol, ResultAndErrorRepliesRoundTrip) {
@@ -58,7 +59,7 @@ TEST(WorkerProtocol, ResultAndErrorRepliesRoundTrip) {
 }
 
 TEST(WorkerProtocol, EveryTruncationOfABodyIsRefused) {
-  const std::string compile = w::encode_compile(1, full_request());
+  const std::string compile = w::encode_compile(1, "/tmp", full_request());
   for (std::size_t len = 0; len < compile.size(); ++len) {
     ASSERT_FALSE(w::decode_compile(compile.substr(0, len)).has_value()) << len;
   }
@@ -79,7 +80,9 @@ TEST(WorkerProtocol, FrameHeadersAreCheckedStrictly) {
     return w::parse_frame_header(h);
   };
   EXPECT_NE(with(0, "XCWP").error().message.find("magic"), std::string::npos);
-  EXPECT_NE(with(4, std::string("\x02\x00", 2)).error().message.find("version 2"), std::string::npos);
+  const auto other_version = with(4, std::string("\x03\x00", 2));  // the current one is 2
+  ASSERT_FALSE(other_version.has_value());
+  EXPECT_NE(other_version.error().message.find("version 3"), std::string::npos);
   EXPECT_NE(with(6, std::string("\x09\x00", 2)).error().message.find("type 9"), std::string::npos);
   EXPECT_NE(with(8, std::string("\xff\xff\xff\xff\xff\xff\xff\xff", 8)).error().message.find("cap"),
             std::string::npos);
@@ -87,7 +90,7 @@ TEST(WorkerProtocol, FrameHeadersAreCheckedStrictly) {
 
 TEST(WorkerProtocol, RandomGarbageIsNeverAcceptedAndNeverCrashes) {
   std::mt19937 rng(7);
-  const std::string good = w::encode_compile(3, full_request());
+  const std::string good = w::encode_compile(3, "/tmp", full_request());
   int accepted = 0;
   for (int trial = 0; trial < 5000; ++trial) {
     std::string b;
@@ -108,7 +111,7 @@ TEST(WorkerProtocol, RandomGarbageIsNeverAcceptedAndNeverCrashes) {
     // A mutation may still decode (a changed byte inside a string); it must
     // then re-encode to exactly the bytes given (no lenient parsing).
     if (r.has_value()) {
-      EXPECT_EQ(w::encode_compile(r->first, r->second), b);
+      EXPECT_EQ(w::encode_compile(r->id, r->working_dir, r->request), b);
       ++accepted;
     }
     (void)w::decode_reply(w::FrameType::result, b, 3);
