@@ -148,6 +148,16 @@ int check_outputs_apart(const CompileArgs& args) {
   return k_exit_ok;
 }
 
+// The single-flight cache over the environment's store: its locks, its
+// cross-host lease (if any), and its warnings said once (store_warnings.hpp).
+std::unique_ptr<Cache> make_cache(CompileEnvironment& env) {
+  CacheOptions options;
+  options.lock_dir = env.config.cache_dir / "v1" / "locks";
+  options.remote_lease = env.remote_lease;
+  options.warn = store_warnings::sink(store_warnings::Source::layer);
+  return std::make_unique<Cache>(*env.store, options);
+}
+
 // Several files with more than one job: compile in the worker pool, one
 // compile per key across processes (single-flight), results in input order.
 int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
@@ -163,11 +173,7 @@ int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
   }
   std::unique_ptr<Cache> cache;
   if (env.store) {
-    CacheOptions cache_options;
-    cache_options.lock_dir = env.config.cache_dir / "v1" / "locks";
-    cache_options.remote_lease = env.remote_lease;
-    cache_options.warn = store_warnings::sink(store_warnings::Source::layer);
-    cache = std::make_unique<Cache>(*env.store, cache_options);
+    cache = make_cache(env);
   }
   const auto results = (*pool)->compile_many(
       requests, cache.get(), worker::make_progress_printer(stderr, worker::progress_style_for(stderr)));
@@ -276,11 +282,7 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
   }
   std::unique_ptr<Cache> leased;
   if (env->store && env->remote_lease) {
-    CacheOptions cache_options;
-    cache_options.lock_dir = env->config.cache_dir / "v1" / "locks";
-    cache_options.remote_lease = env->remote_lease;
-    cache_options.warn = store_warnings::sink(store_warnings::Source::layer);
-    leased = std::make_unique<Cache>(*env->store, cache_options);
+    leased = make_cache(*env);
   }
   nlohmann::json results = nlohmann::json::array();
   int status = k_exit_ok;

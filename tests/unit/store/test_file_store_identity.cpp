@@ -1,6 +1,7 @@
 // FileStore and `verify` refuse an entry that is not what its key says
 // (issue 9 item 1): a swapped payload with an edited payload.sha256, an edited
 // key record, and fuzzed passports never yield other bytes.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -143,37 +144,57 @@ TEST(FileStoreIdentity, EveryPayloadSizeRoundTrips) {
   EXPECT_EQ(damage.calls, 0) << damage.why;
 }
 
-// Another process removes an entry and writes the same key again with other
-// bytes (a compile that does not reproduce) within one timestamp tick: the new
-// passport may reuse the old one's inode with the same size, mtime and ctime,
-// so it looks unchanged to a reader that memoised the old passport. The reader
-// must serve the new entry, never call it damaged and remove it.
-TEST(FileStoreIdentity, EntryRewrittenByAnotherProcessIsNeverCalledDamaged) {
+// Another process writes the same key again with other bytes (a compile that
+// does not reproduce) within one timestamp tick, and its passport lands on the
+// same inode with the same size (an inode reused after a remove; here the file
+// is rewritten in place and its mtime put back, which looks the same): the
+// passport a reader memoised looks unchanged. The reader must serve the new
+// entry, never call it damaged and remove it.
+TEST(FileStoreIdentity, EntryRewrittenWithinOneTimestampTickIsNeverCalledDamaged) {
   TempDir dir;
   Damage damage;
   auto reader = open_store(recording_options(dir.path(), damage));
   auto writer = open_store(quiet_options(dir.path()));
   const auto record = KeyBuilder("nvrtc").add("target_kind", "cubin").add_content("source", "k");
-  for (int i = 0; i < 300; ++i) {
+  int collisions = 0;  // rewrites the reader's memo cannot tell from the file it memoised
+  for (int i = 0; i < 2000 && collisions < 20; ++i) {
     const Artifact a = Artifact::make(record, "cubin", make_payload(static_cast<std::uint64_t>(2 * i), 3000),
                                       {"nvrtc", "13.0"}, {"sm_90", ""});
     const Artifact b = Artifact::make(record, "cubin", make_payload(static_cast<std::uint64_t>(2 * i + 1), 3000),
                                       {"nvrtc", "13.0"}, {"sm_90", ""});
     ASSERT_EQ(a.passport.key, b.passport.key);
+    const std::string b_json = b.passport.to_json();
     ASSERT_TRUE(writer->put(a).has_value());
     auto first = reader->get(a.passport.key);  // memoises a's passport
     ASSERT_TRUE(first.has_value() && first->has_value());
-    ASSERT_EQ((*first)->payload, a.payload);
+    const auto pass = passport_path(dir.path(), a.passport.key);
+    struct stat before {};
+    ASSERT_EQ(::stat(pass.c_str(), &before), 0);
+    if (static_cast<std::size_t>(before.st_size) == b_json.size()) {
+      replace_file(payload_path(dir.path(), a.passport.key), std::string(b.payload));
+      write_file(pass, b_json);  // in place: same inode
+      const struct timespec times[2] = {before.st_atim, before.st_mtim};
+      ASSERT_EQ(::utimensat(AT_FDCWD, pass.c_str(), times, 0), 0);
+      struct stat after {};
+      ASSERT_EQ(::stat(pass.c_str(), &after), 0);
+      const bool looks_same = after.st_ino == before.st_ino && after.st_size == before.st_size &&
+                              after.st_ctim.tv_sec == before.st_ctim.tv_sec &&
+                              after.st_ctim.tv_nsec == before.st_ctim.tv_nsec;
+      collisions += looks_same ? 1 : 0;
+      auto second = reader->get(b.passport.key);
+      ASSERT_TRUE(second.has_value()) << second.error().describe();
+      ASSERT_TRUE(second->has_value()) << "iteration " << i << ": the rewritten entry was refused: " << damage.why;
+      ASSERT_EQ((*second)->payload, b.payload) << "iteration " << i;
+    }
     ASSERT_TRUE(writer->remove(a.passport.key).has_value());
-    ASSERT_TRUE(writer->put(b).has_value());
-    auto second = reader->get(b.passport.key);
-    ASSERT_TRUE(second.has_value()) << second.error().describe();
-    ASSERT_TRUE(second->has_value()) << "iteration " << i << ": the rewritten entry was refused: " << damage.why;
-    ASSERT_EQ((*second)->payload, b.payload) << "iteration " << i;
-    ASSERT_TRUE(writer->remove(b.passport.key).has_value());
   }
   EXPECT_EQ(damage.calls, 0) << damage.why;
   EXPECT_EQ(reader->stats()->corrupt, 0U);
+  if (collisions == 0) {
+    // Kernels with multigrain timestamps (Linux 6.13+) give a file whose ctime
+    // was looked at a new one on its next change, so the memo cannot be fooled.
+    GTEST_SKIP() << "no rewrite kept its ctime on this kernel: the memo was never put to the test";
+  }
 }
 
 // Mutated passports (and forged payloads) on disk: get and verify agree, and a
