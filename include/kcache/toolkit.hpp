@@ -85,6 +85,11 @@ class Toolkit {
   // the environment.
   void reset_discovery();
 
+  // A number that changes whenever what this object reports may change
+  // (reset_discovery(), set_memo_dir()): results derived from it under one
+  // generation hold while it stays the same.
+  std::uint64_t generation() const noexcept;
+
   Toolkit(const Toolkit&) = delete;
   Toolkit& operator=(const Toolkit&) = delete;
   ~Toolkit();

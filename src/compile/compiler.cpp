@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <random>
 
 #include "compile/backends.hpp"
+#include "compile/derivation_memo.hpp"
 #include "compile/elf_file.hpp"
 #include "compile/header_scanner.hpp"
 #include "compile/working_directory.hpp"
@@ -22,16 +24,8 @@ namespace {
 using util::Clock;
 using util::micros_since;
 
-// Everything derive() learns about a request.
-struct Derived {
-  KeyBuilder key{"none"};
-  std::vector<HeaderDependency> headers;
-  std::string not_cacheable;             // non-empty: compile without the cache
-  std::vector<std::string> options;      // canonical options passed to the backend
-  std::string arch;
-  std::string version;
-  ToolkitLibrary library = ToolkitLibrary::nvrtc;
-};
+// Everything derive() learns about a request (compile/derivation.hpp).
+using Derived = jit::Derivation;
 
 bool contains(const std::vector<std::string>& v, std::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
@@ -118,6 +112,7 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   if (const auto why = jit::working_directory_embedded_because(r, *canon); !why.empty()) {
     if (auto cwd = jit::nvrtc_working_directory()) {
       kb.add("working_directory", *cwd);
+      d.keyed_directory = *cwd;
     } else {
       location_problem = "NVRTC writes the working directory into this output (" + why +
                          ") and it cannot be read: " + cwd.error().describe();
@@ -183,6 +178,8 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   }
   d.headers = std::move(scanned->headers);
   d.options = std::move(canon->options);
+  d.checks = std::move(scanned->checks);
+  d.scan_directory = std::move(scanned->working_directory);
   return d;
 }
 
@@ -279,6 +276,30 @@ Result<Derived> derive(const CompileRequest& r) {
                     "unknown backend '" + r.backend + "' (nvrtc, nvjitlink or nvvm)");
 }
 
+// derive(), with the key computed, served from the process's memo
+// (compile/derivation_memo.hpp) while nothing it depended on changed. Shared:
+// the memo and every caller that got the same derivation hold it.
+Result<std::shared_ptr<const Derived>> derive_shared(const CompileRequest& r) {
+  const std::uint64_t generation = Toolkit::instance().generation();
+  auto& memo = jit::DerivationMemo::instance();
+  const bool remembered = r.backend == "nvrtc";
+  if (remembered) {
+    if (auto d = memo.find(r, generation)) {
+      return d;
+    }
+  }
+  auto d = derive(r);
+  if (!d) {
+    return tl::unexpected(d.error());
+  }
+  d->key_value = d->key.key();
+  auto shared = std::make_shared<const Derived>(std::move(*d));
+  if (remembered) {
+    memo.remember(r, generation, shared);
+  }
+  return shared;
+}
+
 // A key no other request can have, for an artifact compiled outside the cache.
 void make_unique_key(Derived& d) {
   std::random_device rd;
@@ -288,6 +309,7 @@ void make_unique_key(Derived& d) {
   }
   d.key.add("not_cacheable", d.not_cacheable);
   d.key.add("nonce", nonce);
+  d.key_value = d.key.key();
 }
 
 // Runs the backend for an already derived request.
@@ -323,8 +345,8 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
     // A header edited while the compile ran would leave a binary that matches
     // neither version: derive again and keep the result out of the cache if
     // anything changed.
-    auto again = derive(r);
-    if (!again || again->key.key() != d.key.key()) {
+    auto again = derive_shared(r);
+    if (!again || (*again)->key_value != d.key_value) {
       cacheable = false;
       reason = "a header changed while the compile ran";
     }
@@ -353,31 +375,32 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
 }  // namespace
 
 Result<KeyBuilder> derive_key(const CompileRequest& request, std::vector<HeaderDependency>* headers) {
-  auto d = derive(request);
+  auto d = derive_shared(request);
   if (!d) {
     return tl::unexpected(d.error());
   }
-  if (!d->not_cacheable.empty()) {
-    return make_error(ErrorCode::unsupported, "not cacheable: " + d->not_cacheable);
+  if (!(*d)->not_cacheable.empty()) {
+    return make_error(ErrorCode::unsupported, "not cacheable: " + (*d)->not_cacheable);
   }
   if (headers != nullptr) {
-    *headers = d->headers;
+    *headers = (*d)->headers;
   }
-  return std::move(d->key);
+  return (*d)->key;
 }
 
 Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* info) {
-  auto d = derive(request);
-  if (!d) {
-    return tl::unexpected(d.error());
+  auto shared = derive_shared(request);
+  if (!shared) {
+    return tl::unexpected(shared.error());
   }
-  if (!d->not_cacheable.empty()) {
-    make_unique_key(*d);
+  Derived d = **shared;
+  if (!d.not_cacheable.empty()) {
+    make_unique_key(d);
   }
-  const bool was_loaded = Toolkit::instance().is_loaded(d->library);
-  auto a = run_derived(request, *d, info);
+  const bool was_loaded = Toolkit::instance().is_loaded(d.library);
+  auto a = run_derived(request, d, info);
   if (info != nullptr) {
-    info->toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(d->library);
+    info->toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(d.library);
   }
   return a;
 }
@@ -387,17 +410,21 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
   CompileInfo& inf = info != nullptr ? *info : local;
   inf = CompileInfo{};
   const auto t0 = Clock::now();
-  auto d = derive(request);
+  auto shared = derive_shared(request);
   inf.key_us = micros_since(t0);
-  if (!d) {
-    return tl::unexpected(d.error());
+  if (!shared) {
+    return tl::unexpected(shared.error());
   }
-  inf.headers = d->headers;
-  if (!d->not_cacheable.empty()) {
-    make_unique_key(*d);
+  inf.headers = (*shared)->headers;
+  // A copy only where it must change: not cacheable, or compiled below.
+  std::optional<Derived> own;
+  if (!(*shared)->not_cacheable.empty()) {
+    own.emplace(**shared);
+    make_unique_key(*own);
     cache = nullptr;
   }
-  const Key key = d->key.key();
+  const Key key = own ? own->key_value : (*shared)->key_value;
+  const ToolkitLibrary library = (*shared)->library;
   inf.key = key;
   if (cache != nullptr) {
     const auto t1 = Clock::now();
@@ -420,9 +447,12 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
       inf.store_warning = "cache entry " + key.hex() + " does not match the request; recompiling";
     }
   }
-  const bool was_loaded = Toolkit::instance().is_loaded(d->library);
-  auto a = run_derived(request, *d, &inf);
-  inf.toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(d->library);
+  if (!own) {
+    own.emplace(**shared);
+  }
+  const bool was_loaded = Toolkit::instance().is_loaded(library);
+  auto a = run_derived(request, *own, &inf);
+  inf.toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(library);
   if (!a) {
     return a;
   }

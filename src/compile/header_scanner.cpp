@@ -14,7 +14,9 @@
 #include <mutex>
 #include <set>
 
+#include "compile/derivation_memo.hpp"
 #include "compile/header_manifest.hpp"
+#include "compile/working_directory.hpp"
 #include "compile/macro_expander.hpp"
 #include "compile/toolkit_includes.hpp"
 #include "util/fd.hpp"
@@ -142,11 +144,10 @@ void add_field(util::Sha256& h, std::string_view tag, std::string_view value) {
 
 // The digest of everything a scan's result depends on besides the files and
 // directories it records: the manifest's name.
-std::string manifest_key(const ScanInput& in) {
+std::string manifest_key(const ScanInput& in, const std::string& cwd) {
   util::Sha256 h;
   add_field(h, "format", "kcache-header-scan-1");
-  char cwd[4096];
-  add_field(h, "cwd", ::getcwd(cwd, sizeof cwd) != nullptr ? cwd : "?");
+  add_field(h, "cwd", cwd.empty() ? "?" : cwd);
   add_field(h, "name", in.program_name);
   add_field(h, "source_path", in.source_path);
   const std::array<std::uint8_t, 32> none{};
@@ -623,8 +624,10 @@ private:
 
 }  // namespace
 
-Result<ScanResult> scan_headers(const ScanInput& input) {
-  const std::string key = manifest_key(input);
+namespace {
+
+Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string& key,
+                                      std::shared_ptr<const HeaderManifest>& used) {
   std::shared_ptr<const HeaderManifest> previous;
   {
     std::lock_guard lock(g_memo_mutex);
@@ -633,6 +636,7 @@ Result<ScanResult> scan_headers(const ScanInput& input) {
     }
   }
   if (previous && manifest_still_applies(*previous)) {
+    used = previous;
     return result_of(*previous, true);
   }
   if (previous && !previous->has_details) {
@@ -649,6 +653,7 @@ Result<ScanResult> scan_headers(const ScanInput& input) {
           manifest_memo().clear();
         }
         manifest_memo()[key] = shared;
+        used = shared;
         return result_of(*shared, true);
       }
       // Out of date: its per-header facts still spare re-reading the headers that did not change.
@@ -673,17 +678,60 @@ Result<ScanResult> scan_headers(const ScanInput& input) {
     manifest_memo().clear();
   }
   manifest_memo()[key] = shared;
+  used = shared;
   return result;
 }
+
+}  // namespace
+
+Result<ScanResult> scan_headers(const ScanInput& input) {
+  const std::string cwd = current_directory();
+  std::shared_ptr<const HeaderManifest> used;
+  auto result = scan_with_manifest(input, manifest_key(input, cwd), used);
+  if (result && used && !cwd.empty()) {
+    result->checks = reuse_checks(*used, input.toolkit_root.string());
+    result->working_directory = cwd;
+  }
+  return result;
+}
+
+std::shared_ptr<const HeaderManifest> reuse_checks(const HeaderManifest& m, const std::string& toolkit_root) {
+  auto checks = std::make_shared<HeaderManifest>();
+  checks->input = m.input;
+  checks->has_details = false;
+  for (const auto& h : m.headers) {
+    if (h.stamp == FileStamp{}) {
+      return nullptr;
+    }
+    checks->headers.push_back({h.path, h.stamp, h.sha256, {}});
+  }
+  for (const auto& d : m.dirs) {
+    // A relative directory moves with the working directory: always checked.
+    const bool in_toolkit = !toolkit_root.empty() && !d.path.empty() && d.path.front() == '/' &&
+                            [&] {
+                              const auto c = canonical_dir(d.path);
+                              return c == toolkit_root || under(c, toolkit_root);
+                            }();
+    if (!in_toolkit) {
+      checks->dirs.push_back(d);
+    }
+  }
+  return checks;
+}
+
+
 
 std::string canonical_path(const std::string& path) {
   return canonical_dir(path);
 }
 
 void forget_scan_memos() {
-  std::lock_guard lock(g_memo_mutex);
-  facts_memo().clear();
-  manifest_memo().clear();
+  {
+    std::lock_guard lock(g_memo_mutex);
+    facts_memo().clear();
+    manifest_memo().clear();
+  }
+  DerivationMemo::instance().clear();
 }
 
 }  // namespace kcache::jit

@@ -39,6 +39,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,10 +68,18 @@ struct ScanInput {
   std::filesystem::path memo_dir;       // where manifests are kept across processes; empty: memory only
 };
 
+struct HeaderManifest;
+
 struct ScanResult {
   std::vector<HeaderDependency> headers;  // sorted by path, unique
   std::string not_cacheable;              // non-empty: a directive kcache cannot resolve (where and why)
   bool reused = false;                    // from a manifest that still applied: no file was read
+  // What a later derivation in this process must re-check for this result to
+  // hold again (reuse_checks()), and the working directory (`getcwd`) the
+  // names were resolved against. Null when the result cannot be reused
+  // without a scan (an identity too recent to trust, an unreadable directory).
+  std::shared_ptr<const HeaderManifest> checks;
+  std::string working_directory;
 };
 
 // Scans as described above. Fails only with io when a file that exists cannot be read.
@@ -80,7 +89,16 @@ Result<ScanResult> scan_headers(const ScanInput& input);
 // process like the toolkit it names; `path` itself when it cannot be resolved.
 std::string canonical_path(const std::string& path);
 
-// Forgets the in-process memos (manifests and per-file facts); for tests and benchmarks.
+// The part of `m` that a derivation must re-check within this process: every
+// header, and every directory outside `toolkit_root`. Toolkit directories are
+// trusted for the life of the process once checked, as the toolkit
+// fingerprint is (computed once per process): a file added to the toolkit's
+// include directory is noticed by the next process. Null when some header's
+// identity was too recent to trust (such a check could never pass).
+std::shared_ptr<const HeaderManifest> reuse_checks(const HeaderManifest& m, const std::string& toolkit_root);
+
+// Forgets the in-process memos (manifests, per-file facts and remembered
+// derivations); for tests and benchmarks.
 void forget_scan_memos();
 
 }  // namespace kcache::jit

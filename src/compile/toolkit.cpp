@@ -46,6 +46,7 @@ constexpr std::string_view k_memo_magic = "kcache-toolkit-memo 1";
 
 // Load state, shared by the loaders below and Toolkit's accessors.
 std::atomic<std::uint64_t> g_loads{0};
+std::atomic<std::uint64_t> g_generation{0};
 std::atomic<bool> g_loaded[3] = {false, false, false};
 
 std::vector<std::string> file_names(ToolkitLibrary library) {
@@ -380,6 +381,7 @@ fs::path Toolkit::cuda_home() {
 void Toolkit::set_memo_dir(fs::path dir) {
   std::lock_guard lock(m_impl->mutex);
   m_impl->memo_dir_override = std::move(dir);
+  g_generation.fetch_add(1);
 }
 
 fs::path Toolkit::memo_dir() {
@@ -400,7 +402,10 @@ void Toolkit::reset_discovery() {
   m_impl->paths.clear();
   m_impl->build_ids.clear();
   m_impl->fingerprint.reset();
+  g_generation.fetch_add(1);
 }
+
+std::uint64_t Toolkit::generation() const noexcept { return g_generation.load(); }
 
 namespace {
 

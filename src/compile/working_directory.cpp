@@ -71,4 +71,9 @@ Result<std::string> nvrtc_working_directory() {
   }
 }
 
+std::string current_directory() {
+  char cwd[4096];
+  return ::getcwd(cwd, sizeof cwd) != nullptr ? std::string(cwd) : std::string();
+}
+
 }  // namespace kcache::jit

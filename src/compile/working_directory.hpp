@@ -37,4 +37,8 @@ std::string working_directory_embedded_because(const CompileRequest& request, co
 // Returns io when getcwd() fails (the directory was removed, say).
 Result<std::string> nvrtc_working_directory();
 
+// The physical working directory (getcwd()), against which relative header
+// names resolve; empty when it cannot be read.
+std::string current_directory();
+
 }  // namespace kcache::jit
