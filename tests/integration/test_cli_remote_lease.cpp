@@ -280,13 +280,21 @@ TEST_F(CliRemoteLease, WorkerPoolHostsTakeTheLeaseWhereTheFlightIsOwned) {
   EXPECT_FALSE(test::read_file(m_tmp.path() / "cwd0" / "slow_pool_a.cubin").empty());
 }
 
-TEST(CliRemoteLeaseCluster, EightHostsOnARedisClusterCompileOnce) {
+// Hosts sharing a real Redis Cluster of 3 masters and 3 replicas.
+class CliRemoteLeaseCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    m_cluster = test::RedisCluster::start(m_tmp.path() / "cluster", &why);
+    ASSERT_NE(m_cluster, nullptr) << why;
+  }
+  test::TempDir m_tmp;
+  std::unique_ptr<test::RedisCluster> m_cluster;
+};
+
+TEST_F(CliRemoteLeaseCluster, EightHostsOnARedisClusterCompileOnce) {
   KCACHE_REQUIRE_TOOLKIT();
-  test::TempDir tmp;
-  std::string why;
-  auto cluster = test::RedisCluster::start(tmp.path() / "cluster", &why);
-  ASSERT_NE(cluster, nullptr) << why;
-  herd(tmp.path(), cluster->url(), 8);
+  herd(m_tmp.path(), m_cluster->url(), 8);
 }
 
 // Every host still running when the test ends (an assertion failed) is
@@ -331,46 +339,42 @@ std::uint64_t lease_counter(const fs::path& cache, const char* name) {
 // the master dies (a compile that has not finished yet, deterministically),
 // then continued. A failover may lose a lease not yet replicated: then one
 // waiter compiles too (at most two compiles), never wrong bytes.
-TEST(CliRemoteLeaseCluster, AKilledLeaseMasterFailsOverAndTheWaitersFollowTheNewTopology) {
+TEST_F(CliRemoteLeaseCluster, AKilledLeaseMasterFailsOverAndTheWaitersFollowTheNewTopology) {
   KCACHE_REQUIRE_TOOLKIT();
-  test::TempDir tmp;
-  std::string why;
-  auto cluster = test::RedisCluster::start(tmp.path() / "cluster", &why);
-  ASSERT_NE(cluster, nullptr) << why;
-  const fs::path src = write_slow_kernel(tmp.path(), "failover", 40);
+  const fs::path src = write_slow_kernel(m_tmp.path(), "failover", 40);
   constexpr int k_ttl_ms = 10000, k_wait_ms = 60000;
-  const std::string env = "KCACHE_REMOTE='" + cluster->url() +
+  const std::string env = "KCACHE_REMOTE='" + m_cluster->url() +
                           "?connect_timeout_ms=300&timeout_ms=2000' KCACHE_REMOTE_LEASE_TTL_MS=" +
                           std::to_string(k_ttl_ms) + " KCACHE_REMOTE_LEASE_WAIT_MS=" + std::to_string(k_wait_ms);
   const std::string compile = "compile " + src.string() + " --target cubin --arch sm_90 --json -o ";
   std::vector<Host> hosts;
   hosts.reserve(4);
   ReapOnExit reap{&hosts};
-  hosts.push_back(spawn(tmp.path() / "owner", env, compile + (tmp.path() / "owner.cubin").string(),
-                        tmp.path() / "owner.log"));
+  hosts.push_back(spawn(m_tmp.path() / "owner", env, compile + (m_tmp.path() / "owner.cubin").string(),
+                        m_tmp.path() / "owner.log"));
   std::string lease;
   for (int i = 0; i < 3000 && lease.empty(); ++i) {
-    lease = cluster_leases(*cluster);
+    lease = cluster_leases(*m_cluster);
     if (lease.empty()) {
       std::this_thread::sleep_for(20ms);
     }
   }
   ASSERT_FALSE(lease.empty()) << test::read_file(hosts[0].out);
   ::kill(hosts[0].pid, SIGSTOP);  // the owner holds the lease and has not published
-  auto backend = *remote::RedisClusterBackend::open(*remote::parse_remote_url(cluster->url()));
+  auto backend = *remote::RedisClusterBackend::open(*remote::parse_remote_url(m_cluster->url()));
   const int master = backend->master_of(remote::cluster_key_slot(lease)).port;
   ASSERT_NE(master, 0);
-  test::RedisServer* replica = cluster->replica_of(master);
+  test::RedisServer* replica = m_cluster->replica_of(master);
   ASSERT_NE(replica, nullptr);
-  ASSERT_TRUE(cluster->wait_ok(std::chrono::seconds(10))) << "the replica holds the lease too";
+  ASSERT_TRUE(m_cluster->wait_ok(std::chrono::seconds(10))) << "the replica holds the lease too";
 
   for (int i = 0; i < 3; ++i) {
-    hosts.push_back(spawn(tmp.path() / ("waiter" + std::to_string(i)), env,
-                          compile + (tmp.path() / ("w" + std::to_string(i) + ".cubin")).string(),
-                          tmp.path() / ("waiter" + std::to_string(i) + ".log")));
+    hosts.push_back(spawn(m_tmp.path() / ("waiter" + std::to_string(i)), env,
+                          compile + (m_tmp.path() / ("w" + std::to_string(i) + ".cubin")).string(),
+                          m_tmp.path() / ("waiter" + std::to_string(i) + ".log")));
   }
   for (int i = 0; i < 3; ++i) {
-    const fs::path dir = tmp.path() / ("waiter" + std::to_string(i));
+    const fs::path dir = m_tmp.path() / ("waiter" + std::to_string(i));
     for (int t = 0; t < 600 && lease_counter(dir, "lease_waits") == 0; ++t) {
       std::this_thread::sleep_for(50ms);
     }
@@ -378,10 +382,10 @@ TEST(CliRemoteLeaseCluster, AKilledLeaseMasterFailsOverAndTheWaitersFollowTheNew
   }
 
   const auto killed_at = std::chrono::steady_clock::now();
-  cluster->node_on(master)->kill();
+  m_cluster->node_on(master)->kill();
   std::this_thread::sleep_for(300ms);  // sequencing only: the waiters' polls meet the dead master
   replica->cli({"CLUSTER", "FAILOVER", "TAKEOVER"});
-  ASSERT_TRUE(cluster->wait_failover(master, std::chrono::seconds(30))) << "no failover within 30 s";
+  ASSERT_TRUE(m_cluster->wait_failover(master, std::chrono::seconds(30))) << "no failover within 30 s";
   ::kill(hosts[0].pid, SIGCONT);
 
   int compiled = 0;
@@ -398,23 +402,23 @@ TEST(CliRemoteLeaseCluster, AKilledLeaseMasterFailsOverAndTheWaitersFollowTheNew
   EXPECT_LT(waited, std::chrono::milliseconds(k_ttl_ms + k_wait_ms));
   EXPECT_FALSE(json_of(logs[0])["hit"].get<bool>()) << "the owner compiled";
   EXPECT_LE(compiled, 2) << "a failover may lose one lease, no more";
-  const std::string expected = test::read_file(tmp.path() / "owner.cubin");
+  const std::string expected = test::read_file(m_tmp.path() / "owner.cubin");
   ASSERT_FALSE(expected.empty());
   std::uint64_t errors = 0, timeouts = 0;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(test::read_file(tmp.path() / ("w" + std::to_string(i) + ".cubin")), expected) << logs[1 + i];
-    errors += lease_counter(tmp.path() / ("waiter" + std::to_string(i)), "lease_errors");
-    timeouts += lease_counter(tmp.path() / ("waiter" + std::to_string(i)), "lease_timeouts");
+    EXPECT_EQ(test::read_file(m_tmp.path() / ("w" + std::to_string(i) + ".cubin")), expected) << logs[1 + i];
+    errors += lease_counter(m_tmp.path() / ("waiter" + std::to_string(i)), "lease_errors");
+    timeouts += lease_counter(m_tmp.path() / ("waiter" + std::to_string(i)), "lease_timeouts");
   }
   EXPECT_EQ(errors, 0U) << "no waiter gave up on the lease because its master died";
   EXPECT_EQ(timeouts, 0U);
 
   // The entry is on the cluster after the failover: a new host hits it.
-  const std::string fresh = run_cli(tmp.path() / "new_host", env, compile + (tmp.path() / "new.cubin").string());
+  const std::string fresh = run_cli(m_tmp.path() / "new_host", env, compile + (m_tmp.path() / "new.cubin").string());
   EXPECT_TRUE(json_of(fresh)["hit"].get<bool>()) << fresh;
   EXPECT_EQ(json_of(fresh)["compile_us"].get<long long>(), 0) << fresh;
-  EXPECT_EQ(test::read_file(tmp.path() / "new.cubin"), expected);
-  EXPECT_EQ(cluster_leases(*cluster), "") << "every lease was released";
+  EXPECT_EQ(test::read_file(m_tmp.path() / "new.cubin"), expected);
+  EXPECT_EQ(cluster_leases(*m_cluster), "") << "every lease was released";
   std::printf("failover under a held lease: %d compile(s)\n", compiled);
 }
 
