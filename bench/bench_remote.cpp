@@ -12,13 +12,12 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 
-#include "kcache/key_builder.hpp"
 #include "store/remote/redis_backend.hpp"
 #include "store/remote/remote_codec.hpp"
 #include "store/remote/remote_store.hpp"
+#include "remote_entries.hpp"
 
 namespace {
 
@@ -28,22 +27,6 @@ namespace kr = kcache::remote;
 std::string redis_url() {
   const char* v = std::getenv("KCACHE_BENCH_REDIS");
   return v != nullptr ? v : "redis://127.0.0.1:6399";
-}
-
-// Cubin-like bytes: half random, half structured, so zstd has some work.
-Artifact make_entry(std::size_t size) {
-  std::string payload(size, '\0');
-  std::mt19937_64 rng(size);
-  for (std::size_t i = 0; i < size; ++i) {
-    payload[i] = (i / 64) % 2 == 0 ? static_cast<char>(rng()) : static_cast<char>(i & 0x0f);
-  }
-  return Artifact::make(KeyBuilder("bench").add("size", static_cast<std::int64_t>(size)), "cubin", std::move(payload));
-}
-
-kr::CodecOptions codec() {
-  kr::CodecOptions o;
-  o.sign = *kr::make_team_key(std::string(32, 'b'));
-  return o;
 }
 
 struct Fixture {
@@ -60,13 +43,13 @@ Fixture& fixture(std::size_t size) {
   if (f.raw) {
     return f;
   }
-  f.artifact = make_entry(size);
-  f.object = kr::encode_object(f.artifact, codec());
+  f.artifact = bench::make_remote_entry(size);
+  f.object = kr::encode_object(f.artifact, bench::remote_codec());
   auto spec = kr::parse_remote_url(redis_url());
   f.raw = std::make_unique<kr::RedisBackend>(*spec);
   kr::RemoteStoreOptions o;
   o.spec = *spec;
-  o.codec = codec();
+  o.codec = bench::remote_codec();
   o.warn = [](const std::string&) {};
   f.store = std::move(*kr::RemoteStore::open(o));
   (void)f.raw->remove(kr::object_name(f.artifact.passport.key));
@@ -90,7 +73,7 @@ void BM_RawGet(benchmark::State& state) {
 
 void BM_LocalVerify(benchmark::State& state) {
   Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
-  const kr::CodecOptions o = codec();
+  const kr::CodecOptions o = bench::remote_codec();
   for (auto _ : state) {
     auto a = kr::decode_object(f.object, f.artifact.passport.key, o);
     benchmark::DoNotOptimize(a);

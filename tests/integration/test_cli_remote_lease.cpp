@@ -2,7 +2,8 @@
 // processes, each with its own cache directory (a "host"), sharing one real
 // redis-server (or a real Redis Cluster), real NVRTC. Herd of 16 (C05 across
 // hosts), the lease owner SIGKILLed mid-compile (C06 across hosts), a
-// cluster, and a server that is hung.
+// cluster, the cluster master of a held lease SIGKILLed (failover), and a
+// server that is hung.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/remote/redis_cluster_backend.hpp"
 #include "support/files.hpp"
 #include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
@@ -278,13 +280,146 @@ TEST_F(CliRemoteLease, WorkerPoolHostsTakeTheLeaseWhereTheFlightIsOwned) {
   EXPECT_FALSE(test::read_file(m_tmp.path() / "cwd0" / "slow_pool_a.cubin").empty());
 }
 
-TEST(CliRemoteLeaseCluster, EightHostsOnARedisClusterCompileOnce) {
+// Hosts sharing a real Redis Cluster of 3 masters and 3 replicas.
+class CliRemoteLeaseCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    m_cluster = test::RedisCluster::start(m_tmp.path() / "cluster", &why);
+    ASSERT_NE(m_cluster, nullptr) << why;
+  }
+  test::TempDir m_tmp;
+  std::unique_ptr<test::RedisCluster> m_cluster;
+};
+
+TEST_F(CliRemoteLeaseCluster, EightHostsOnARedisClusterCompileOnce) {
   KCACHE_REQUIRE_TOOLKIT();
-  test::TempDir tmp;
-  std::string why;
-  auto cluster = test::RedisCluster::start(tmp.path() / "cluster", &why);
-  ASSERT_NE(cluster, nullptr) << why;
-  herd(tmp.path(), cluster->url(), 8);
+  herd(m_tmp.path(), m_cluster->url(), 8);
+}
+
+// Every host still running when the test ends (an assertion failed) is
+// continued, SIGKILLed and reaped, so that no stopped child outlives it.
+struct ReapOnExit {
+  std::vector<Host>* hosts;
+  ~ReapOnExit() {
+    for (const Host& h : *hosts) {
+      if (::waitpid(h.pid, nullptr, WNOHANG) == 0) {
+        ::kill(h.pid, SIGKILL);
+        ::kill(h.pid, SIGCONT);
+        ::waitpid(h.pid, nullptr, 0);
+      }
+    }
+  }
+};
+
+// The lease keys held by the first running node of `cluster` (a master or a
+// replica) that holds any; "" when none does.
+std::string cluster_leases(test::RedisCluster& cluster) {
+  std::string out;
+  for (std::size_t i = 0; i < cluster.size() && out.empty(); ++i) {
+    if (cluster.node(i).pid() > 0) {
+      out = cluster.node(i).cli({"KEYS", "kcache:v1:lease:*"});
+    }
+  }
+  return out;
+}
+
+// A lease counter of a host's cache directory, 0 while it has none yet.
+std::uint64_t lease_counter(const fs::path& cache, const char* name) {
+  const std::string out = run_cli(cache, "", "stats --json");
+  const auto j = nlohmann::json::parse(out.substr(std::min(out.find('{'), out.size())), nullptr, false);
+  return j.is_discarded() || !j.contains("remote") ? 0 : j["remote"].value(name, std::uint64_t{0});
+}
+
+// The master serving a held lease's slot is SIGKILLed while its owner
+// compiles and three hosts wait; the replica takes over (CLUSTER FAILOVER
+// TAKEOVER, as an operator or the cluster's own vote would). The waiters'
+// lease polls meet the dead master first: they must follow the new topology
+// and keep waiting, not fall back to compiling. The owner is SIGSTOPped while
+// the master dies (a compile that has not finished yet, deterministically),
+// then continued. A failover may lose a lease not yet replicated: then one
+// waiter compiles too (at most two compiles), never wrong bytes.
+TEST_F(CliRemoteLeaseCluster, AKilledLeaseMasterFailsOverAndTheWaitersFollowTheNewTopology) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const fs::path src = write_slow_kernel(m_tmp.path(), "failover", 40);
+  constexpr int k_ttl_ms = 10000, k_wait_ms = 60000;
+  const std::string env = "KCACHE_REMOTE='" + m_cluster->url() +
+                          "?connect_timeout_ms=300&timeout_ms=2000' KCACHE_REMOTE_LEASE_TTL_MS=" +
+                          std::to_string(k_ttl_ms) + " KCACHE_REMOTE_LEASE_WAIT_MS=" + std::to_string(k_wait_ms);
+  const std::string compile = "compile " + src.string() + " --target cubin --arch sm_90 --json -o ";
+  std::vector<Host> hosts;
+  hosts.reserve(4);
+  ReapOnExit reap{&hosts};
+  hosts.push_back(spawn(m_tmp.path() / "owner", env, compile + (m_tmp.path() / "owner.cubin").string(),
+                        m_tmp.path() / "owner.log"));
+  std::string lease;
+  for (int i = 0; i < 3000 && lease.empty(); ++i) {
+    lease = cluster_leases(*m_cluster);
+    if (lease.empty()) {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  ASSERT_FALSE(lease.empty()) << test::read_file(hosts[0].out);
+  ::kill(hosts[0].pid, SIGSTOP);  // the owner holds the lease and has not published
+  auto backend = *remote::RedisClusterBackend::open(*remote::parse_remote_url(m_cluster->url()));
+  const int master = backend->master_of(remote::cluster_key_slot(lease)).port;
+  ASSERT_NE(master, 0);
+  test::RedisServer* replica = m_cluster->replica_of(master);
+  ASSERT_NE(replica, nullptr);
+  ASSERT_TRUE(m_cluster->wait_ok(std::chrono::seconds(10))) << "the replica holds the lease too";
+
+  for (int i = 0; i < 3; ++i) {
+    hosts.push_back(spawn(m_tmp.path() / ("waiter" + std::to_string(i)), env,
+                          compile + (m_tmp.path() / ("w" + std::to_string(i) + ".cubin")).string(),
+                          m_tmp.path() / ("waiter" + std::to_string(i) + ".log")));
+  }
+  for (int i = 0; i < 3; ++i) {
+    const fs::path dir = m_tmp.path() / ("waiter" + std::to_string(i));
+    for (int t = 0; t < 600 && lease_counter(dir, "lease_waits") == 0; ++t) {
+      std::this_thread::sleep_for(50ms);
+    }
+    ASSERT_EQ(lease_counter(dir, "lease_waits"), 1U) << test::read_file(hosts[1 + i].out);
+  }
+
+  const auto killed_at = std::chrono::steady_clock::now();
+  m_cluster->node_on(master)->kill();
+  std::this_thread::sleep_for(300ms);  // sequencing only: the waiters' polls meet the dead master
+  replica->cli({"CLUSTER", "FAILOVER", "TAKEOVER"});
+  ASSERT_TRUE(m_cluster->wait_failover(master, std::chrono::seconds(30))) << "no failover within 30 s";
+  ::kill(hosts[0].pid, SIGCONT);
+
+  int compiled = 0;
+  std::vector<std::string> logs;
+  for (const Host& h : hosts) {
+    const int status = finish(h);
+    logs.push_back(test::read_file(h.out));
+    ASSERT_EQ(status, 0) << logs.back();
+    compiled += json_of(logs.back())["hit"].get<bool>() ? 0 : 1;
+  }
+  // Generous: a waiter that found nothing would compile after its wait, and
+  // a lost lease is taken over at once; neither is a hang.
+  const auto waited = std::chrono::steady_clock::now() - killed_at;
+  EXPECT_LT(waited, std::chrono::milliseconds(k_ttl_ms + k_wait_ms));
+  EXPECT_FALSE(json_of(logs[0])["hit"].get<bool>()) << "the owner compiled";
+  EXPECT_LE(compiled, 2) << "a failover may lose one lease, no more";
+  const std::string expected = test::read_file(m_tmp.path() / "owner.cubin");
+  ASSERT_FALSE(expected.empty());
+  std::uint64_t errors = 0, timeouts = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(test::read_file(m_tmp.path() / ("w" + std::to_string(i) + ".cubin")), expected) << logs[1 + i];
+    errors += lease_counter(m_tmp.path() / ("waiter" + std::to_string(i)), "lease_errors");
+    timeouts += lease_counter(m_tmp.path() / ("waiter" + std::to_string(i)), "lease_timeouts");
+  }
+  EXPECT_EQ(errors, 0U) << "no waiter gave up on the lease because its master died";
+  EXPECT_EQ(timeouts, 0U);
+
+  // The entry is on the cluster after the failover: a new host hits it.
+  const std::string fresh = run_cli(m_tmp.path() / "new_host", env, compile + (m_tmp.path() / "new.cubin").string());
+  EXPECT_TRUE(json_of(fresh)["hit"].get<bool>()) << fresh;
+  EXPECT_EQ(json_of(fresh)["compile_us"].get<long long>(), 0) << fresh;
+  EXPECT_EQ(test::read_file(m_tmp.path() / "new.cubin"), expected);
+  EXPECT_EQ(cluster_leases(*m_cluster), "") << "every lease was released";
+  std::printf("failover under a held lease: %d compile(s)\n", compiled);
 }
 
 }  // namespace

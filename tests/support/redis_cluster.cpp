@@ -82,6 +82,19 @@ std::string RedisCluster::id_of(int port) {
   return n == nullptr ? std::string() : n->cli({"CLUSTER", "MYID"});
 }
 
+RedisServer* RedisCluster::replica_of(int master_port) {
+  for (auto& n : m_nodes) {
+    if (n->pid() <= 0) {
+      continue;
+    }
+    const std::string repl = n->cli({"INFO", "replication"});
+    if (info_field(repl, "role") == "slave" && info_field(repl, "master_port") == std::to_string(master_port)) {
+      return n.get();
+    }
+  }
+  return nullptr;
+}
+
 bool RedisCluster::wait_ok(std::chrono::milliseconds limit, bool synced) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {

@@ -35,6 +35,9 @@ class RedisCluster {
   RedisServer* node_on(int port);
   // The cluster node id of the node on `port` (CLUSTER MYID).
   std::string id_of(int port);
+  // A running replica of the master on `master_port` (INFO replication), or
+  // null.
+  RedisServer* replica_of(int master_port);
 
   // Waits until every running node reports cluster_state:ok, all slots
   // assigned and (with `synced`) every master's replicas at its offset.

@@ -252,6 +252,52 @@ Result<void> RedisClusterBackend::refresh(Clock::time_point deadline) {
   return tl::unexpected(last);
 }
 
+void RedisClusterBackend::await_new_master(int slot, const ClusterNode& silent, Clock::time_point deadline,
+                                           Error& last) {
+  {
+    // Its other idle connections are as dead as the one that failed (or the
+    // server restarted and closed them all).
+    std::lock_guard lock(m_mutex);
+    m_idle.erase(silent.address());
+  }
+  constexpr auto k_first_pause = std::chrono::milliseconds(50);
+  constexpr auto k_max_pause = std::chrono::milliseconds(400);
+  auto pause = std::chrono::duration_cast<Clock::duration>(k_first_pause);
+  for (;;) {
+    if (auto r = refresh(deadline); !r) {
+      last = r.error();
+      std::lock_guard lock(m_mutex);
+      m_stale = true;
+      return;
+    }
+    {
+      std::lock_guard lock(m_mutex);
+      if (m_slots[slot] == k_no_node || !(m_nodes[m_slots[slot]] == silent)) {
+        return;  // promoted (or no master at all: the caller says so)
+      }
+    }
+    // Still named by the nodes that answer: alive after all (a connection
+    // broke), or dead and not yet replaced by its replica.
+    if (auto c = RedisConnection::connect(m_spec, silent.host, silent.port)) {
+      auto pong = (*c)->command({"PING"});
+      if (pong && pong->type != RedisReply::Type::error) {
+        release(silent, std::move(*c));
+        return;
+      }
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      return;
+    }
+    {
+      std::lock_guard lock(m_mutex);
+      ++m_stats.failover_waits;
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+    pause = std::min<Clock::duration>(pause * 2, k_max_pause);
+  }
+}
+
 Result<RedisReply> RedisClusterBackend::command_for_key(std::string_view key,
                                                         const std::vector<std::string_view>& argv) {
   const auto deadline =
@@ -298,12 +344,13 @@ Result<RedisReply> RedisClusterBackend::command_for_key(std::string_view key,
     ask_target.reset();
     auto reply = send(node, argv, asking);
     if (!reply) {
-      // Dead or unreachable node: maybe a failover; reload the map and retry.
+      // Dead or unreachable node: maybe a failover; follow it, then retry.
       last = reply.error();
-      force_refresh = true;
-      std::lock_guard lock(m_mutex);
-      m_stale = true;
-      ++m_stats.retries;
+      {
+        std::lock_guard lock(m_mutex);
+        ++m_stats.retries;
+      }
+      await_new_master(slot, node, deadline, last);
       continue;
     }
     if (reply->type == RedisReply::Type::error) {

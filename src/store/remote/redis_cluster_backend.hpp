@@ -13,9 +13,16 @@
 //   the target. ASKING and the command go to the target; the map is not
 //   changed.
 // - "-TRYAGAIN" / "-CLUSTERDOWN": retried after a short pause.
-// - A connection that breaks or times out is dropped, the map is refreshed
-//   (a master that died is replaced by its promoted replica), and the command
-//   is tried again.
+// - A connection that breaks or times out is dropped (with the node's idle
+//   ones), the map is refreshed (a master that died is replaced by its
+//   promoted replica), and the command is tried again. While the nodes that
+//   answer still name the silent master for the slot, its replica has not
+//   been promoted yet (a failover takes cluster-node-timeout plus an
+//   election): the client keeps reloading the map, pausing 50 ms doubling to
+//   400 ms, until another master serves the slot or the silent one answers
+//   PING again; it does not spend its attempts on a dead node in a few
+//   milliseconds. When no node answers at all, the cluster is down, not
+//   failing over: no pause.
 // At most k_max_attempts sends per operation, and no operation runs past its
 // deadline (connect_timeout_ms + 2 * timeout_ms from its start): a cluster
 // that does not answer is an io or timeout error, never a hang.
@@ -57,6 +64,7 @@ struct ClusterRoutingStats {
   std::uint64_t ask = 0;        // ASK redirects followed
   std::uint64_t refreshes = 0;  // slot maps loaded from CLUSTER SLOTS
   std::uint64_t retries = 0;    // sends repeated after a broken connection, TRYAGAIN or CLUSTERDOWN
+  std::uint64_t failover_waits = 0;  // pauses while a dead master still served a slot in the map
 };
 
 class RedisClusterBackend final : public RemoteBackend {
@@ -101,6 +109,12 @@ class RedisClusterBackend final : public RemoteBackend {
   Result<std::unique_ptr<RedisConnection>> acquire(const ClusterNode& node);
   void release(const ClusterNode& node, std::unique_ptr<RedisConnection> c);
   Result<RedisReply> send(const ClusterNode& node, const std::vector<std::string_view>& argv, bool asking);
+  // After `silent`, the master of `slot` in the map, failed a send: drops its
+  // idle connections and reloads the map until it names another master for
+  // `slot`, or `silent` answers PING on a new connection, or `deadline`
+  // passes, pausing between tries. Returns at once when no node answers
+  // CLUSTER SLOTS (then `last` holds why).
+  void await_new_master(int slot, const ClusterNode& silent, Clock::time_point deadline, Error& last);
 
   RemoteSpec m_spec;
   std::vector<ClusterNode> m_seeds;
