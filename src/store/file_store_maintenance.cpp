@@ -283,29 +283,37 @@ int FileStore::Impl::make_room(std::uint64_t bytes) {
       if (io::lock(evict_lock_fd.get(), LOCK_EX) != 0) {
         return -1;
       }
-      std::uint64_t reserved = counters->reserved_bytes();
-      if (counters->total_bytes() + reserved + bytes > cap) {
-        // Evict ahead, in steps of bounded work, until this entry and those
-        // in flight fit (each step also frees its window's cut, so the next
-        // puts find room without evicting).
-        for (std::uint64_t need = counters->total_bytes() + reserved + bytes; need > cap;
-             need = counters->total_bytes() + reserved + bytes) {
-          if (evict_step(need - cap).first == 0) {
-            break;
-          }
+      // Reserve first here too, then look: a writer on the fast path that
+      // reserves while this one evicts sees this reservation, and this one
+      // sees its (looking first and reserving after would let both take the
+      // same room).
+      const int slot = counters->reserve_room(bytes);
+      if (slot < 0) {
+        ::flock(evict_lock_fd.get(), LOCK_UN);
+        return -1;
+      }
+      // Evict ahead, in steps of bounded work, until the entries in flight,
+      // this one included, fit (each step also frees its window's cut, so the
+      // next puts find room without evicting).
+      for (std::uint64_t need = counters->total_bytes() + counters->reserved_bytes(); need > cap;
+           need = counters->total_bytes() + counters->reserved_bytes()) {
+        if (evict_step(need - cap).first == 0) {
+          break;
         }
-        if (counters->total_bytes() + reserved + bytes > cap && reserved != 0) {
-          reserved -= std::min(reserved, counters->reclaim_dead_rooms());
-        }
+      }
+      const std::uint64_t all = counters->reserved_bytes();
+      std::uint64_t others = all - std::min(bytes, all);
+      if (counters->total_bytes() + others + bytes > cap && others != 0) {
+        others -= std::min(others, counters->reclaim_dead_rooms());
       }
       // With nothing else in flight the entry goes ahead even if the cache
       // could not be brought low enough (maybe_evict settles it after).
-      if (counters->total_bytes() + reserved + bytes <= cap || reserved == 0 ||
+      if (counters->total_bytes() + others + bytes <= cap || others == 0 ||
           std::chrono::steady_clock::now() > deadline) {
-        const int slot = counters->reserve_room(bytes);
         ::flock(evict_lock_fd.get(), LOCK_UN);
         return slot;
       }
+      counters->release_room(slot);
       ::flock(evict_lock_fd.get(), LOCK_UN);
     }
     // Other writers' entries in flight fill the cap: wait for them to publish.

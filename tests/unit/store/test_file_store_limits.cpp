@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "kcache/blob.hpp"
 #include "store/file_check_table.hpp"
@@ -184,6 +185,59 @@ TEST(FileStoreLimits, GetSharesLargePayloadsWithoutACopyAndTheyOutliveTheEntry) 
       }
     }
   }
+}
+
+// get_into() copies a large payload into memory the caller lends, checks it
+// there (first by SHA-256, then by the recorded fast check), and counts and
+// removes a damaged entry as get() does; a small payload is read as get()
+// reads it, without asking for memory.
+TEST(FileStoreLimits, GetIntoChecksALargePayloadInLentMemory) {
+  test::TempDir dir;
+  const fs::path root = dir.path() / "cache";
+  auto store = open_store(quiet_options(root));
+  std::vector<std::size_t> asked;
+  std::vector<const char*> lent;
+  const PayloadAllocator allocate = [&](std::size_t size) {
+    asked.push_back(size);
+    auto buffer = std::shared_ptr<char[]>(new char[size + 1]);
+    lent.push_back(buffer.get());
+    return PayloadBuffer{std::shared_ptr<const void>(buffer, buffer.get()), buffer.get()};
+  };
+  for (const std::size_t size : {std::size_t{100}, FileStore::k_map_min_bytes - 1, FileStore::k_map_min_bytes,
+                                 std::size_t{3 << 20} + 1}) {
+    const bool large = size >= FileStore::k_map_min_bytes;
+    const auto a = make_artifact(1100 + size, size, size);
+    ASSERT_TRUE(store->put(a).has_value());
+    for (int round = 0; round < 2; ++round) {  // SHA-256, then the recorded fast check
+      asked.clear();
+      lent.clear();
+      auto got = store->get_into(a.passport.key, allocate);
+      ASSERT_TRUE(got && got->has_value()) << size;
+      EXPECT_EQ((*got)->payload, a.payload) << size;
+      EXPECT_EQ((*got)->payload.c_str()[size], '\0') << size;
+      EXPECT_EQ(asked, large ? std::vector<std::size_t>{size} : std::vector<std::size_t>{}) << size;
+      if (large) {
+        EXPECT_EQ((*got)->payload.data(), lent.at(0)) << "the lent memory holds the bytes: " << size;
+      }
+    }
+    // A byte flipped in the file: a miss, counted, and the entry goes.
+    {
+      util::Fd fd(::open(test::payload_path(root, a.passport.key).c_str(), O_WRONLY | O_CLOEXEC));
+      ASSERT_EQ(::pwrite(fd.get(), "\x01", 1, static_cast<off_t>(size - 1)), 1);
+    }
+    const std::uint64_t corrupt_before = store->stats()->corrupt;
+    auto damaged = store->get_into(a.passport.key, allocate);
+    ASSERT_TRUE(damaged.has_value());
+    EXPECT_FALSE(damaged->has_value()) << size;
+    EXPECT_EQ(store->stats()->corrupt, corrupt_before + 1) << size;
+    EXPECT_FALSE(fs::exists(test::payload_path(root, a.passport.key))) << size;
+  }
+  // Memory declined (null data): the store maps the payload as get() does.
+  const auto a = make_artifact(1200, 1200, 2 << 20);
+  ASSERT_TRUE(store->put(a).has_value());
+  auto got = store->get_into(a.passport.key, [](std::size_t) { return PayloadBuffer{}; });
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_EQ((*got)->payload, a.payload);
 }
 
 TEST(FileStoreLimits, DamageFoundInAChunkedReadIsAMissAndTheEntryGoes) {
