@@ -11,11 +11,15 @@
 
 #include <array>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "kcache/blob.hpp"
+#include "kcache/memory_store.hpp"
+#include "kcache/tiered_store.hpp"
+#include "kcache/write_behind_store.hpp"
 #include "store/file_check_table.hpp"
 #include "store/shared_counters.hpp"
 #include "support/temp_dir.hpp"
@@ -238,6 +242,31 @@ TEST(FileStoreLimits, GetIntoChecksALargePayloadInLentMemory) {
   auto got = store->get_into(a.passport.key, [](std::size_t) { return PayloadBuffer{}; });
   ASSERT_TRUE(got && got->has_value());
   EXPECT_EQ((*got)->payload, a.payload);
+}
+
+// The configured chain (write-behind around memory + file tiers) passes the
+// lent memory down to the file tier, and the memory tier keeps that buffer.
+TEST(FileStoreLimits, GetIntoThroughTheConfiguredChainLandsInLentMemory) {
+  test::TempDir dir;
+  std::vector<std::unique_ptr<Store>> tiers;
+  tiers.push_back(std::make_unique<MemoryStore>(16 << 20));
+  tiers.push_back(open_store(quiet_options(dir.path() / "cache")));
+  ASSERT_NE(tiers.back(), nullptr);
+  const auto a = make_artifact(1300, 1300, 2 << 20);
+  ASSERT_TRUE(tiers.back()->put(a).has_value());
+  WriteBehindStore chain(std::make_unique<TieredStore>(std::move(tiers)));
+  const char* lent = nullptr;
+  auto got = chain.get_into(a.passport.key, [&](std::size_t size) {
+    auto buffer = std::shared_ptr<char[]>(new char[size + 1]);
+    lent = buffer.get();
+    return PayloadBuffer{std::shared_ptr<const void>(buffer, buffer.get()), buffer.get()};
+  });
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_EQ((*got)->payload, a.payload);
+  EXPECT_EQ((*got)->payload.data(), lent);
+  auto again = chain.get(a.passport.key);  // from the memory tier now
+  ASSERT_TRUE(again && again->has_value());
+  EXPECT_TRUE((*again)->payload.shares_with((*got)->payload));
 }
 
 TEST(FileStoreLimits, DamageFoundInAChunkedReadIsAMissAndTheEntryGoes) {
