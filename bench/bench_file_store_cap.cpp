@@ -12,7 +12,8 @@
 //                          sums the file sizes under v1/, and lets them go on.
 //                          Each sample is an exact, consistent figure in the
 //                          cap's own unit (bytes of file contents); the peak is
-//                          the largest such sample.
+//                          the largest such sample (stopped_samples_over_cap:
+//                          how many were above the cap).
 //   peak_pages_over_cap    exact at every instant it looks: the cache lives in
 //                          a private tmpfs (mounted in a mount namespace of its
 //                          own, so nothing else writes there) whose used blocks
@@ -22,9 +23,13 @@
 //                          the byte count by each file's last partial page (a
 //                          600-byte passport takes 4 KiB).
 //   peak_pages_over_full   the same peak over the pages that a cache filled to
-//                          its cap with these entries takes (the page use per
-//                          byte measured after the run): 1.0 means "as many
-//                          pages as a full cache", so page rounding cancels out.
+//                          its cap with these entries takes (the metadata's
+//                          pages, measured before the writers start, plus the
+//                          entries' page use per byte, measured after the run):
+//                          1.0 means "as many pages as a full cache", so page
+//                          rounding cancels out. (Staged files count at most
+//                          the pages per byte of a complete entry: a staged
+//                          payload without its passport counts fewer.)
 //   peak_walk_over_cap     the old sampler: a directory walk every 2 ms while
 //                          the writers run. Not atomic: an entry evicted after
 //                          its shard was summed whose space a new temp file
@@ -232,6 +237,9 @@ void BM_WritersUnderOneCap(benchmark::State& state) {
     std::filesystem::remove_all(root);
     const std::uint64_t pages_before = pages_in_use();  // 0 on an empty tmpfs
     { auto created = FileStore::open(options); }
+    // The metadata alone (stats/counters and stats/checks), in bytes and pages.
+    const std::uint64_t meta_bytes = bytes_on_disk(root);
+    const std::uint64_t meta_pages = pages_in_use() - pages_before;
     Writers children;
     for (int w = 0; w < writers; ++w) {
       const pid_t pid = ::fork();
@@ -252,6 +260,7 @@ void BM_WritersUnderOneCap(benchmark::State& state) {
     std::uint64_t peak_pages = 0;
     std::uint64_t peak_accounted = 0;
     std::uint64_t stopped_samples = 0;
+    std::uint64_t stopped_over_cap = 0;
     auto observer = FileStore::open(options);
     auto next_walk = Clock::now();
     auto next_stop = Clock::now();
@@ -268,8 +277,10 @@ void BM_WritersUnderOneCap(benchmark::State& state) {
         next_walk = now + std::chrono::milliseconds(2);
       }
       if (now >= next_stop) {
-        peak_stopped = std::max(peak_stopped, children.bytes_with_writers_stopped(root));
+        const std::uint64_t bytes = children.bytes_with_writers_stopped(root);
+        peak_stopped = std::max(peak_stopped, bytes);
         ++stopped_samples;
+        stopped_over_cap += bytes > cap ? 1 : 0;
         next_stop = Clock::now() + std::chrono::milliseconds(5);
       }
       ::sched_yield();
@@ -281,12 +292,16 @@ void BM_WritersUnderOneCap(benchmark::State& state) {
     state.counters["peak_accounted_over_cap"] = over(peak_accounted, cap);
     state.counters["final_over_cap"] = over(final_bytes, cap);
     state.counters["stopped_samples"] = static_cast<double>(stopped_samples);
-    if (!g_disk.tmpfs.empty() && final_bytes != 0) {
-      // Pages per byte of these entries (and the metadata), as the cache holds
-      // them at rest: the pages of a cache filled to its cap are cap times that.
-      const double pages_per_byte = static_cast<double>(final_pages) / static_cast<double>(final_bytes);
+    state.counters["stopped_samples_over_cap"] = static_cast<double>(stopped_over_cap);
+    if (!g_disk.tmpfs.empty() && final_bytes > meta_bytes && final_pages > meta_pages) {
+      // Pages per byte of these entries as the cache holds them at rest; a
+      // cache filled to its cap holds the metadata's pages plus that many
+      // pages per byte of the rest of the cap.
+      const double pages_per_byte =
+          static_cast<double>(final_pages - meta_pages) / static_cast<double>(final_bytes - meta_bytes);
+      const double full_pages = static_cast<double>(meta_pages) + pages_per_byte * static_cast<double>(cap - meta_bytes);
       state.counters["peak_pages_over_cap"] = over(peak_pages, cap);
-      state.counters["peak_pages_over_full"] = over(peak_pages, cap) / pages_per_byte;
+      state.counters["peak_pages_over_full"] = static_cast<double>(peak_pages) / full_pages;
       state.counters["final_pages_over_cap"] = over(final_pages, cap);
     }
     state.counters["puts"] = static_cast<double>(writers * puts_per_writer);
