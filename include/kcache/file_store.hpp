@@ -217,6 +217,11 @@ class FileStore final : public Store {
 
   std::string_view name() const noexcept override { return "file"; }
   Result<std::optional<Artifact>> get(const Key& key) override;
+  // get(); a payload of k_map_min_bytes or more is mapped, copied into the
+  // memory `allocate` lends, and checked there (one copy, no zero-fill, the
+  // bytes returned are the bytes checked). Smaller payloads are read as get()
+  // reads them: there a caller's copy costs less than asking for memory.
+  Result<std::optional<Artifact>> get_into(const Key& key, const PayloadAllocator& allocate) override;
   Result<PutOutcome> put(const Artifact& artifact) override;
   Result<bool> remove(const Key& key) override;
   Result<std::vector<EntryInfo>> list() override;
@@ -282,10 +287,12 @@ class FileStore final : public Store {
  private:
   struct Impl;
   explicit FileStore(std::unique_ptr<Impl> impl);
-  // The read path shared by get() and open_payload(): with `file` null the
-  // payload is read into the returned artifact; otherwise it is checked in
-  // chunks and left open in `*file` (the artifact's payload stays empty).
-  Result<std::optional<Artifact>> read_entry(const Key& key, PayloadFile* file, PayloadView* view = nullptr);
+  // The read path shared by get(), get_into(), get_view() and open_payload():
+  // with `file` null the payload is read into the returned artifact (into
+  // memory from `allocate` when given); otherwise it is checked in chunks and
+  // left open in `*file` (the artifact's payload stays empty).
+  Result<std::optional<Artifact>> read_entry(const Key& key, PayloadFile* file, PayloadView* view = nullptr,
+                                             const PayloadAllocator* allocate = nullptr);
   std::unique_ptr<Impl> m_impl;
 };
 

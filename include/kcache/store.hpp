@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,6 +79,20 @@ struct StoreStats {
   bool remote = false;  // a remote tier: its counters are this process's, it reports no occupancy
 };
 
+// Memory that a caller lends for the bytes of a payload a store reads
+// (Store::get_into): `data` has room for the payload's size plus one byte (the
+// NUL that Payload::c_str promises), and stays valid while `owner` lives. A
+// null `data` declines: the store then uses memory of its own.
+struct PayloadBuffer {
+  std::shared_ptr<const void> owner;
+  char* data = nullptr;
+};
+
+// Lends memory for a payload of `size` bytes. Called with no lock of the
+// store held, possibly more than once per get (each buffer not used is
+// released by dropping its owner), from the thread that called get_into.
+using PayloadAllocator = std::function<PayloadBuffer(std::size_t size)>;
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -90,6 +105,19 @@ class Store {
   virtual bool writable() const noexcept { return true; }
 
   virtual Result<std::optional<Artifact>> get(const Key& key) = 0;
+
+  // get(), with the payload's bytes copied into memory from `allocate` where
+  // this store copies them anyway (FileStore: payloads it reads from disk of
+  // FileStore::k_map_min_bytes or more), so that a caller who needs the bytes
+  // in memory of its own (a Python bytes object) gets them without a second
+  // copy. The bytes are checked in that memory, after the copy. Hits, misses,
+  // errors and counters are those of get(); a payload the store already holds
+  // in memory (MemoryStore) is returned as it is. An empty `allocate` is get().
+  // Default: get().
+  virtual Result<std::optional<Artifact>> get_into(const Key& key, const PayloadAllocator& allocate) {
+    (void)allocate;
+    return get(key);
+  }
   virtual Result<PutOutcome> put(const Artifact& artifact) = 0;
 
   // Stores an artifact that another store has just returned from get(), so

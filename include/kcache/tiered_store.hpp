@@ -37,6 +37,8 @@ class TieredStore final : public Store {
   // above (a failed fill is counted, never returned). Miss: std::nullopt when
   // no tier has it. Error: only when every tier failed.
   Result<std::optional<Artifact>> get(const Key& key) override;
+  // get(), asking each tier with get_into (see Store::get_into).
+  Result<std::optional<Artifact>> get_into(const Key& key, const PayloadAllocator& allocate) override;
   // Writes to every tier. Returns the outcome of the lowest tier that
   // answered (the most durable one: `already_present` when the disk already
   // held it, even if the memory tier did not), and an error (the last

@@ -112,6 +112,8 @@ class WriteBehindStore final : public Store {
   // Hit: the queued artifact of `key` (a copy), else the inner store's hit.
   // Miss: std::nullopt. Error: the inner store's error.
   Result<std::optional<Artifact>> get(const Key& key) override;
+  // get(), asking the inner store with get_into (see Store::get_into).
+  Result<std::optional<Artifact>> get_into(const Key& key, const PayloadAllocator& allocate) override;
   // Verifies `artifact` against its passport (SHA-256), waits while the queue
   // is full, queues a copy and returns `queued`. Failure: `corrupt` when it
   // does not verify (nothing is queued). Store failures happen later, on the

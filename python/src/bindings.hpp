@@ -53,6 +53,26 @@ inline void unwrap(Result<void>&& result) {
 struct PyArtifact {
   std::shared_ptr<const Artifact> artifact;
   std::string outcome;
+  // The payload as a Python bytes object when the store read it into one
+  // (BytesLender): Artifact.payload returns it without a copy. Else unset.
+  nb::object bytes{};
+};
+
+// Lends Python bytes objects to Store::get_into as memory for payloads, so a
+// large payload read from disk lands, checked, in the bytes object that
+// Artifact.payload returns (one copy from the page cache, none after).
+// The allocator runs without the GIL and takes it to allocate; a bytes object
+// is released with the GIL, from whichever thread lets go of it last.
+class BytesLender {
+ public:
+  // For Store::get_into; valid while this lender lives.
+  PayloadAllocator allocator();
+  // The bytes object whose buffer `payload` is, or an unset object.
+  // REQUIRES: the GIL.
+  nb::object bytes_of(const Payload& payload) const;
+
+ private:
+  std::shared_ptr<const void> m_last;  // the last one lent, alive until bytes_of looks
 };
 
 // A store and its single-flight cache. Destroyed (the cache first, then the

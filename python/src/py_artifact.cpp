@@ -34,6 +34,13 @@ namespace {
 
 const Artifact& get(const PyArtifact& a) { return *a.artifact; }
 
+nb::bytes payload_bytes(const PyArtifact& a) {
+  if (a.bytes.is_valid()) {
+    return nb::borrow<nb::bytes>(a.bytes);
+  }
+  return nb::bytes(get(a).payload.data(), get(a).payload.size());
+}
+
 nb::object passport_dict(const PyArtifact& a) {
   return nb::module_::import_("json").attr("loads")(get(a).passport.to_json());
 }
@@ -116,8 +123,9 @@ void bind_artifact(nb::module_& m) {
       .def_prop_ro("kind", [](const PyArtifact& a) { return get(a).passport.kind; },
                    "\"cubin\", \"ptx\", \"ltoir\", \"blob\" ...")
       .def_prop_ro(
-          "payload", [](const PyArtifact& a) { return nb::bytes(get(a).payload.data(), get(a).payload.size()); },
-          "The bytes, as a new bytes object (see `view` for no copy).")
+          "payload", &payload_bytes,
+          "The bytes, as a bytes object (see `view` for no copy). A large payload that\n"
+          "Store.get read from disk is already one, checked where it lies: no copy then.")
       .def_prop_ro(
           "view",
           [](nb::handle self) {
@@ -143,7 +151,7 @@ void bind_artifact(nb::module_& m) {
       .def("verify", [](const PyArtifact& a) { unwrap(get(a).verify()); },
            "Checks the payload against the passport (size, SHA-256); raises CorruptEntry.")
       .def("__len__", [](const PyArtifact& a) { return get(a).payload.size(); })
-      .def("__bytes__", [](const PyArtifact& a) { return nb::bytes(get(a).payload.data(), get(a).payload.size()); })
+      .def("__bytes__", &payload_bytes)
       .def("__repr__", [](const PyArtifact& a) {
         return "kcache.Artifact(kind='" + get(a).passport.kind + "', key='" + get(a).passport.key.hex() +
                "', size=" + std::to_string(get(a).payload.size()) + ", outcome='" + a.outcome + "')";

@@ -33,6 +33,42 @@ std::shared_ptr<StoreHandle> PyStore::take() {
 
 namespace {
 
+// Drops the lender's reference to a bytes object (from any thread). After the
+// interpreter has gone the object is left as it is.
+void release_bytes(PyObject* object) noexcept {
+  if (nb::is_alive()) {
+    nb::gil_scoped_acquire gil;
+    Py_DECREF(object);
+  }
+}
+
+}  // namespace
+
+PayloadAllocator BytesLender::allocator() {
+  return [this](std::size_t size) -> PayloadBuffer {
+    nb::gil_scoped_acquire gil;
+    PyObject* object = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
+    if (object == nullptr) {
+      PyErr_Clear();
+      return {};  // no memory here: the store uses its own
+    }
+    std::shared_ptr<const void> owner(object, release_bytes);
+    m_last = owner;
+    return {std::move(owner), PyBytes_AS_STRING(object)};
+  };
+}
+
+nb::object BytesLender::bytes_of(const Payload& payload) const {
+  auto* object = static_cast<PyObject*>(const_cast<void*>(m_last.get()));
+  if (object == nullptr || payload.empty() || payload.data() != PyBytes_AS_STRING(object) ||
+      payload.size() != static_cast<std::size_t>(PyBytes_GET_SIZE(object))) {
+    return {};
+  }
+  return nb::borrow(object);
+}
+
+namespace {
+
 std::string setting_text(nb::handle value, const std::string& name) {
   if (nb::isinstance<nb::bool_>(value)) {
     return nb::cast<bool>(value) ? "true" : "false";
@@ -230,15 +266,17 @@ void bind_store(nb::module_& m) {
           [](const PyStore& s, nb::handle key) -> std::optional<PyArtifact> {
             const Key k = key_from(key);
             auto h = s.handle();
+            BytesLender lender;
             std::optional<Artifact> got;
             {
               nb::gil_scoped_release release;
-              got = unwrap(h->store->get(k));
+              got = unwrap(h->store->get_into(k, lender.allocator()));
             }
             if (!got) {
               return std::nullopt;
             }
-            return PyArtifact{std::make_shared<const Artifact>(std::move(*got)), "hit"};
+            nb::object bytes = lender.bytes_of(got->payload);
+            return PyArtifact{std::make_shared<const Artifact>(std::move(*got)), "hit", std::move(bytes)};
           },
           nb::arg("key"),
           "The verified artifact of `key` (a Key or its hex str), or None on a miss.\n"

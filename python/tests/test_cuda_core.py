@@ -76,6 +76,28 @@ def test_mapping_protocol(store: kcache.Store) -> None:
     assert kcc.ProgramCache(store)[b"k5"] == b"five"
 
 
+def test_a_flipped_byte_in_a_large_entry_is_a_miss_on_program_cache_get(tmp_path: Path) -> None:
+    cfg = kcache.Config.load(cache_dir=tmp_path / "c", put="sync", memory_size=0)
+    value = os.urandom(4 << 20)
+    with kcache.open_store(cfg) as s:
+        cache = kcc.ProgramCache(s)
+        cache[b"big"] = value
+        for _ in range(2):  # SHA-256, then the recorded fast check
+            got = cache.get(b"big")
+            assert type(got) is bytes and got == value
+        [entry] = [e for e in s.list() if e.kind == kcc.ENTRY_KIND]
+        key = str(entry.key)
+        payload = tmp_path / "c" / "v1" / "entries" / key[:2] / key
+        with open(payload, "r+b") as f:
+            f.seek(1 << 20)
+            f.write(bytes([value[1 << 20] ^ 0x01]))
+        assert cache.get(b"big") is None
+        with pytest.raises(KeyError):
+            cache[b"big"]
+        assert s.stats()["corrupt"] == 1
+        assert not payload.exists()
+
+
 def test_a_flipped_bit_is_never_returned(tmp_path: Path) -> None:
     cfg = kcache.Config.load(cache_dir=tmp_path / "c", put="sync", memory_size=0, verify="full")
     src = fresh(SAXPY)

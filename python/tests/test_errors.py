@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,35 @@ def test_a_damaged_entry_is_a_miss_and_is_removed(tmp_path: Path) -> None:
         assert s.get(art.key) is None
         assert s.stats()["corrupt"] >= 1
         assert s.get(art.key) is None
+
+
+def flip_byte_in_place(path: Path, offset: int) -> None:
+    """Changes one byte of `path` where it lies (same inode, same size)."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x20]))
+
+
+def test_a_flipped_byte_in_a_large_payload_is_a_miss_on_payload(tmp_path: Path) -> None:
+    # Large payloads are read straight into the bytes object that .payload
+    # returns and checked there, after a full check and after a fast one.
+    cfg = kcache.Config.load(cache_dir=tmp_path / "c", put="sync", memory_size=0)
+    payload = os.urandom((4 << 20) + 3)
+    with kcache.open_store(cfg) as s:
+        art = kcache.Artifact.from_bytes(payload, kind="cubin")
+        s.put(art)
+        for _ in range(2):  # SHA-256, then the recorded fast check
+            got = s.get(art.key)
+            assert got is not None and got.payload == payload
+            assert got.payload is got.payload and bytes(got) is got.payload  # no copy after the read
+            assert bytes(got.view) == payload
+        key = str(art.key)
+        flip_byte_in_place(tmp_path / "c" / "v1" / "entries" / key[:2] / key, len(payload) - 2)
+        assert s.get(art.key) is None
+        assert s.stats()["corrupt"] == 1
+        assert not (tmp_path / "c" / "v1" / "entries" / key[:2] / key).exists()
 
 
 def test_a_cache_root_that_is_a_file_is_an_error_naming_it(tmp_path: Path) -> None:

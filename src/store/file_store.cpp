@@ -467,6 +467,10 @@ Result<std::optional<Artifact>> FileStore::get(const Key& key) {
   return read_entry(key, nullptr);
 }
 
+Result<std::optional<Artifact>> FileStore::get_into(const Key& key, const PayloadAllocator& allocate) {
+  return read_entry(key, nullptr, nullptr, allocate ? &allocate : nullptr);
+}
+
 Result<std::optional<PayloadFile>> FileStore::open_payload(const Key& key) {
   PayloadFile file;
   auto got = read_entry(key, &file);
@@ -493,7 +497,8 @@ Result<std::optional<PayloadView>> FileStore::get_view(const Key& key) {
   return std::optional<PayloadView>(std::move(view));
 }
 
-Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFile* file, PayloadView* view) {
+Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFile* file, PayloadView* view,
+                                                      const PayloadAllocator* allocate) {
   Impl& m = *m_impl;
   const unsigned shard = key.bytes()[0];
   const std::string key_hex = key.hex();
@@ -524,7 +529,7 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
   if (io::fstatat(shard_fd.get(), pass_name.c_str(), &pass_st, AT_SYMLINK_NOFOLLOW) != 0) {
     err = errno;
     if (err == ENOENT && m.drop_held_shard_if_removed(shard, shard_fd.get())) {
-      return read_entry(key, file, view);  // the shard was removed behind our back: look in its successor
+      return read_entry(key, file, view, allocate);  // the shard was removed behind our back: look in its successor
     }
     if (err == ENOENT) {
       return miss();
@@ -619,7 +624,7 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
   // memoised passport, judge again from the file before calling it damaged.
   auto judge_again = [&]() -> Result<std::optional<Artifact>> {
     m.memo_forget(key);
-    return read_entry(key, file, view);
+    return read_entry(key, file, view, allocate);
   };
   if (!S_ISREG(payload_st.st_mode) || payload_st.st_nlink != 1 ||
       static_cast<std::uint64_t>(payload_st.st_size) != passport->payload_size) {
@@ -637,7 +642,7 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
   Payload bytes;
   const auto check = view != nullptr ? m.check_payload_view(key, payload_fd.get(), payload_st, *passport, *view)
                                      : m.check_payload(key, payload_fd.get(), payload_st, *passport,
-                                                       file == nullptr ? &bytes : nullptr);
+                                                       file == nullptr ? &bytes : nullptr, allocate);
   if (check.verdict == Impl::PayloadVerdict::bad) {
     if (!parsed_now) {
       return judge_again();

@@ -181,10 +181,12 @@ struct FileStore::Impl {
   // hashing it), and checks it against `passport`: XXH3 against a check record
   // made by a full check of this very file when the options allow, else
   // SHA-256 (then recorded). A payload of FileStore::k_map_min_bytes or more
-  // is mapped into `out` instead of read (checked where it lies). bad: the
-  // bytes do not match, or the file ended early; error: a read failed (err).
+  // is mapped into `out` instead of read (checked where it lies), or, with
+  // `allocate`, copied from the mapping into memory it lends and checked
+  // there. bad: the bytes do not match, or the file ended early; error: a
+  // read failed (err).
   PayloadCheck check_payload(const Key& key, int fd, const struct stat& st, const Passport& passport,
-                             Payload* out);
+                             Payload* out, const PayloadAllocator* allocate = nullptr);
   // check_payload() for get_view(): maps the payload (or reads a small one
   // into a buffer) into `view` and checks the bytes there.
   PayloadCheck check_payload_view(const Key& key, int fd, const struct stat& st, const Passport& passport,

@@ -267,11 +267,19 @@ int FileStore::Impl::make_room(std::uint64_t bytes) {
   if (cap == 0 || !counters->shared() || !evict_lock_fd || bytes > cap) {
     return -1;
   }
+  // Bytes published or reserved. The reservations are read first: a put in
+  // flight adds its bytes to the total before it frees its room, so one that
+  // publishes between the two reads is counted once or twice, never missed
+  // (reading the total first could miss it, and let one entry too many in).
+  const auto in_use = [&] {
+    const std::uint64_t reserved = counters->reserved_bytes();
+    return counters->total_bytes() + reserved;
+  };
   // Fast path, without the evict lock: reserve, then look. Reservations and
   // these loads are sequentially consistent, so of two writers racing for the
   // last room at least one sees the other's reservation and takes the slow path.
   if (const int slot = counters->reserve_room(bytes); slot >= 0) {
-    if (counters->total_bytes() + counters->reserved_bytes() <= cap) {
+    if (in_use() <= cap) {
       return slot;
     }
     counters->release_room(slot);
@@ -283,29 +291,36 @@ int FileStore::Impl::make_room(std::uint64_t bytes) {
       if (io::lock(evict_lock_fd.get(), LOCK_EX) != 0) {
         return -1;
       }
-      std::uint64_t reserved = counters->reserved_bytes();
-      if (counters->total_bytes() + reserved + bytes > cap) {
-        // Evict ahead, in steps of bounded work, until this entry and those
-        // in flight fit (each step also frees its window's cut, so the next
-        // puts find room without evicting).
-        for (std::uint64_t need = counters->total_bytes() + reserved + bytes; need > cap;
-             need = counters->total_bytes() + reserved + bytes) {
-          if (evict_step(need - cap).first == 0) {
-            break;
-          }
+      // Reserve first here too, then look: a writer on the fast path that
+      // reserves while this one evicts sees this reservation, and this one
+      // sees its (looking first and reserving after would let both take the
+      // same room).
+      const int slot = counters->reserve_room(bytes);
+      if (slot < 0) {
+        ::flock(evict_lock_fd.get(), LOCK_UN);
+        return -1;
+      }
+      // Evict ahead, in steps of bounded work, until the entries in flight,
+      // this one included, fit (each step also frees its window's cut, so the
+      // next puts find room without evicting).
+      for (std::uint64_t need = in_use(); need > cap; need = in_use()) {
+        if (evict_step(need - cap).first == 0) {
+          break;
         }
-        if (counters->total_bytes() + reserved + bytes > cap && reserved != 0) {
-          reserved -= std::min(reserved, counters->reclaim_dead_rooms());
-        }
+      }
+      const std::uint64_t all = counters->reserved_bytes();
+      std::uint64_t others = all - std::min(bytes, all);
+      if (counters->total_bytes() + all > cap && others != 0) {
+        others -= std::min(others, counters->reclaim_dead_rooms());
       }
       // With nothing else in flight the entry goes ahead even if the cache
       // could not be brought low enough (maybe_evict settles it after).
-      if (counters->total_bytes() + reserved + bytes <= cap || reserved == 0 ||
+      if (counters->total_bytes() + others + bytes <= cap || others == 0 ||
           std::chrono::steady_clock::now() > deadline) {
-        const int slot = counters->reserve_room(bytes);
         ::flock(evict_lock_fd.get(), LOCK_UN);
         return slot;
       }
+      counters->release_room(slot);
       ::flock(evict_lock_fd.get(), LOCK_UN);
     }
     // Other writers' entries in flight fill the cap: wait for them to publish.

@@ -174,8 +174,12 @@ std::uint64_t SharedCounters::reclaim_dead_rooms() noexcept {
     if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) {
       continue;  // alive (or not ours to judge: EPERM means it exists)
     }
+    // The slot is freed by its owner word alone. Its bytes word is left as it
+    // is: clearing it could clear the bytes of a writer that took the slot
+    // between our look and the clearing (a reader counts the stale bytes of a
+    // slot just taken until its new owner writes its own: too many, never too
+    // few).
     const std::uint64_t bytes = std::atomic_ref<std::uint64_t>(*word(room_word(slot) + 1)).load();
-    std::atomic_ref<std::uint64_t>(*word(room_word(slot) + 1)).store(0);
     if (std::atomic_ref<std::uint64_t>(*word(room_word(slot))).compare_exchange_strong(owner, 0)) {
       freed += bytes;
     }

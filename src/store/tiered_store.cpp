@@ -58,12 +58,14 @@ TieredStore::TieredStore(std::vector<std::unique_ptr<Store>> tiers,
 
 TieredStore::~TieredStore() = default;
 
-Result<std::optional<Artifact>> TieredStore::get(const Key& key) {
+Result<std::optional<Artifact>> TieredStore::get(const Key& key) { return get_into(key, {}); }
+
+Result<std::optional<Artifact>> TieredStore::get_into(const Key& key, const PayloadAllocator& allocate) {
   t_last_hit_tier = -1;
   std::size_t failed = 0;
   Error last_error;
   for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
-    auto got = m_impl->tiers[i]->store->get(key);
+    auto got = m_impl->tiers[i]->store->get_into(key, allocate);
     if (!got) {
       m_impl->failed(i, "get", got.error());
       ++failed;

@@ -268,7 +268,9 @@ WriteBehindStore::~WriteBehindStore() {
   }
 }
 
-Result<std::optional<Artifact>> WriteBehindStore::get(const Key& key) {
+Result<std::optional<Artifact>> WriteBehindStore::get(const Key& key) { return get_into(key, {}); }
+
+Result<std::optional<Artifact>> WriteBehindStore::get_into(const Key& key, const PayloadAllocator& allocate) {
   std::shared_ptr<const Artifact> queued;
   {
     std::lock_guard lock(m_impl->mutex);
@@ -281,7 +283,7 @@ Result<std::optional<Artifact>> WriteBehindStore::get(const Key& key) {
     // Verified when it was queued and immutable since: a copy for the caller.
     return std::optional<Artifact>{*queued};
   }
-  return m_impl->inner->get(key);
+  return m_impl->inner->get_into(key, allocate);
 }
 
 Result<PutOutcome> WriteBehindStore::put(const Artifact& artifact) { return put_then(artifact, {}); }

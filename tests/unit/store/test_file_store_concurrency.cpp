@@ -4,9 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <random>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -215,6 +217,83 @@ TEST(FileStoreConcurrency, C03_SmallCapHoldsAcrossProcesses) {
   EXPECT_EQ(s->stats()->size_bytes, bytes);
   EXPECT_EQ(s->stats()->entries, entries);
   EXPECT_EQ(s->stats()->corrupt, 0U);
+}
+
+// Bytes of every file under v1/entries, v1/tmp and v1/stats (what the cap bounds).
+std::uint64_t bytes_under_cap(const std::filesystem::path& root) {
+  std::uint64_t bytes = 0;
+  for (const char* sub : {"entries", "tmp", "stats"}) {
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(root / "v1" / sub, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      std::error_code e2;
+      if (it->is_regular_file(e2)) {
+        const auto size = it->file_size(e2);
+        bytes += e2 ? 0 : size;
+      }
+    }
+  }
+  return bytes;
+}
+
+// C05: many writers under a cap of a few dozen entries, each entry in flight a
+// large share of it. Room is reserved before staging, so entries, temp files
+// and metadata together never pass the cap: every look at the disk, taken with
+// every writer stopped (a consistent picture), holds at most the cap.
+TEST(FileStoreConcurrency, C05_WritersUnderOneCapNeverPassItOnDisk) {
+  TempDir dir;
+  auto o = child_options(dir.path());
+  o.max_size_bytes = 512 * 1024;
+  { auto s = open_store(o); }
+  constexpr int k_writers = 16;
+  constexpr int k_puts = 96;  // each writer alone writes 3x the cap
+  std::vector<pid_t> pids;
+  for (int w = 0; w < k_writers; ++w) {
+    pids.push_back(fork_child([&, w] {
+      auto s = FileStore::open(o);
+      if (!s) return 3;
+      for (int k = 0; k < k_puts; ++k) {
+        const std::uint64_t seed = static_cast<std::uint64_t>(w * 10000 + k);
+        if (!(*s)->put(make_artifact(seed, seed, 16 * 1024))) return 4;
+      }
+      return 0;
+    }));
+  }
+  std::uint64_t looks = 0;
+  std::uint64_t peak = 0;
+  std::vector<int> statuses;
+  for (bool running = true; running;) {
+    for (pid_t p : pids) {
+      if (p > 0) ::kill(p, SIGSTOP);
+    }
+    running = false;
+    for (pid_t& p : pids) {
+      int st = 0;
+      if (p > 0 && ::waitpid(p, &st, WUNTRACED) == p && !WIFSTOPPED(st)) {
+        statuses.push_back(st);
+        p = -1;
+      }
+      running = running || p > 0;
+    }
+    const std::uint64_t bytes = bytes_under_cap(dir.path());
+    peak = std::max(peak, bytes);
+    ++looks;
+    EXPECT_LE(bytes, o.max_size_bytes) << "look " << looks;
+    for (pid_t p : pids) {
+      if (p > 0) ::kill(p, SIGCONT);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::printf("[C05] writers=%d puts=%d looks=%llu peak=%llu cap=%llu\n", k_writers, k_writers * k_puts,
+              static_cast<unsigned long long>(looks), static_cast<unsigned long long>(peak),
+              static_cast<unsigned long long>(o.max_size_bytes));
+  for (const int st : statuses) {
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << describe_status(st);
+  }
+  EXPECT_EQ(statuses.size(), static_cast<std::size_t>(k_writers));
+  auto s = open_store(o);
+  EXPECT_GT(s->stats()->evictions, 0U);
+  EXPECT_LE(bytes_under_cap(dir.path()), o.max_size_bytes);
 }
 
 // C04: two cleanups at once while files are removed behind the cache's back:

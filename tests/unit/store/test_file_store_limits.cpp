@@ -11,10 +11,15 @@
 
 #include <array>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "kcache/blob.hpp"
+#include "kcache/memory_store.hpp"
+#include "kcache/tiered_store.hpp"
+#include "kcache/write_behind_store.hpp"
 #include "store/file_check_table.hpp"
 #include "store/shared_counters.hpp"
 #include "support/temp_dir.hpp"
@@ -184,6 +189,84 @@ TEST(FileStoreLimits, GetSharesLargePayloadsWithoutACopyAndTheyOutliveTheEntry) 
       }
     }
   }
+}
+
+// get_into() copies a large payload into memory the caller lends, checks it
+// there (first by SHA-256, then by the recorded fast check), and counts and
+// removes a damaged entry as get() does; a small payload is read as get()
+// reads it, without asking for memory.
+TEST(FileStoreLimits, GetIntoChecksALargePayloadInLentMemory) {
+  test::TempDir dir;
+  const fs::path root = dir.path() / "cache";
+  auto store = open_store(quiet_options(root));
+  std::vector<std::size_t> asked;
+  std::vector<const char*> lent;
+  const PayloadAllocator allocate = [&](std::size_t size) {
+    asked.push_back(size);
+    auto buffer = std::shared_ptr<char[]>(new char[size + 1]);
+    lent.push_back(buffer.get());
+    return PayloadBuffer{std::shared_ptr<const void>(buffer, buffer.get()), buffer.get()};
+  };
+  for (const std::size_t size : {std::size_t{100}, FileStore::k_map_min_bytes - 1, FileStore::k_map_min_bytes,
+                                 std::size_t{3 << 20} + 1}) {
+    const bool large = size >= FileStore::k_map_min_bytes;
+    const auto a = make_artifact(1100 + size, size, size);
+    ASSERT_TRUE(store->put(a).has_value());
+    for (int round = 0; round < 2; ++round) {  // SHA-256, then the recorded fast check
+      asked.clear();
+      lent.clear();
+      auto got = store->get_into(a.passport.key, allocate);
+      ASSERT_TRUE(got && got->has_value()) << size;
+      EXPECT_EQ((*got)->payload, a.payload) << size;
+      EXPECT_EQ((*got)->payload.c_str()[size], '\0') << size;
+      EXPECT_EQ(asked, large ? std::vector<std::size_t>{size} : std::vector<std::size_t>{}) << size;
+      if (large) {
+        EXPECT_EQ((*got)->payload.data(), lent.at(0)) << "the lent memory holds the bytes: " << size;
+      }
+    }
+    // A byte flipped in the file: a miss, counted, and the entry goes.
+    {
+      util::Fd fd(::open(test::payload_path(root, a.passport.key).c_str(), O_WRONLY | O_CLOEXEC));
+      ASSERT_EQ(::pwrite(fd.get(), "\x01", 1, static_cast<off_t>(size - 1)), 1);
+    }
+    const std::uint64_t corrupt_before = store->stats()->corrupt;
+    auto damaged = store->get_into(a.passport.key, allocate);
+    ASSERT_TRUE(damaged.has_value());
+    EXPECT_FALSE(damaged->has_value()) << size;
+    EXPECT_EQ(store->stats()->corrupt, corrupt_before + 1) << size;
+    EXPECT_FALSE(fs::exists(test::payload_path(root, a.passport.key))) << size;
+  }
+  // Memory declined (null data): the store maps the payload as get() does.
+  const auto a = make_artifact(1200, 1200, 2 << 20);
+  ASSERT_TRUE(store->put(a).has_value());
+  auto got = store->get_into(a.passport.key, [](std::size_t) { return PayloadBuffer{}; });
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_EQ((*got)->payload, a.payload);
+}
+
+// The configured chain (write-behind around memory + file tiers) passes the
+// lent memory down to the file tier, and the memory tier keeps that buffer.
+TEST(FileStoreLimits, GetIntoThroughTheConfiguredChainLandsInLentMemory) {
+  test::TempDir dir;
+  std::vector<std::unique_ptr<Store>> tiers;
+  tiers.push_back(std::make_unique<MemoryStore>(16 << 20));
+  tiers.push_back(open_store(quiet_options(dir.path() / "cache")));
+  ASSERT_NE(tiers.back(), nullptr);
+  const auto a = make_artifact(1300, 1300, 2 << 20);
+  ASSERT_TRUE(tiers.back()->put(a).has_value());
+  WriteBehindStore chain(std::make_unique<TieredStore>(std::move(tiers)));
+  const char* lent = nullptr;
+  auto got = chain.get_into(a.passport.key, [&](std::size_t size) {
+    auto buffer = std::shared_ptr<char[]>(new char[size + 1]);
+    lent = buffer.get();
+    return PayloadBuffer{std::shared_ptr<const void>(buffer, buffer.get()), buffer.get()};
+  });
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_EQ((*got)->payload, a.payload);
+  EXPECT_EQ((*got)->payload.data(), lent);
+  auto again = chain.get(a.passport.key);  // from the memory tier now
+  ASSERT_TRUE(again && again->has_value());
+  EXPECT_TRUE((*again)->payload.shares_with((*got)->payload));
 }
 
 TEST(FileStoreLimits, DamageFoundInAChunkedReadIsAMissAndTheEntryGoes) {

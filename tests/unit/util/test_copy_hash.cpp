@@ -1,0 +1,98 @@
+// util::copy_and_xxh3: the copy is exact and the digest is xxh3_64 of it,
+// whether the helper thread hashes, this thread does, or both in turn; many
+// callers at once and a child of fork() get the same.
+#include "util/copy_hash.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "util/sha256.hpp"
+
+namespace kcache::util {
+namespace {
+
+std::string pattern(std::size_t size, std::uint64_t seed) {
+  std::string out(size, '\0');
+  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+  for (std::size_t i = 0; i < size; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    out[i] = static_cast<char>(x);
+  }
+  return out;
+}
+
+// Copies `src` and checks the copy and its digest.
+void expect_copied_and_hashed(const std::string& src) {
+  std::string dst(src.size(), '\x55');
+  const std::uint64_t digest = copy_and_xxh3(dst.data(), src.data(), src.size());
+  ASSERT_EQ(dst, src) << src.size();
+  EXPECT_EQ(digest, xxh3_64(src)) << src.size();
+}
+
+TEST(CopyAndXxh3, CopiesAndHashesTheCopyAtEverySize) {
+  for (const std::size_t size :
+       {std::size_t{0}, std::size_t{1}, std::size_t{4096}, k_copy_hash_parallel_min - 1, k_copy_hash_parallel_min,
+        k_copy_hash_parallel_min + 1, std::size_t{1} << 20, (std::size_t{4} << 20) + 13}) {
+    const std::string src = pattern(size, size);
+    for (int round = 0; round < 3; ++round) {  // the helper is started by the first, reused after
+      expect_copied_and_hashed(src);
+    }
+  }
+}
+
+TEST(CopyAndXxh3, ManyCallersAtOnceEachGetTheirOwnDigest) {
+  // One helper serves one caller at a time; the others hash on their own thread.
+  constexpr int k_threads = 4;
+  std::vector<std::string> sources;
+  for (int t = 0; t < k_threads; ++t) {
+    sources.push_back(pattern((std::size_t{2} << 20) + static_cast<std::size_t>(t) * 4099, 100 + t));
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(k_threads, 0);
+  for (int t = 0; t < k_threads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string& src = sources[static_cast<std::size_t>(t)];
+      std::string dst(src.size(), '\0');
+      for (int i = 0; i < 20; ++i) {
+        if (copy_and_xxh3(dst.data(), src.data(), src.size()) != xxh3_64(src) || dst != src) {
+          ++wrong[static_cast<std::size_t>(t)];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  EXPECT_EQ(wrong, std::vector<int>(k_threads, 0));
+}
+
+TEST(CopyAndXxh3, AChildOfForkHashesWithoutItsParentsHelper) {
+  const std::string src = pattern(std::size_t{3} << 20, 7);
+  expect_copied_and_hashed(src);  // the parent's helper exists now
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string dst(src.size(), '\0');
+    bool ok = true;
+    for (int i = 0; i < 3; ++i) {
+      ok = ok && copy_and_xxh3(dst.data(), src.data(), src.size()) == xxh3_64(src) && dst == src;
+    }
+    ::_exit(ok ? 0 : 1);
+  }
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  expect_copied_and_hashed(src);  // and the parent's still works
+}
+
+}  // namespace
+}  // namespace kcache::util
