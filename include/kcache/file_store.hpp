@@ -223,6 +223,14 @@ class FileStore final : public Store {
   // reads them: there a caller's copy costs less than asking for memory.
   Result<std::optional<Artifact>> get_into(const Key& key, const PayloadAllocator& allocate) override;
   Result<PutOutcome> put(const Artifact& artifact) override;
+  // put() of an artifact another store has just returned checked (TieredStore
+  // filling this tier from a remote hit), published without fsync whatever
+  // the fsync option says: the entry is not this store's to keep (the tier
+  // below holds it), a crash can at worst leave it torn, and every read
+  // checks it (a torn entry is a miss, removed and counted; the next get
+  // fetches it again). Refuses (invalid_argument) a malformed passport or a
+  // size mismatch; the payload is not hashed again.
+  Result<PutOutcome> fill(const Artifact& artifact) override;
   Result<bool> remove(const Key& key) override;
   Result<std::vector<EntryInfo>> list() override;
   Result<StoreStats> stats() override;

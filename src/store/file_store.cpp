@@ -685,11 +685,22 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
 // ---------------------------------------------------------------- put
 
 Result<PutOutcome> FileStore::put(const Artifact& artifact) {
-  Impl& m = *m_impl;
   if (auto v = artifact.verify(); !v) {
     return make_error(ErrorCode::invalid_argument, "refusing to store an artifact that does not verify: " +
                                                        v.error().message);
   }
+  return m_impl->put_checked(artifact, m_impl->options.fsync);
+}
+
+Result<PutOutcome> FileStore::fill(const Artifact& artifact) {
+  if (auto v = artifact.verify_shape(); !v) {
+    return make_error(ErrorCode::invalid_argument, "refusing to store a malformed artifact: " + v.error().message);
+  }
+  return m_impl->put_checked(artifact, FsyncPolicy::none);
+}
+
+Result<PutOutcome> FileStore::Impl::put_checked(const Artifact& artifact, FsyncPolicy fsync) {
+  Impl& m = *this;
   if (auto skipped = m.check_writable(); !skipped) {
     return tl::unexpected(skipped.error());
   }
@@ -712,10 +723,10 @@ Result<PutOutcome> FileStore::put(const Artifact& artifact) {
   // Room under the cap first, so that the staged bytes are counted in it.
   const Impl::RoomGuard room(*m.counters, m.make_room(artifact.payload.size() + json.size()));
   const std::string tmp_payload = m.new_temp_name();
-  if (int e = m.stage(tmp_payload, [&](int fd) { return io::write_all(fd, artifact.payload); }); e != 0) {
+  if (int e = m.stage(tmp_payload, [&](int fd) { return io::write_all(fd, artifact.payload); }, fsync); e != 0) {
     return tl::unexpected(m.write_failed(e, "cannot stage the payload in v1/tmp"));
   }
-  return m.publish_staged(shard, shard_fd.get(), artifact.passport, json, tmp_payload);
+  return m.publish_staged(shard, shard_fd.get(), artifact.passport, json, tmp_payload, fsync);
 }
 
 Result<StreamedPut> FileStore::put_stream(int fd, const PassportForPayload& make_passport) {
@@ -759,7 +770,7 @@ Result<StreamedPut> FileStore::put_stream(int fd, const PassportForPayload& make
         return w;
       }
     }
-  });
+  }, m.options.fsync);
   if (read_err != 0) {
     return make_errno_error(read_err, "cannot read the input to store");
   }
@@ -786,7 +797,7 @@ Result<StreamedPut> FileStore::put_stream(int fd, const PassportForPayload& make
     discard();
     return tl::unexpected(m.shard_open_failed(shard, err));
   }
-  auto outcome = m.publish_staged(shard, shard_fd.get(), *passport, passport->to_json(), tmp_payload);
+  auto outcome = m.publish_staged(shard, shard_fd.get(), *passport, passport->to_json(), tmp_payload, m.options.fsync);
   if (!outcome) {
     return tl::unexpected(outcome.error());
   }
@@ -814,7 +825,7 @@ Error FileStore::Impl::shard_open_failed(unsigned shard, int err) {
   return write_failed(err, "cannot create shard directory " + store::shard_name(shard));
 }
 
-int FileStore::Impl::stage(const std::string& name, const std::function<int(int fd)>& write) {
+int FileStore::Impl::stage(const std::string& name, const std::function<int(int fd)>& write, FsyncPolicy fsync) {
   const mode_t fmode = store::file_mode(options.sharing);
   util::Fd fd(io::openat(tmp_fd.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, fmode));
   if (!fd) {
@@ -824,7 +835,7 @@ int FileStore::Impl::stage(const std::string& name, const std::function<int(int 
   if (e == 0 && io::fchmod(fd.get(), fmode) != 0) {
     e = errno;
   }
-  if (e == 0 && options.fsync != FsyncPolicy::none && io::fsync(fd.get()) != 0) {
+  if (e == 0 && fsync != FsyncPolicy::none && io::fsync(fd.get()) != 0) {
     e = errno;
   }
   if (e != 0) {
@@ -834,7 +845,8 @@ int FileStore::Impl::stage(const std::string& name, const std::function<int(int 
 }
 
 Result<PutOutcome> FileStore::Impl::publish_staged(unsigned shard, int shard_fd, const Passport& passport,
-                                                   const std::string& json, const std::string& tmp_payload) {
+                                                   const std::string& json, const std::string& tmp_payload,
+                                                   FsyncPolicy fsync) {
   const std::string key_hex = passport.key.hex();
   const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
   const std::string tmp_pass = new_temp_name();
@@ -848,7 +860,7 @@ Result<PutOutcome> FileStore::Impl::publish_staged(unsigned shard, int shard_fd,
       io::unlinkat(tmp_fd.get(), tmp_pass.c_str(), 0);
     }
   };
-  if (int e = stage(tmp_pass, [&](int fd) { return io::write_all(fd, json); }); e != 0) {
+  if (int e = stage(tmp_pass, [&](int fd) { return io::write_all(fd, json); }, fsync); e != 0) {
     cleanup();
     return tl::unexpected(write_failed(e, "cannot stage the passport in v1/tmp"));
   }
@@ -877,7 +889,7 @@ Result<PutOutcome> FileStore::Impl::publish_staged(unsigned shard, int shard_fd,
       return tl::unexpected(write_failed(e, "cannot publish the passport"));
     }
     pass_staged = false;
-    if (options.fsync == FsyncPolicy::file_and_directory && io::fsync(shard_fd) != 0) {
+    if (fsync == FsyncPolicy::file_and_directory && io::fsync(shard_fd) != 0) {
       // Published but not known durable: take it back rather than report an
       // entry that may vanish on a crash.
       const int e = errno;

@@ -137,15 +137,18 @@ struct FileStore::Impl {
   // The error for a shard directory that cannot be opened or created.
   Error shard_open_failed(unsigned shard, int err);
   // Creates `name` in v1/tmp, lets `write(fd)` fill it (returns 0 or an
-  // errno), sets its mode and fsyncs it as the options say. On failure the
+  // errno), sets its mode and fsyncs it as `fsync` says. On failure the
   // file is removed and the errno returned.
-  int stage(const std::string& name, const std::function<int(int fd)>& write);
+  int stage(const std::string& name, const std::function<int(int fd)>& write, FsyncPolicy fsync);
   // Publishes the payload staged as `tmp_payload` under `passport` (which is
   // staged here): under the shard lock, payload then passport by rename, then
   // the accounting, then eviction if above the cap. The staged files are
-  // removed on every failure and when the key is already present.
+  // removed on every failure and when the key is already present. `fsync`:
+  // the options' policy for a put, none for a fill.
   Result<PutOutcome> publish_staged(unsigned shard, int shard_fd, const Passport& passport, const std::string& json,
-                                    const std::string& tmp_payload);
+                                    const std::string& tmp_payload, FsyncPolicy fsync);
+  // put() and fill() of an artifact already checked as each requires.
+  Result<PutOutcome> put_checked(const Artifact& artifact, FsyncPolicy fsync);
 
   // Releases a room slot (make_room) when it goes out of scope.
   class RoomGuard {

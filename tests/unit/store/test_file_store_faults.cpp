@@ -119,6 +119,47 @@ TEST(FileStoreFaults, F04_FsyncEioDoesNotPublishAndRemovesTheTemp) {
   EXPECT_EQ(f.leftovers, 0U);
 }
 
+// A fill (an upper tier taking an entry a remote has just returned checked)
+// is published without fsync whatever the policy: every fsync failing leaves
+// a fill published and readable, and fails a put. A fill that is torn later
+// is a miss like any damaged entry.
+TEST(FileStoreFaults, FillPublishesWithoutFsyncAndATornFillIsAMiss) {
+  FaultReset guard;
+  TempDir dir;
+  auto o = quiet_options(dir.path());
+  o.fsync = FsyncPolicy::file_and_directory;
+  auto store = open_store(o);
+  const Artifact filled = make_artifact(71, 1, 9000);
+  const Artifact put = make_artifact(72, 1, 9000);
+  ASSERT_TRUE(fault::configure("op=fsync,count=0,err=EIO"));
+  auto f = store->fill(filled);
+  ASSERT_TRUE(f) << f.error().describe();
+  EXPECT_EQ(*f, PutOutcome::stored);
+  EXPECT_EQ(fault::injected(), 0U) << "a fill never asks for fsync";
+  auto p = store->put(put);
+  EXPECT_FALSE(p.has_value()) << "a put still fsyncs as the policy says";
+  EXPECT_GE(fault::injected(), 1U);
+  fault::reset();
+  auto got = store->get(filled.passport.key);
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_EQ((*got)->payload, filled.payload);
+
+  // What a crash before the data reached the disk can leave: the entry's
+  // file cut short. The read refuses it and the entry is gone.
+  std::filesystem::resize_file(payload_path(dir.path(), filled.passport.key), 100);
+  auto torn = store->get(filled.passport.key);
+  ASSERT_TRUE(torn);
+  EXPECT_FALSE(torn->has_value());
+  EXPECT_EQ(store->stats()->corrupt, 1U);
+
+  // A fill still refuses a passport that does not match its payload's size.
+  Artifact bad = make_artifact(73, 1, 9000);
+  bad.passport.payload_size += 1;
+  auto refused = store->fill(bad);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::invalid_argument);
+}
+
 // F03 (injected): ENOSPC / EDQUOT / EIO at every call site of a put: the put
 // fails with a clear error, old entries stay intact, no temp is left.
 TEST(FileStoreFaults, F03_InjectedSpaceAndIoErrorsAtEverySiteLeaveOldEntriesIntact) {
