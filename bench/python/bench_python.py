@@ -93,7 +93,7 @@ def bench_hits(quick: bool) -> list[dict]:
             "open_read": raw_read,
             "kcache_store_disk": lambda: disk.get(key).payload,
             "kcache_store_memory": lambda: mem.get(key).payload,
-            "kcache_store_disk_view": lambda: disk.get(key).view,
+            "kcache_store_disk_view": lambda: disk.get(key, copy=False).view,
             "kcache_program_cache": lambda: pc.get(ckey),
             "cuda_core_file_stream": lambda: fs.get(ckey),
         }

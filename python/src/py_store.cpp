@@ -263,24 +263,27 @@ void bind_store(nb::module_& m) {
                       "stores at interpreter exit.")
       .def(
           "get",
-          [](const PyStore& s, nb::handle key) -> std::optional<PyArtifact> {
+          [](const PyStore& s, nb::handle key, bool copy) -> std::optional<PyArtifact> {
             const Key k = key_from(key);
             auto h = s.handle();
             BytesLender lender;
             std::optional<Artifact> got;
             {
               nb::gil_scoped_release release;
-              got = unwrap(h->store->get_into(k, lender.allocator()));
+              got = copy ? unwrap(h->store->get_into(k, lender.allocator())) : unwrap(h->store->get(k));
             }
             if (!got) {
               return std::nullopt;
             }
-            nb::object bytes = lender.bytes_of(got->payload);
+            nb::object bytes = copy ? lender.bytes_of(got->payload) : nb::object();
             return PyArtifact{std::make_shared<const Artifact>(std::move(*got)), "hit", std::move(bytes)};
           },
-          nb::arg("key"),
+          nb::arg("key"), nb::kw_only(), nb::arg("copy") = true,
           "The verified artifact of `key` (a Key or its hex str), or None on a miss.\n"
-          "A damaged entry is a miss (counted, removed). Raises CacheError when the store cannot be read.")
+          "A damaged entry is a miss (counted, removed). Raises CacheError when the store cannot be read.\n"
+          "copy=True (default): a large payload is read into the bytes object `.payload` returns\n"
+          "and checked there. copy=False: it is mapped and checked where it lies, for `.view`\n"
+          "without any copy (`.payload` then makes one).")
       .def(
           "put",
           [](const PyStore& s, const PyArtifact& a) {

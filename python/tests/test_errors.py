@@ -101,11 +101,17 @@ def test_a_flipped_byte_in_a_large_payload_is_a_miss_on_payload(tmp_path: Path) 
             assert got is not None and got.payload == payload
             assert got.payload is got.payload and bytes(got) is got.payload  # no copy after the read
             assert bytes(got.view) == payload
+            mapped = s.get(art.key, copy=False)  # checked where it lies, for .view
+            assert mapped is not None and bytes(mapped.view) == payload and mapped.payload == payload
         key = str(art.key)
         flip_byte_in_place(tmp_path / "c" / "v1" / "entries" / key[:2] / key, len(payload) - 2)
-        assert s.get(art.key) is None
+        assert s.get(art.key, copy=False) is None
         assert s.stats()["corrupt"] == 1
         assert not (tmp_path / "c" / "v1" / "entries" / key[:2] / key).exists()
+        s.put(art)
+        flip_byte_in_place(tmp_path / "c" / "v1" / "entries" / key[:2] / key, 7)
+        assert s.get(art.key) is None
+        assert s.stats()["corrupt"] == 2
 
 
 def test_a_cache_root_that_is_a_file_is_an_error_naming_it(tmp_path: Path) -> None:
