@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -160,6 +161,44 @@ TEST(DerivationMemo, RechecksTheWorkingDirectoryTheKeyHolds) {
   EXPECT_NE(linked, real);
   EXPECT_EQ(linked, derive_fresh(p.request));
   ::setenv("PWD", saved.c_str(), 1);
+}
+
+// Threads that derive, remember and forget at once all get the key a fresh
+// process derives (run under the tsan preset too).
+TEST(DerivationMemo, ThreadsDeriveTheSameKeysWhileOthersForget) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  auto a = make_project(tmp.path() / "a", "a");
+  auto b = make_project(tmp.path() / "b", "b");
+  // Absolute paths: the threads share one working directory.
+  for (auto* p : {&a, &b}) {
+    p->request.name = (p->dir / "k.cu").string();
+    p->request.options = {"-arch=sm_90", "-I" + (p->dir / "early").string(), "-I" + (p->dir / "inc").string()};
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));  // old enough to be remembered
+  const Key want_a = derive_fresh(a.request);
+  const Key want_b = derive_fresh(b.request);
+  ASSERT_TRUE(remembered(b.request));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const bool first = (i + t) % 2 == 0;
+        auto k = derive_key(first ? a.request : b.request);
+        if (!k || k->key() != (first ? want_a : want_b)) {
+          wrong.fetch_add(1);
+        }
+        if (t == 0 && i % 50 == 0) {
+          DerivationMemo::instance().clear();
+        }
+      }
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 }  // namespace
