@@ -66,6 +66,7 @@
 
 #include "kcache/file_store.hpp"
 #include "kcache/key_builder.hpp"
+#include "support/disk_usage.hpp"
 
 namespace {
 
@@ -160,23 +161,6 @@ Artifact artifact(std::uint64_t seed, std::size_t size) {
                         std::move(payload));
 }
 
-// Bytes of regular files under v1/entries, v1/tmp and v1/stats.
-std::uint64_t bytes_on_disk(const std::filesystem::path& root) {
-  std::uint64_t total = 0;
-  for (const char* sub : {"v1/entries", "v1/tmp", "v1/stats"}) {
-    std::error_code ec;
-    for (auto it = std::filesystem::recursive_directory_iterator(root / sub, ec);
-         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-      std::error_code e2;
-      if (it->is_regular_file(e2)) {
-        const auto size = it->file_size(e2);
-        total += e2 ? 0 : size;
-      }
-    }
-  }
-  return total;
-}
-
 // The writer processes; a pid of -1 is one that has exited and been reaped.
 class Writers {
  public:
@@ -209,7 +193,7 @@ class Writers {
         --m_running;
       }
     }
-    const std::uint64_t bytes = bytes_on_disk(root);
+    const std::uint64_t bytes = kcache::test::bytes_under_cap(root);
     for (const pid_t pid : stopped) {
       ::kill(pid, SIGCONT);
     }
@@ -238,7 +222,7 @@ void BM_WritersUnderOneCap(benchmark::State& state) {
     const std::uint64_t pages_before = pages_in_use();  // 0 on an empty tmpfs
     { auto created = FileStore::open(options); }
     // The metadata alone (stats/counters and stats/checks), in bytes and pages.
-    const std::uint64_t meta_bytes = bytes_on_disk(root);
+    const std::uint64_t meta_bytes = kcache::test::bytes_under_cap(root);
     const std::uint64_t meta_pages = pages_in_use() - pages_before;
     Writers children;
     for (int w = 0; w < writers; ++w) {
@@ -269,7 +253,7 @@ void BM_WritersUnderOneCap(benchmark::State& state) {
       peak_pages = std::max(peak_pages, pages_in_use() - pages_before);
       const auto now = Clock::now();
       if (now >= next_walk) {
-        peak_walk = std::max(peak_walk, bytes_on_disk(root));
+        peak_walk = std::max(peak_walk, kcache::test::bytes_under_cap(root));
         if (observer) {
           peak_accounted = std::max(peak_accounted, (*observer)->stats()->size_bytes);
         }
@@ -285,7 +269,7 @@ void BM_WritersUnderOneCap(benchmark::State& state) {
       }
       ::sched_yield();
     }
-    const std::uint64_t final_bytes = bytes_on_disk(root);
+    const std::uint64_t final_bytes = kcache::test::bytes_under_cap(root);
     const std::uint64_t final_pages = pages_in_use() - pages_before;
     state.counters["peak_stopped_over_cap"] = over(peak_stopped, cap);
     state.counters["peak_walk_over_cap"] = over(peak_walk, cap);

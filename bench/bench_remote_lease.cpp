@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "support/slow_kernel.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -47,15 +49,8 @@ std::atomic<int> g_serial{0};
 // A kernel that takes NVRTC a few hundred ms, unique per call (a cold key).
 fs::path cold_kernel() {
   const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(g_serial++);
-  std::string src = "template <int N> __device__ float f(float x) { return f<N - 1>(x * 1.0001f + N); }\n"
-                    "template <> __device__ float f<0>(float x) { return x; }\n"
-                    "extern \"C\" __global__ void k_" + tag + "(float* p) {\n  float v = p[threadIdx.x];\n";
-  for (int i = 0; i < 40; ++i) {
-    src += "  v += f<" + std::to_string(100 + i) + ">(v);\n";
-  }
-  src += "  p[threadIdx.x] = v;\n}\n";
   const fs::path path = scratch() / ("k_" + tag + ".cu");
-  std::ofstream(path) << src;
+  std::ofstream(path) << kcache::test::slow_kernel_source("k_" + tag);
   return path;
 }
 

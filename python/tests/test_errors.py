@@ -103,6 +103,7 @@ def test_a_flipped_byte_in_a_large_payload_is_a_miss_on_payload(tmp_path: Path) 
             assert bytes(got.view) == payload
             mapped = s.get(art.key, copy=False)  # checked where it lies, for .view
             assert mapped is not None and bytes(mapped.view) == payload and mapped.payload == payload
+            assert mapped.payload is not mapped.payload  # not read into a bytes object: .payload copies
         key = str(art.key)
         flip_byte_in_place(tmp_path / "c" / "v1" / "entries" / key[:2] / key, len(payload) - 2)
         assert s.get(art.key, copy=False) is None

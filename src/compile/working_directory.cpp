@@ -58,6 +58,10 @@ Result<std::string> nvrtc_working_directory() {
       return std::string(pwd);
     }
   }
+  return physical_working_directory();
+}
+
+Result<std::string> physical_working_directory() {
   std::string buf(256, '\0');
   for (;;) {
     if (::getcwd(buf.data(), buf.size()) != nullptr) {
@@ -71,9 +75,6 @@ Result<std::string> nvrtc_working_directory() {
   }
 }
 
-std::string current_directory() {
-  char cwd[4096];
-  return ::getcwd(cwd, sizeof cwd) != nullptr ? std::string(cwd) : std::string();
-}
+std::string current_directory() { return physical_working_directory().value_or(std::string()); }
 
 }  // namespace kcache::jit

@@ -37,8 +37,12 @@ std::string working_directory_embedded_because(const CompileRequest& request, co
 // Returns io when getcwd() fails (the directory was removed, say).
 Result<std::string> nvrtc_working_directory();
 
-// The physical working directory (getcwd()), against which relative header
-// names resolve; empty when it cannot be read.
+// The physical working directory (getcwd(), any length). Returns io when it
+// cannot be read (removed under the process, say).
+Result<std::string> physical_working_directory();
+
+// physical_working_directory(), against which relative header names
+// resolve; empty when it cannot be read.
 std::string current_directory();
 
 }  // namespace kcache::jit

@@ -700,33 +700,32 @@ Result<PutOutcome> FileStore::fill(const Artifact& artifact) {
 }
 
 Result<PutOutcome> FileStore::Impl::put_checked(const Artifact& artifact, FsyncPolicy fsync) {
-  Impl& m = *this;
-  if (auto skipped = m.check_writable(); !skipped) {
+  if (auto skipped = check_writable(); !skipped) {
     return tl::unexpected(skipped.error());
   }
   const Key& key = artifact.passport.key;
   const unsigned shard = key.bytes()[0];
   int err = 0;
-  util::Fd shard_fd = m.open_shard(shard, CreateShard::yes, err);
+  util::Fd shard_fd = open_shard(shard, CreateShard::yes, err);
   if (!shard_fd) {
-    return tl::unexpected(m.shard_open_failed(shard, err));
+    return tl::unexpected(shard_open_failed(shard, err));
   }
   struct stat existing {};
   const std::string pass_name = key.hex() + std::string(store::k_passport_suffix);
   if (io::fstatat(shard_fd.get(), pass_name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
     return PutOutcome::already_present;
   }
-  if (!m.tmp_fd) {
-    return tl::unexpected(m.write_failed(EACCES, "no usable staging directory v1/tmp"));
+  if (!tmp_fd) {
+    return tl::unexpected(write_failed(EACCES, "no usable staging directory v1/tmp"));
   }
   const std::string json = artifact.passport.to_json();
   // Room under the cap first, so that the staged bytes are counted in it.
-  const Impl::RoomGuard room(*m.counters, m.make_room(artifact.payload.size() + json.size()));
-  const std::string tmp_payload = m.new_temp_name();
-  if (int e = m.stage(tmp_payload, [&](int fd) { return io::write_all(fd, artifact.payload); }, fsync); e != 0) {
-    return tl::unexpected(m.write_failed(e, "cannot stage the payload in v1/tmp"));
+  const Impl::RoomGuard room(*counters, make_room(artifact.payload.size() + json.size()));
+  const std::string tmp_payload = new_temp_name();
+  if (int e = stage(tmp_payload, [&](int fd) { return io::write_all(fd, artifact.payload); }, fsync); e != 0) {
+    return tl::unexpected(write_failed(e, "cannot stage the payload in v1/tmp"));
   }
-  return m.publish_staged(shard, shard_fd.get(), artifact.passport, json, tmp_payload, fsync);
+  return publish_staged(shard, shard_fd.get(), artifact.passport, json, tmp_payload, fsync);
 }
 
 Result<StreamedPut> FileStore::put_stream(int fd, const PassportForPayload& make_passport) {

@@ -14,6 +14,7 @@
 
 #include "file_store_test_util.hpp"
 #include "support/child.hpp"
+#include "support/disk_usage.hpp"
 #include "support/temp_dir.hpp"
 
 namespace kcache::test {
@@ -217,23 +218,6 @@ TEST(FileStoreConcurrency, C03_SmallCapHoldsAcrossProcesses) {
   EXPECT_EQ(s->stats()->size_bytes, bytes);
   EXPECT_EQ(s->stats()->entries, entries);
   EXPECT_EQ(s->stats()->corrupt, 0U);
-}
-
-// Bytes of every file under v1/entries, v1/tmp and v1/stats (what the cap bounds).
-std::uint64_t bytes_under_cap(const std::filesystem::path& root) {
-  std::uint64_t bytes = 0;
-  for (const char* sub : {"entries", "tmp", "stats"}) {
-    std::error_code ec;
-    for (auto it = std::filesystem::recursive_directory_iterator(root / "v1" / sub, ec);
-         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-      std::error_code e2;
-      if (it->is_regular_file(e2)) {
-        const auto size = it->file_size(e2);
-        bytes += e2 ? 0 : size;
-      }
-    }
-  }
-  return bytes;
 }
 
 // C05: many writers under a cap of a few dozen entries, each entry in flight a

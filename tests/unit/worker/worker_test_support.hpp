@@ -12,6 +12,7 @@
 
 #include "kcache/compile_request.hpp"
 #include "kcache/toolkit.hpp"
+#include "support/slow_kernel.hpp"
 
 namespace kcache::test {
 
@@ -53,14 +54,7 @@ inline kcache::CompileRequest slow_request(const std::string& tag, const std::st
   kcache::CompileRequest r;
   r.backend = "nvrtc";
   r.name = "slow_" + tag + ".cu";
-  std::string src = "template <int N> __device__ float f(float x) { return f<N - 1>(x * 1.0001f + N); }\n"
-                    "template <> __device__ float f<0>(float x) { return x; }\n"
-                    "extern \"C\" __global__ void slow_" + tag + "(float* p) {\n  float v = p[threadIdx.x];\n";
-  for (int i = 0; i < 40; ++i) {
-    src += "  v += f<" + std::to_string(100 + i) + ">(v);\n";
-  }
-  src += "  p[threadIdx.x] = v;\n}\n";
-  r.source = std::move(src);
+  r.source = slow_kernel_source("slow_" + tag);
   r.target_kind = target;
   r.options = {"-arch=" + arch};
   return r;
