@@ -81,10 +81,11 @@ std::string ping_hint(const remote::ProbeReport& r, const remote::RemoteSpec& sp
   const Error& e = *r.error;
   const bool http = spec.scheme == remote::Scheme::http || spec.scheme == remote::Scheme::https;
   const auto says = [&](std::string_view text) { return e.message.find(text) != std::string::npos; };
-  if (r.reach == remote::ProbeReport::Check::failed) {
+  const bool refused = e.code == ErrorCode::permission_denied || says("NOAUTH") || says("WRONGPASS");
+  if (r.reach == remote::ProbeReport::Check::failed && !refused) {
     return "check the host, port and that the server runs; kcache compiles without this remote meanwhile";
   }
-  if (e.code == ErrorCode::permission_denied) {
+  if (refused) {
     if (r.write == remote::ProbeReport::Check::failed) {
       return "the server lets this user read but not write: grant it writes, or set read_only=true on this URL "
              "(a reader sends no write)";
