@@ -300,8 +300,8 @@ int run_rm(const Context& ctx, const std::vector<std::string>& texts) {
   }
   if (writable == 0) {
     report(Error{ErrorCode::read_only,
-                 fmt::format("refusing to remove: the remote{} configured {} read_only",
-                             targets.size() == 1 ? "" : "s", targets.size() == 1 ? "is" : "are all"),
+                 targets.size() == 1 ? std::string("refusing to remove: the configured remote is read_only")
+                                     : std::string("refusing to remove: the configured remotes are all read_only"),
                  {}},
            "kcache never writes to a read_only remote; remove read_only=true from the URL (with credentials that "
            "may write) to remove objects");
@@ -329,8 +329,8 @@ int run_rm(const Context& ctx, const std::vector<std::string>& texts) {
         j["removed"] = *r;
         found = found || *r;
         if (!ctx.json) {
-          std::printf("%s %s %s\n", *r ? "removed" : "not there:", key.hex().c_str(),
-                      (*r ? "from " : "on ") + t.spec.masked());
+          const std::string where = (*r ? "from " : "on ") + t.spec.masked();
+          std::printf("%s %s %s\n", *r ? "removed" : "not there:", key.hex().c_str(), where.c_str());
         }
       }
       all.push_back(std::move(j));

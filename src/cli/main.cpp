@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
   }
   const int status = run();
   // A warning held back in case the failing tier said it better (store_warnings.hpp).
-  store_warnings::flush();
+  kcache::store_warnings::flush();
   // Every command's printed output counts: a lost line is a failure (exit 1).
   if (!finish_standard_output() && status == k_exit_ok) {
     return k_exit_error;
