@@ -42,10 +42,16 @@ struct Target {
   std::unique_ptr<remote::RemoteBackend> backend;
 };
 
-// The configured remotes, in order. Returns k_exit_ok, or reports why there
-// are none (no remote configured: exit 2; a URL that does not parse: its exit
-// code) and returns the exit code.
-int open_targets(const Config& config, std::vector<Target>& out) {
+// Loads the settings (into `config`) and the configured remotes, in order.
+// Returns k_exit_ok, or reports why there are none (bad settings; no remote
+// configured: exit 2; a URL that does not parse: its exit code) and returns
+// the exit code.
+int open_targets(const Context& ctx, Config& config, std::vector<Target>& out) {
+  auto loaded = ctx.config();
+  if (!loaded) {
+    return report(loaded.error());
+  }
+  config = std::move(*loaded);
   if (config.remote.empty()) {
     return report(Error{ErrorCode::invalid_argument, "no remote is configured", {}},
                   "set `remote` in the config file, KCACHE_REMOTE, or pass --remote URL");
@@ -120,15 +126,12 @@ std::string signer_line(const remote::ProbeReport& r) {
 }
 
 int run_ping(const Context& ctx) {
-  auto config = ctx.config();
-  if (!config) {
-    return report(config.error());
-  }
+  Config config;
   std::vector<Target> targets;
-  if (int rc = open_targets(*config, targets); rc != k_exit_ok) {
+  if (int rc = open_targets(ctx, config, targets); rc != k_exit_ok) {
     return rc;
   }
-  auto codec = remote_codec_options(*config);
+  auto codec = remote_codec_options(config);
   if (!codec) {
     return report(codec.error());
   }
@@ -220,12 +223,9 @@ int run_ping(const Context& ctx) {
 }
 
 int run_ls(const Context& ctx) {
-  auto config = ctx.config();
-  if (!config) {
-    return report(config.error());
-  }
+  Config config;
   std::vector<Target> targets;
-  if (int rc = open_targets(*config, targets); rc != k_exit_ok) {
+  if (int rc = open_targets(ctx, config, targets); rc != k_exit_ok) {
     return rc;
   }
   int rc = k_exit_ok;
@@ -276,16 +276,13 @@ int run_ls(const Context& ctx) {
 }
 
 int run_rm(const Context& ctx, const std::vector<std::string>& texts) {
-  auto config = ctx.config();
-  if (!config) {
-    return report(config.error());
-  }
   std::vector<Key> keys;
   if (int rc = parse_keys(texts, keys); rc != k_exit_ok) {
     return rc;
   }
+  Config config;
   std::vector<Target> targets;
-  if (int rc = open_targets(*config, targets); rc != k_exit_ok) {
+  if (int rc = open_targets(ctx, config, targets); rc != k_exit_ok) {
     return rc;
   }
   std::size_t writable = 0;
