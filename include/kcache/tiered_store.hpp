@@ -21,6 +21,15 @@
 
 namespace kcache {
 
+// One tier's answer to one get(), as TieredStore records it (see
+// TieredStore::start_lookup_trace).
+struct TierLookup {
+  enum class Outcome { hit, miss, error };
+  std::string tier;          // the tier's location (see set_tier_location)
+  std::uint64_t us = 0;      // how long the tier took to answer
+  Outcome outcome = Outcome::miss;
+};
+
 class TieredStore final : public Store {
  public:
   // Takes ownership of `tiers` (fastest first; none may be null). `warn`
@@ -64,9 +73,22 @@ class TieredStore final : public Store {
   // its index, or -1 on a miss (or before any get).
   static int last_hit_tier() noexcept;
 
+  // Starts recording, on this thread, every tier's answer to every get() of
+  // any TieredStore (a compile that looks up a key twice, around a
+  // single-flight wait, records both lookups), clearing an earlier record.
+  // Without it nothing is recorded (a hit costs no allocation).
+  static void start_lookup_trace();
+  // Stops recording on this thread and returns what was recorded, in order.
+  static std::vector<TierLookup> take_lookup_trace();
+
   std::size_t tier_count() const noexcept;
   // REQUIRES: index < tier_count().
   Store& tier(std::size_t index) noexcept;
+  // Names where tier `index` keeps its entries, for lookup traces and
+  // reports: "memory", "local" (a cache directory), a remote's masked URL.
+  // Default: the tier's name(), "local" for a "file" tier. Call before the
+  // store is shared between threads. REQUIRES: index < tier_count().
+  void set_tier_location(std::size_t index, std::string location);
   // How many operations tier `index` failed so far (REQUIRES: index < tier_count()).
   std::uint64_t tier_failures(std::size_t index) const noexcept;
 

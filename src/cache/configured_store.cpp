@@ -22,8 +22,11 @@ void warn_line(const std::string& line) { store_warnings::warn(Source::tier, lin
 
 // Appends one tier per configured remote, slowest last: a RemoteStore, behind
 // its own bounded write-behind queue unless it is read_only.
-void add_remote_tiers(const Config& config, std::vector<std::unique_ptr<Store>>& tiers) {
+// `locations` receives each remote's masked URL (TieredStore::set_tier_location).
+void add_remote_tiers(const Config& config, std::vector<std::unique_ptr<Store>>& tiers,
+                      std::vector<std::string>& locations) {
   for (auto& store : open_remote_stores(config, warn_line)) {
+    locations.push_back(store->spec().masked());
     if (!store->writable()) {
       tiers.push_back(std::move(store));
       continue;
@@ -58,8 +61,13 @@ Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
     tiers.push_back(std::make_unique<MemoryStore>(config.memory_size_bytes));
   }
   tiers.push_back(std::move(*file));
-  add_remote_tiers(config, tiers);
+  std::vector<std::string> remotes;
+  add_remote_tiers(config, tiers, remotes);
+  const std::size_t first_remote = tiers.size() - remotes.size();
   auto chain = std::make_unique<TieredStore>(std::move(tiers), store_warnings::sink(Source::layer));
+  for (std::size_t i = 0; i < remotes.size(); ++i) {
+    chain->set_tier_location(first_remote + i, std::move(remotes[i]));
+  }
   if (config.put == PutMode::sync) {
     return std::unique_ptr<Store>(std::move(chain));
   }

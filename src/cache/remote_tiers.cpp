@@ -5,30 +5,38 @@
 
 namespace kcache {
 
-std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
-    const Config& config, const std::function<void(const std::string&)>& warn) {
-  std::vector<std::unique_ptr<remote::RemoteStore>> out;
-  if (config.remote.empty()) {
-    return out;
-  }
+Result<remote::CodecOptions> remote_codec_options(const Config& config) {
   remote::CodecOptions codec;
   codec.compression = config.remote_compression ? remote::Compression::zstd : remote::Compression::none;
   if (!config.remote_key_file.empty()) {
     auto key = remote::load_team_key(config.remote_key_file);
     if (!key) {
-      warn("remote tiers are off: " + key.error().message);
-      return out;
+      return tl::unexpected(key.error());
     }
     codec.sign = std::move(*key);
   }
   for (const auto& path : config.remote_read_key_files) {
     auto key = remote::load_team_key(path);
     if (!key) {
-      warn("remote tiers are off: " + key.error().message);
-      return out;
+      return tl::unexpected(key.error());
     }
     codec.read.push_back(std::move(*key));
   }
+  return codec;
+}
+
+std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
+    const Config& config, const std::function<void(const std::string&)>& warn) {
+  std::vector<std::unique_ptr<remote::RemoteStore>> out;
+  if (config.remote.empty()) {
+    return out;
+  }
+  auto codec_options = remote_codec_options(config);
+  if (!codec_options) {
+    warn("remote tiers are off: " + codec_options.error().message);
+    return out;
+  }
+  const remote::CodecOptions& codec = *codec_options;
   for (const std::string& url : config.remote) {
     auto spec = remote::parse_remote_url(url);
     if (!spec) {

@@ -13,6 +13,12 @@
 
 namespace kcache {
 
+// The codec settings of every remote `config` describes: compression, the
+// signing key (remote_key_file) and the keys accepted on read
+// (remote_read_key_files), loaded from their files. Failure: the first key
+// file that cannot be used (the message names it and says what to do).
+Result<remote::CodecOptions> remote_codec_options(const Config& config);
+
 // Opens one RemoteStore per URL in `config.remote`, in order, with the team
 // keys, compression and breaker settings. Never fails as a whole: a URL or
 // key file that cannot be used is reported through `warn` (one line) and left

@@ -8,10 +8,14 @@
 // object): its line is always printed. The layers around the tiers (the
 // tiered chain, the write-behind queue, a cache's publish and single-flight
 // lock, a compile's store warning) meet the same failure again and would only
-// repeat it in vaguer words: their lines are printed while nothing has been
-// printed yet, and then no more. A read-only cache is thus one line per
-// `kcache` command, however many layers (and worker processes, which never
-// touch the store) it passes through.
+// repeat it in vaguer words, often before the tier itself meets it (a
+// single-flight lock file that cannot be created comes before the put that
+// fails): the first layer line is held back, and printed only when no tier
+// line has come by flush() (the end of the command, or the end of the
+// process); any later layer line is dropped. A read-only cache is thus one
+// line per `kcache` command, whatever order the failures come in and however
+// many layers (and worker processes, which never touch the store) it passes
+// through.
 //
 // Lines go to stderr with a "kcache: warning: " prefix.
 //
@@ -30,6 +34,10 @@ enum class Source {
 
 // Prints `line` as a warning, or drops it (see above).
 void warn(Source source, const std::string& line);
+
+// Prints the held-back layer line, if any and if no tier line was printed.
+// Called by the kcache command after each command, and at process exit.
+void flush();
 
 // warn() bound to `source`, for the `warn` member of store and cache options.
 std::function<void(const std::string&)> sink(Source source);

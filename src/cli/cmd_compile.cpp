@@ -290,8 +290,10 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
     const std::string& file = r.source_path;
     CompileInfo info;
     const auto started = std::chrono::steady_clock::now();
+    TieredStore::start_lookup_trace();
     auto artifact = leased ? compile_with_lease(r, *leased, env->config.put == PutMode::background, info)
                            : compile(r, env->store.get(), &info);
+    const auto lookups = TieredStore::take_lookup_trace();
     const auto took_us = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
     if (!artifact) {
@@ -320,6 +322,7 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
     }
     if (args.json) {
       auto j = info_json(info);
+      add_lookups_json(j, lookups, info.hit);
       j["input"] = file;
       j["output"] = out;
       j["passport"] = nlohmann::json::parse(artifact->passport.to_json());

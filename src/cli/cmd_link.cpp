@@ -63,7 +63,9 @@ int run_link(const Context& ctx, const LinkArgs& args) {
     linker.add_input(std::filesystem::path(f).filename().string(), kind, std::move(*bytes));
   }
   CompileInfo info;
+  TieredStore::start_lookup_trace();
   auto cubin = linker.link(env->store.get(), &info);
+  const auto lookups = TieredStore::take_lookup_trace();
   if (!cubin) {
     return report_error(cubin.error());
   }
@@ -75,6 +77,7 @@ int run_link(const Context& ctx, const LinkArgs& args) {
   }
   if (args.json) {
     auto j = info_json(info);
+    add_lookups_json(j, lookups, info.hit);
     j["output"] = args.output;
     j["passport"] = nlohmann::json::parse(cubin->passport.to_json());
     std::printf("%s\n", j.dump(2).c_str());

@@ -68,6 +68,7 @@ int run_stats(const Context& ctx) {
       j["remote"] = {{"hits", rc->get(RC::hits)},           {"misses", rc->get(RC::misses)},
                      {"errors", rc->get(RC::errors)},       {"skipped", rc->get(RC::skipped)},
                      {"puts", rc->get(RC::puts)},           {"puts_already_present", rc->get(RC::puts_present)},
+                     {"puts_too_large", rc->get(RC::puts_too_large)},
                      {"bytes_in", rc->get(RC::bytes_in)},   {"bytes_out", rc->get(RC::bytes_out)},
                      {"rejected", rc->get(RC::rejected)},   {"rejected_by", rej},
                      {"get_p50_us", rc->latency_quantile(0.5)}, {"get_p99_us", rc->latency_quantile(0.99)},
@@ -118,7 +119,8 @@ int run_stats(const Context& ctx) {
     rows.push_back({"remote errors", fmt::format("{} ({} skipped by the breaker)", rc->get(RC::errors),
                                                  rc->get(RC::skipped))});
     rows.push_back({"remote rejected entries", std::to_string(rc->get(RC::rejected))});
-    rows.push_back({"remote uploads", fmt::format("{} ({} already there)", rc->get(RC::puts), rc->get(RC::puts_present))});
+    rows.push_back({"remote uploads", fmt::format("{} ({} already there, {} over max_entry_size)", rc->get(RC::puts),
+                                                  rc->get(RC::puts_present), rc->get(RC::puts_too_large))});
     rows.push_back({"remote bytes in / out",
                     format_size(rc->get(RC::bytes_in)) + " / " + format_size(rc->get(RC::bytes_out))});
     rows.push_back({"remote get p50 / p99", fmt::format("<= {} / <= {}", format_duration_us(rc->latency_quantile(0.5)),

@@ -26,6 +26,7 @@
 #include "cli/exit_codes.hpp"
 #include "kcache/compiler.hpp"
 #include "kcache/config.hpp"
+#include "kcache/tiered_store.hpp"
 #include "kcache/toolkit.hpp"
 #include "cli/output_file.hpp"
 
@@ -242,6 +243,32 @@ inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, b
     }
   }
   return env;
+}
+
+// What a compile's lookups were (TieredStore::start_lookup_trace around it):
+// "lookups", one object per tier asked, in order ({"tier", "us", "result"}:
+// hit, miss or error; a compile that waited for another process's compile
+// looks up twice), and "hit_tier", the tier that served a hit (null on a
+// miss). `lookup_us` then counts at least the sum of the lookups' times.
+inline void add_lookups_json(nlohmann::json& j, const std::vector<TierLookup>& lookups, bool hit) {
+  nlohmann::json list = nlohmann::json::array();
+  std::uint64_t sum = 0;
+  nlohmann::json hit_tier = nullptr;
+  for (const auto& l : lookups) {
+    sum += l.us;
+    const char* result = l.outcome == TierLookup::Outcome::hit    ? "hit"
+                         : l.outcome == TierLookup::Outcome::miss ? "miss"
+                                                                  : "error";
+    list.push_back({{"tier", l.tier}, {"us", l.us}, {"result", result}});
+    if (hit && l.outcome == TierLookup::Outcome::hit) {
+      hit_tier = l.tier;
+    }
+  }
+  j["lookups"] = std::move(list);
+  j["hit_tier"] = std::move(hit_tier);
+  if (j.value("lookup_us", std::uint64_t{0}) < sum) {
+    j["lookup_us"] = sum;
+  }
 }
 
 inline nlohmann::json info_json(const CompileInfo& info) {

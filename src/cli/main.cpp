@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cache/store_warnings.hpp"
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/output_file.hpp"
@@ -155,6 +156,8 @@ int main(int argc, char** argv) {
     return k_exit_usage;
   }
   const int status = run();
+  // A warning held back in case the failing tier said it better (store_warnings.hpp).
+  kcache::store_warnings::flush();
   // Every command's printed output counts: a lost line is a failure (exit 1).
   if (!finish_standard_output() && status == k_exit_ok) {
     return k_exit_error;

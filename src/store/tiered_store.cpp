@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <unordered_map>
@@ -13,6 +14,19 @@ namespace kcache {
 
 namespace {
 thread_local int t_last_hit_tier = -1;
+thread_local bool t_tracing = false;
+thread_local std::vector<TierLookup> t_trace;
+using TraceClock = std::chrono::steady_clock;
+
+void trace(const std::string& location, TraceClock::time_point start, TierLookup::Outcome outcome) {
+  if (t_tracing) {
+    t_trace.push_back(TierLookup{
+        location,
+        static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(TraceClock::now() - start).count()),
+        outcome});
+  }
+}
 }  // namespace
 
 struct TieredStore::Impl {
@@ -20,6 +34,7 @@ struct TieredStore::Impl {
     std::unique_ptr<Store> store;
     std::atomic<std::uint64_t> failures{0};
     std::once_flag warned;
+    std::string location;  // set_tier_location
   };
 
   // Counts a failure of tier `index` and warns the first time.
@@ -52,6 +67,7 @@ TieredStore::TieredStore(std::vector<std::unique_ptr<Store>> tiers,
   for (auto& store : tiers) {
     auto tier = std::make_unique<Impl::Tier>();
     tier->store = std::move(store);
+    tier->location = tier->store->name() == "file" ? std::string("local") : std::string(tier->store->name());
     m_impl->tiers.push_back(std::move(tier));
   }
 }
@@ -65,7 +81,14 @@ Result<std::optional<Artifact>> TieredStore::get_into(const Key& key, const Payl
   std::size_t failed = 0;
   Error last_error;
   for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
+    const auto start = t_tracing ? TraceClock::now() : TraceClock::time_point{};
     auto got = m_impl->tiers[i]->store->get_into(key, allocate);
+    if (t_tracing) {
+      trace(m_impl->tiers[i]->location, start,
+            !got                   ? TierLookup::Outcome::error
+            : got->has_value()     ? TierLookup::Outcome::hit
+                                   : TierLookup::Outcome::miss);
+    }
     if (!got) {
       m_impl->failed(i, "get", got.error());
       ++failed;
@@ -99,6 +122,20 @@ Result<std::optional<Artifact>> TieredStore::get_into(const Key& key, const Payl
   }
   m_impl->misses.fetch_add(1, std::memory_order_relaxed);
   return std::optional<Artifact>{};
+}
+
+void TieredStore::set_tier_location(std::size_t index, std::string location) {
+  m_impl->tiers[index]->location = std::move(location);
+}
+
+void TieredStore::start_lookup_trace() {
+  t_trace.clear();
+  t_tracing = true;
+}
+
+std::vector<TierLookup> TieredStore::take_lookup_trace() {
+  t_tracing = false;
+  return std::exchange(t_trace, {});
 }
 
 Result<PutOutcome> TieredStore::put(const Artifact& artifact) { return put_then(artifact, {}); }

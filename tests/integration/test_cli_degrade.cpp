@@ -5,6 +5,7 @@
 // worker processes compile, and a disabled cache has nothing written under its
 // directory. Real kcache processes, real NVRTC.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -178,6 +179,41 @@ TEST_F(CliDegrade, ReadOnlyCacheIsOneWarningPerCommandAndCompilesSucceed) {
   EXPECT_EQ(warnings(hit.err), 0U) << hit.err;
   EXPECT_TRUE(nlohmann::json::parse(hit.out)["hit"].get<bool>()) << hit.out;
   sh("chmod -R u+w \"$KCACHE_DIR\"");
+}
+
+// A cache on a read-only filesystem (a real EROFS: a tmpfs remounted
+// read-only): the single-flight lock fails before the put does, in whatever
+// order the parallel compiles meet them, and the command still says it once.
+TEST_F(CliDegrade, ReadOnlyFilesystemIsOneWarningPerCommandWhateverTheParallelism) {
+  KCACHE_REQUIRE_TOOLKIT();
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "mounting a read-only tmpfs needs root";
+  }
+  for (const std::string name : {"r1", "r2", "r3", "r4", "r5", "r6", "r7"}) {
+    write_kernel(dir() / (name + ".cu"), name);
+  }
+  const fs::path mnt = root() / "rofs";
+  fs::create_directories(mnt);
+  ASSERT_EQ(sh("mount -t tmpfs -o size=64m tmpfs '" + mnt.string() + "'").rc, 0);
+  const std::string env = "KCACHE_DIR='" + (mnt / "cache").string() + "' ";
+  const ShellRun warm = sh(env + "\"$K\" compile r1.cu --arch sm_90");
+  ASSERT_EQ(warm.rc, 0) << warm.err;
+  ASSERT_EQ(sh("mount -o remount,ro '" + mnt.string() + "'").rc, 0);
+  for (const std::string jobs : {"2", "4"}) {
+    const std::string files = jobs == "2" ? "r2.cu r3.cu r4.cu" : "r5.cu r6.cu r7.cu";
+    const ShellRun pool = sh(env + "\"$K\" compile " + files + " --arch sm_90 -j " + jobs);
+    EXPECT_EQ(pool.rc, 0) << pool.err;
+    EXPECT_EQ(warnings(pool.err), 1U) << "-j " << jobs << ": " << pool.err;
+    EXPECT_NE(pool.err.find("cannot be written ("), std::string::npos) << pool.err;
+    EXPECT_NE(pool.err.find("Read-only file system"), std::string::npos) << pool.err;
+  }
+  const ShellRun one = sh(env + "\"$K\" compile r2.cu --arch sm_90");
+  EXPECT_EQ(one.rc, 0) << one.err;
+  EXPECT_EQ(warnings(one.err), 1U) << one.err;
+  const ShellRun hit = sh(env + "\"$K\" compile r1.cu --arch sm_90 --json");
+  EXPECT_EQ(hit.rc, 0) << hit.err;
+  EXPECT_EQ(warnings(hit.err), 0U) << hit.err;
+  sh("umount '" + mnt.string() + "'");
 }
 
 TEST_F(CliDegrade, DisabledCacheHasNothingWrittenUnderItsDirectory) {

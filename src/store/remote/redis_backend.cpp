@@ -60,6 +60,11 @@ Result<bool> RedisBackend::remove(std::string_view name) {
   return redis_remove_object([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, m_spec.masked());
 }
 
+Result<void> RedisBackend::list(std::string_view prefix, const std::function<bool(std::string_view name)>& each) {
+  return redis_scan_objects([this](const std::vector<std::string_view>& argv) { return command(argv); }, prefix,
+                            each, m_spec.masked());
+}
+
 Result<bool> RedisBackend::exists(std::string_view name) {
   return redis_object_exists([this](const std::vector<std::string_view>& argv) { return command(argv); }, name,
                              m_spec.masked());

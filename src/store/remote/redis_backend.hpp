@@ -4,6 +4,7 @@
 //   get    -> GETRANGE name 0 max_bytes   (bounded: never more than max+1 bytes)
 //   put    -> SET name value NX [EX ttl]  (one command: no reader sees half)
 //   remove -> DEL name
+//   list   -> SCAN cursor MATCH prefix* COUNT 1000
 //
 // Thread-safety: thread-safe; a pool of idle connections is shared, a broken
 // connection is dropped and the next call connects again.
@@ -27,6 +28,7 @@ class RedisBackend final : public RemoteBackend {
   Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) override;
   Result<bool> remove(std::string_view name) override;
   Result<std::string> describe() override;
+  Result<void> list(std::string_view prefix, const std::function<bool(std::string_view name)>& each) override;
   bool supports_leases() const noexcept override { return true; }
   Result<bool> exists(std::string_view name) override;
   Result<bool> lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;

@@ -501,6 +501,38 @@ Result<std::string> RedisClusterBackend::describe() {
   return out;
 }
 
+Result<void> RedisClusterBackend::list(std::string_view prefix,
+                                       const std::function<bool(std::string_view name)>& each) {
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(m_spec.connect_timeout_ms + 2 * std::uint64_t{m_spec.timeout_ms});
+  if (auto r = refresh(deadline); !r) {
+    return tl::unexpected(r.error());
+  }
+  std::vector<ClusterNode> masters;
+  {
+    std::lock_guard lock(m_mutex);
+    for (const std::uint16_t index : m_slots) {
+      if (index != k_no_node && std::find(masters.begin(), masters.end(), m_nodes[index]) == masters.end()) {
+        masters.push_back(m_nodes[index]);
+      }
+    }
+  }
+  bool go_on = true;
+  for (const ClusterNode& node : masters) {
+    const std::string where = fmt::format("{} (node {})", m_spec.masked(), node.address());
+    auto r = redis_scan_objects(
+        [&](const std::vector<std::string_view>& argv) { return send(node, argv, false); }, prefix,
+        [&](std::string_view name) { return go_on = each(name); }, where);
+    if (!r) {
+      return r;
+    }
+    if (!go_on) {
+      break;
+    }
+  }
+  return {};
+}
+
 ClusterNode RedisClusterBackend::master_of(int slot) {
   bool loaded = false;
   {

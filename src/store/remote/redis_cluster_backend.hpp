@@ -80,6 +80,8 @@ class RedisClusterBackend final : public RemoteBackend {
   // "redis 7.0.15 (cluster, state ok): 3 masters 127.0.0.1:7000 [0-5460] ...,
   // 3 replicas". Refreshes the slot map first.
   Result<std::string> describe() override;
+  // SCAN on every master of the current slot map, one after the other.
+  Result<void> list(std::string_view prefix, const std::function<bool(std::string_view name)>& each) override;
   bool supports_leases() const noexcept override { return true; }
   Result<bool> exists(std::string_view name) override;
   Result<bool> lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;

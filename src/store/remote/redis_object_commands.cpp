@@ -56,6 +56,32 @@ Result<bool> redis_remove_object(const RedisSend& send, std::string_view name, s
   return r->type == RedisReply::Type::integer && r->integer > 0;
 }
 
+Result<void> redis_scan_objects(const RedisSend& send, std::string_view prefix,
+                                const std::function<bool(std::string_view name)>& each, std::string_view where) {
+  const std::string match = std::string(prefix) + "*";
+  std::string cursor = "0";
+  do {
+    auto r = send({"SCAN", cursor, "MATCH", match, "COUNT", "1000"});
+    if (!r) {
+      return tl::unexpected(r.error());
+    }
+    if (r->type == RedisReply::Type::error) {
+      return make_error(ErrorCode::io, fmt::format("SCAN on {}: {}", where, r->str));
+    }
+    if (r->type != RedisReply::Type::array || r->elements.size() != 2 ||
+        r->elements[1].type != RedisReply::Type::array) {
+      return make_error(ErrorCode::io, fmt::format("SCAN on {}: unexpected reply", where));
+    }
+    cursor = r->elements[0].str;
+    for (const RedisReply& name : r->elements[1].elements) {
+      if (!each(name.str)) {
+        return {};
+      }
+    }
+  } while (cursor != "0" && !cursor.empty());
+  return {};
+}
+
 namespace {
 
 // The integer reply of a command; error replies and broken sends are failures.

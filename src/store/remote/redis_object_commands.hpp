@@ -6,6 +6,8 @@
 //   put     SET name value NX [EX ttl]  "OK" written; nil: already there
 //   remove  DEL name                    1 removed; 0 there was none
 //   exists  EXISTS name                 1 there; 0 not
+//   list    SCAN cursor MATCH prefix* COUNT 1000, until the cursor is "0"
+//           (one server; a cluster walks every master)
 //
 // and the commands of a cross-host lease (docs/single-flight.md), whose value
 // is the owner's token:
@@ -54,6 +56,12 @@ Result<bool> redis_remove_object(const RedisSend& send, std::string_view name, s
 
 // True when an object named `name` exists.
 Result<bool> redis_object_exists(const RedisSend& send, std::string_view name, std::string_view where);
+
+// Walks the names that start with `prefix` on the server behind `send`
+// (RemoteBackend::list). `prefix` must hold no glob character (*?[]\\).
+// Failure: the send's error, or io for an error reply or a malformed one.
+Result<void> redis_scan_objects(const RedisSend& send, std::string_view prefix,
+                                const std::function<bool(std::string_view name)>& each, std::string_view where);
 
 // The lease scripts (Lua, run by EVAL; Redis 2.6 and later).
 inline constexpr std::string_view k_lease_renew_script =

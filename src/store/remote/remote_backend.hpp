@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,20 @@ class RemoteBackend {
 
   // Asks the server who it is. Success: one line (server version, mode).
   virtual Result<std::string> describe() = 0;
+
+  // Walks the names of the objects on the server that start with `prefix`,
+  // in batches (Redis: SCAN ... MATCH prefix* COUNT 1000; a cluster: every
+  // master): `each` is called once per name found, in no particular order (a
+  // name may come twice while the server rehashes), and a `false` from it
+  // stops the walk. Success: the walk ended (or was stopped). Failure:
+  // `unsupported` for a backend that cannot enumerate its objects (HTTP:
+  // WebDAV's PROPFIND is often not served), else io / timeout.
+  virtual Result<void> list(std::string_view prefix, const std::function<bool(std::string_view name)>& each) {
+    (void)prefix, (void)each;
+    return make_error(ErrorCode::unsupported,
+                      "listing the objects is not supported by this backend (only redis:// and "
+                      "redis+cluster:// remotes can be listed)");
+  }
 
   // Cross-host leases (one compile per key across hosts, docs/single-flight.md;
   // the commands are in redis_object_commands.hpp). A backend without them

@@ -38,6 +38,7 @@ enum class RemoteCounter : unsigned {
   lease_timeouts,                // waits that ran out (remote_lease_wait_ms): compiled without the lease
   lease_errors,                  // lease commands that failed (server down, breaker open): compiled without
   lease_lost,                    // renewals that found the lease gone or taken over while compiling
+  puts_too_large,                // entries not uploaded: larger than max_entry_size as a remote object
   count_
 };
 

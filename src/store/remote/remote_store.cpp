@@ -141,13 +141,23 @@ struct RemoteStore::Impl {
     }
     const std::string object = encode_object(artifact, options.codec);
     if (object.size() > options.spec.max_entry_size) {
-      // Not a failure of the remote: the entry is simply not shared.
+      // Not a failure of the remote: the entry is simply not shared. Said
+      // once per process (whatever the remote), counted every time.
       succeeded();
-      return make_error(ErrorCode::invalid_argument,
-                        fmt::format("entry {} is {} bytes as a remote object, above max_entry_size ({}); not "
-                                    "uploaded to {}",
-                                    artifact.passport.key.hex(), object.size(), options.spec.max_entry_size,
-                                    options.spec.masked()));
+      const std::string why = fmt::format(
+          "entry {} is {} bytes as a remote object, above max_entry_size ({} bytes); not uploaded to {}",
+          artifact.passport.key.hex(), object.size(), options.spec.max_entry_size, options.spec.masked());
+      {
+        std::lock_guard lock(mutex);
+        ++stats.puts_too_large;
+        count(RemoteCounter::puts_too_large);
+      }
+      static std::atomic<bool> warned_too_large{false};
+      if (!warned_too_large.exchange(true)) {
+        warn(why + " (raise it with ?max_entry_size=BYTES on the remote URL; further entries over it are only "
+                   "counted, `kcache stats`)");
+      }
+      return make_error(ErrorCode::invalid_argument, why);
     }
     auto r = backend->put(object_name(artifact.passport.key), object, options.spec.ttl_s);
     if (!r) {

@@ -61,6 +61,7 @@ struct RemoteStats {
   std::uint64_t breaker_opened = 0;   // times the breaker opened
   std::uint64_t puts = 0;             // objects written
   std::uint64_t puts_present = 0;     // puts that found the object already there
+  std::uint64_t puts_too_large = 0;   // entries not uploaded: over max_entry_size (warned once per process)
   std::uint64_t rejected = 0;         // bad objects (sum of rejected_by)
   std::array<std::uint64_t, 7> rejected_by{};  // indexed by Rejection
   std::uint64_t bytes_in = 0;         // object bytes downloaded (accepted or not)

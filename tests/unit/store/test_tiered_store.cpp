@@ -87,6 +87,37 @@ std::unique_ptr<Chain> make_chain() {
 
 }  // namespace
 
+TEST(TieredStore, LookupTraceRecordsEveryTierAskedWithItsLocationAndOutcome) {
+  auto c = make_chain();
+  c->store->set_tier_location(1, "redis://127.0.0.1:1");
+  const Artifact a = blob("a");
+  ASSERT_TRUE(c->store->tier(1).put(a));
+  // Not recording: nothing is kept.
+  ASSERT_TRUE(c->store->get(a.passport.key));
+  EXPECT_TRUE(TieredStore::take_lookup_trace().empty());
+
+  (void)c->store->tier(0).remove(a.passport.key);
+  TieredStore::start_lookup_trace();
+  ASSERT_TRUE(c->store->get(blob("absent").passport.key));  // a miss in both
+  ASSERT_TRUE(c->store->get(a.passport.key));               // a hit in the lower tier
+  c->broken = true;
+  ASSERT_TRUE(c->store->get(blob("other").passport.key));   // upper miss, lower error
+  c->broken = false;
+  const auto trace = TieredStore::take_lookup_trace();
+  ASSERT_EQ(trace.size(), 6U);
+  using O = kcache::TierLookup::Outcome;
+  const std::vector<std::pair<std::string, O>> want{{"memory", O::miss}, {"redis://127.0.0.1:1", O::miss},
+                                                    {"memory", O::miss}, {"redis://127.0.0.1:1", O::hit},
+                                                    {"memory", O::miss}, {"redis://127.0.0.1:1", O::error}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(trace[i].tier, want[i].first) << i;
+    EXPECT_EQ(trace[i].outcome, want[i].second) << i;
+  }
+  // Stopped by take: later lookups are not recorded.
+  ASSERT_TRUE(c->store->get(a.passport.key));
+  EXPECT_TRUE(TieredStore::take_lookup_trace().empty());
+}
+
 TEST(TieredStore, PutWritesEveryTier) {
   auto c = make_chain();
   const Artifact a = blob("a");
