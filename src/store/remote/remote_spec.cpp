@@ -13,7 +13,8 @@ namespace {
 
 constexpr std::string_view k_attrs =
     "read_only=BOOL, connect_timeout_ms=N, timeout_ms=N, max_entry_size=SIZE, ttl_s=N; for http(s) also "
-    "bearer_token_file=PATH, bearer_token_env=VAR, basic_auth_file=PATH, basic_auth_env=VAR";
+    "bearer_token_file=PATH, bearer_token_env=VAR, basic_auth_file=PATH, basic_auth_env=VAR; for https also "
+    "ca_file=PATH";
 
 std::string percent_decode(std::string_view s, bool* ok) {
   std::string out;
@@ -124,6 +125,9 @@ std::string RemoteSpec::masked() const {
   }
   if (!basic_auth_env.empty()) {
     attrs.push_back("basic_auth_env=" + basic_auth_env);
+  }
+  if (!ca_file.empty()) {
+    attrs.push_back("ca_file=" + ca_file);
   }
   for (std::size_t i = 0; i < attrs.size(); ++i) {
     out += (i == 0 ? '?' : '&') + attrs[i];
@@ -254,6 +258,9 @@ Result<RemoteSpec> parse_remote_url(std::string_view url) {
       ok = !value.empty();
     } else if (is_http && name == "basic_auth_env") {
       spec.basic_auth_env = value;
+      ok = !value.empty();
+    } else if (spec.scheme == Scheme::https && name == "ca_file") {
+      spec.ca_file = value;
       ok = !value.empty();
     } else {
       return fail(fmt::format("unknown attribute '{}'; accepted: {}", name, k_attrs));

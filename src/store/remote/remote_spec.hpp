@@ -9,6 +9,8 @@
 //          | max_entry_size=SIZE | ttl_s=N | db=N (redis+unix)
 //          | bearer_token_file=PATH | bearer_token_env=VAR        (http, https)
 //          | basic_auth_file=PATH | basic_auth_env=VAR            (http, https: "user:password")
+//          | ca_file=PATH                                         (https: trust this CA bundle
+//                                                                  instead of the system's)
 //
 // User and password are percent-decoded. A URL never contains spaces (the
 // KCACHE_REMOTE list is space-separated): percent-encode them. masked() is the
@@ -45,6 +47,9 @@ struct RemoteSpec {
   std::string bearer_token_env;
   std::string basic_auth_file;
   std::string basic_auth_env;
+  // A PEM file of CA certificates that verify the server (a private CA);
+  // empty: the system's CA store.
+  std::string ca_file;
 
   // The URL with any password replaced by "***", and attributes that differ
   // from their defaults, e.g. "redis://ci:***@cache:6379/2?read_only=true".
