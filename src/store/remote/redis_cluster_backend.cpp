@@ -498,9 +498,7 @@ Result<RedisReply> RedisClusterBackend::route(std::string_view key, const std::v
           }
         }
         ride_out();
-        if (riding_out) {
-          --attempts;  // a cluster between two masters: the deadline bounds the wait
-        }
+        --attempts;  // a cluster between two masters: the deadline bounds the wait
         const auto pause = std::min<Clock::duration>(std::chrono::milliseconds(50 << std::min(pass, 3)),
                                                      std::max<Clock::duration>(deadline - Clock::now(), {}));
         std::this_thread::sleep_for(pause);
