@@ -422,5 +422,99 @@ TEST_F(CliRemoteLeaseCluster, AKilledLeaseMasterFailsOverAndTheWaitersFollowTheN
   std::printf("failover under a held lease: %d compile(s)\n", compiled);
 }
 
+// Issue 18 item 3, with Redis's defaults: cluster-node-timeout 15000 (a
+// failover takes longer than connect_timeout_ms + 2 x timeout_ms) and no
+// operator's TAKEOVER. The master of the lease's slot is SIGKILLed while the
+// owner holds the lease and three hosts wait; the owner then finishes and
+// publishes (its object lives on another master), and the cluster promotes
+// the replica by its own vote. The waiters' lease commands ride the failover
+// out instead of failing: the herd compiles once, no lease error.
+TEST(CliRemoteLeaseFailover, AHerdWaitingThroughADefaultFailoverStillCompilesOnce) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  std::string why;
+  auto cluster = test::RedisCluster::start(tmp.path() / "cluster", &why, 3, 1, 15000);
+  ASSERT_NE(cluster, nullptr) << why;
+  auto backend = *remote::RedisClusterBackend::open(*remote::parse_remote_url(cluster->url()));
+  // A kernel whose object and lease live on different masters, so that the
+  // owner's upload does not meet the failover (that one would be a miss).
+  fs::path src;
+  std::string expected;
+  int lease_master = 0;
+  for (int tag = 0; tag < 12 && expected.empty(); ++tag) {
+    src = write_slow_kernel(tmp.path(), "dflt" + std::to_string(tag), 40);
+    const fs::path probe = tmp.path() / ("probe" + std::to_string(tag) + ".cubin");
+    const std::string out = run_cli(tmp.path() / ("probe" + std::to_string(tag)), "",
+                                    "compile " + src.string() + " --target cubin --arch sm_90 --json -o " +
+                                        probe.string());
+    const std::string key = json_of(out)["key"].get<std::string>();
+    lease_master = backend->master_of(remote::cluster_key_slot("kcache:v1:lease:" + key)).port;
+    if (lease_master != backend->master_of(remote::cluster_key_slot("kcache:v1:" + key)).port) {
+      expected = test::read_file(probe);
+    }
+  }
+  ASSERT_FALSE(expected.empty());
+  ASSERT_NE(lease_master, 0);
+  constexpr int k_ttl_ms = 10000, k_wait_ms = 120000;
+  const std::string env = "KCACHE_REMOTE='" + cluster->url() + "' KCACHE_REMOTE_LEASE_TTL_MS=" +
+                          std::to_string(k_ttl_ms) + " KCACHE_REMOTE_LEASE_WAIT_MS=" + std::to_string(k_wait_ms);
+  const std::string compile = "compile " + src.string() + " --target cubin --arch sm_90 --json -o ";
+  std::vector<Host> hosts;
+  hosts.reserve(4);
+  ReapOnExit reap{&hosts};
+  hosts.push_back(spawn(tmp.path() / "owner", env, compile + (tmp.path() / "owner.cubin").string(),
+                        tmp.path() / "owner.log"));
+  std::string lease;
+  for (int i = 0; i < 3000 && lease.empty(); ++i) {
+    lease = cluster_leases(*cluster);
+    if (lease.empty()) {
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  ASSERT_FALSE(lease.empty()) << test::read_file(hosts[0].out);
+  ::kill(hosts[0].pid, SIGSTOP);  // holds the lease, has not published: deterministic, not a race
+  ASSERT_EQ(backend->master_of(remote::cluster_key_slot(lease)).port, lease_master);
+  ASSERT_TRUE(cluster->wait_ok(std::chrono::seconds(10))) << "the replica holds the lease too";
+  for (int i = 0; i < 3; ++i) {
+    hosts.push_back(spawn(tmp.path() / ("waiter" + std::to_string(i)), env,
+                          compile + (tmp.path() / ("w" + std::to_string(i) + ".cubin")).string(),
+                          tmp.path() / ("waiter" + std::to_string(i) + ".log")));
+  }
+  for (int i = 0; i < 3; ++i) {
+    const fs::path dir = tmp.path() / ("waiter" + std::to_string(i));
+    for (int t = 0; t < 600 && lease_counter(dir, "lease_waits") == 0; ++t) {
+      std::this_thread::sleep_for(50ms);
+    }
+    ASSERT_EQ(lease_counter(dir, "lease_waits"), 1U) << test::read_file(hosts[1 + i].out);
+  }
+  const auto killed_at = std::chrono::steady_clock::now();
+  cluster->node_on(lease_master)->kill();
+  ::kill(hosts[0].pid, SIGCONT);  // the owner finishes and publishes during the failover
+
+  int compiled = 0;
+  std::vector<std::string> logs;
+  for (const Host& h : hosts) {
+    const int status = finish(h);
+    logs.push_back(test::read_file(h.out));
+    ASSERT_EQ(status, 0) << logs.back();
+    compiled += json_of(logs.back())["hit"].get<bool>() ? 0 : 1;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_TRUE(cluster->wait_failover(lease_master, std::chrono::seconds(60))) << "the cluster failed over";
+  EXPECT_EQ(compiled, 1) << "one compile across the failover";
+  std::uint64_t errors = 0, timeouts = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(test::read_file(tmp.path() / ("w" + std::to_string(i) + ".cubin")), expected) << logs[1 + i];
+    errors += lease_counter(tmp.path() / ("waiter" + std::to_string(i)), "lease_errors");
+    timeouts += lease_counter(tmp.path() / ("waiter" + std::to_string(i)), "lease_timeouts");
+  }
+  EXPECT_EQ(test::read_file(tmp.path() / "owner.cubin"), expected);
+  EXPECT_EQ(errors, 0U) << "no waiter gave up on the lease because its master died";
+  EXPECT_EQ(timeouts, 0U);
+  std::printf("default failover (cluster-node-timeout 15000) under a herd of 4: %d compile(s), the herd done "
+              "%.1f s after the kill\n",
+              compiled, seconds);
+}
+
 }  // namespace
 }  // namespace kcache
