@@ -42,6 +42,7 @@ struct RedisConnection::Budget {
 
 Error RedisConnection::fail(ErrorCode code, std::string_view what) {
   m_broken = true;
+  m_tls.reset();
   if (m_fd >= 0) {
     ::close(m_fd);
     m_fd = -1;
@@ -61,11 +62,21 @@ Result<std::unique_ptr<RedisConnection>> RedisConnection::connect(const RemoteSp
 Result<std::unique_ptr<RedisConnection>> RedisConnection::connect(const RemoteSpec& spec, const std::string& host,
                                                                   int port, RedisDeadline deadline) {
   std::unique_ptr<RedisConnection> c(new RedisConnection(spec));
-  c->m_where = spec.scheme == Scheme::redis_unix ? spec.masked() : fmt::format("redis://{}:{}", host, port);
+  c->m_where = spec.scheme == Scheme::redis_unix
+                   ? spec.masked()
+                   : fmt::format("{}://{}:{}", spec.tls ? "rediss" : "redis", host, port);
   const RedisDeadline connect_deadline =
       std::min(deadline, RedisClock::now() + std::chrono::milliseconds(spec.connect_timeout_ms));
   if (auto r = c->open_socket(host, port, connect_deadline); !r) {
     return tl::unexpected(r.error());
+  }
+  if (spec.tls) {
+    auto tls = TlsSession::handshake(c->m_fd, host, spec.ca_file, deadline);
+    if (!tls) {
+      c->m_broken = true;
+      return make_error(tls.error().code, fmt::format("cannot connect to {}: {}", c->m_where, tls.error().message));
+    }
+    c->m_tls = std::move(*tls);
   }
   if (!spec.password.empty()) {
     std::vector<std::string_view> auth{"AUTH"};
@@ -170,29 +181,56 @@ Result<void> RedisConnection::open_socket(const std::string& host, int port, Red
 }
 
 RedisConnection::~RedisConnection() {
+  m_tls.reset();  // before its socket
   if (m_fd >= 0) {
     ::close(m_fd);
   }
 }
 
-Result<void> RedisConnection::send_all(std::string_view bytes, RedisDeadline deadline) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::send(m_fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      bytes.remove_prefix(static_cast<std::size_t>(n));
-      continue;
+Result<std::size_t> RedisConnection::transfer(bool sending, char* buf, std::size_t len, RedisDeadline deadline) {
+  for (;;) {
+    TlsSession::Step step;
+    if (m_tls) {
+      step = sending ? m_tls->write(buf, len) : m_tls->read(buf, len);
+    } else {
+      const ssize_t n = sending ? ::send(m_fd, buf, len, MSG_NOSIGNAL) : ::recv(m_fd, buf, len, 0);
+      if (n > 0) {
+        step.kind = TlsSession::Step::Kind::moved;
+        step.bytes = static_cast<std::size_t>(n);
+      } else if (n == 0) {
+        step.kind = TlsSession::Step::Kind::closed;
+      } else if (errno == EINTR) {
+        continue;
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        step.kind = TlsSession::Step::Kind::wait;
+        step.want_read = !sending;
+      } else {
+        step.error = std::strerror(errno);
+      }
     }
-    if (n < 0 && errno == EINTR) {
-      continue;
+    switch (step.kind) {
+      case TlsSession::Step::Kind::moved: return step.bytes;
+      case TlsSession::Step::Kind::closed:
+        return tl::unexpected(fail(ErrorCode::io, "the server closed the connection"));
+      case TlsSession::Step::Kind::failed: return tl::unexpected(fail(ErrorCode::io, step.error));
+      case TlsSession::Step::Kind::wait: break;
     }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-      return tl::unexpected(fail(ErrorCode::io, std::strerror(errno)));
-    }
-    pollfd p{m_fd, POLLOUT, 0};
+    pollfd p{m_fd, static_cast<short>(step.want_read ? POLLIN : POLLOUT), 0};
     const int left = ms_left(deadline);
     if (left == 0 || ::poll(&p, 1, left) == 0) {
-      return tl::unexpected(fail(ErrorCode::timeout, "the command could not be sent in time"));
+      return tl::unexpected(fail(ErrorCode::timeout, sending ? "the command could not be sent in time"
+                                                             : "the whole reply did not arrive in time"));
     }
+  }
+}
+
+Result<void> RedisConnection::send_all(std::string_view bytes, RedisDeadline deadline) {
+  while (!bytes.empty()) {
+    auto n = transfer(true, const_cast<char*>(bytes.data()), bytes.size(), deadline);
+    if (!n) {
+      return tl::unexpected(n.error());
+    }
+    bytes.remove_prefix(*n);
   }
   return {};
 }
@@ -207,30 +245,12 @@ Result<void> RedisConnection::fill(RedisDeadline deadline) {
   }
   const std::size_t old = m_in.size();
   m_in.resize(old + k_read_chunk);
-  for (;;) {
-    const ssize_t n = ::recv(m_fd, m_in.data() + old, k_read_chunk, 0);
-    if (n > 0) {
-      m_in.resize(old + static_cast<std::size_t>(n));
-      return {};
-    }
-    if (n == 0) {
-      m_in.resize(old);
-      return tl::unexpected(fail(ErrorCode::io, "the server closed the connection"));
-    }
-    if (errno == EINTR) {
-      continue;
-    }
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      m_in.resize(old);
-      return tl::unexpected(fail(ErrorCode::io, std::strerror(errno)));
-    }
-    pollfd p{m_fd, POLLIN, 0};
-    const int left = ms_left(deadline);
-    if (left == 0 || ::poll(&p, 1, left) == 0) {
-      m_in.resize(old);
-      return tl::unexpected(fail(ErrorCode::timeout, "the reply did not arrive in time"));
-    }
+  auto n = transfer(false, m_in.data() + old, k_read_chunk, deadline);
+  m_in.resize(old + (n ? *n : 0));
+  if (!n) {
+    return tl::unexpected(n.error());
   }
+  return {};
 }
 
 Result<std::string_view> RedisConnection::read_line(RedisDeadline deadline, Budget& budget) {
@@ -314,26 +334,11 @@ Result<RedisReply> RedisConnection::read_reply(RedisDeadline deadline, Budget& b
       std::memcpy(out.str.data(), m_in.data() + m_in_at, have);
       m_in_at += have;
       while (have < n) {
-        const ssize_t got = ::recv(m_fd, out.str.data() + have, static_cast<std::size_t>(n) - have, 0);
-        if (got > 0) {
-          have += static_cast<std::size_t>(got);
-          continue;
+        auto got = transfer(false, out.str.data() + have, static_cast<std::size_t>(n) - have, deadline);
+        if (!got) {
+          return tl::unexpected(got.error());
         }
-        if (got == 0) {
-          return tl::unexpected(fail(ErrorCode::io, "the server closed the connection mid-reply"));
-        }
-        if (errno == EINTR) {
-          continue;
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-          return tl::unexpected(fail(ErrorCode::io, std::strerror(errno)));
-        }
-        pollfd p{m_fd, POLLIN, 0};
-        const int left = ms_left(deadline);
-        if (left == 0 || ::poll(&p, 1, left) == 0) {
-          return tl::unexpected(
-              fail(ErrorCode::timeout, fmt::format("{} of {} reply bytes arrived in time", have, n)));
-        }
+        have += *got;
       }
       while (m_in.size() - m_in_at < 2) {
         if (auto r = fill(deadline); !r) {

@@ -24,6 +24,9 @@
 //            | "$" len CRLF bytes CRLF | "$-1" CRLF (nil)
 //            | "*" N CRLF reply{N} | "*-1" CRLF (nil)
 //
+// rediss:// runs the same loop over TLS (tls_session.hpp), the handshake
+// within the deadline too.
+//
 // Host names are resolved with getaddrinfo (not bounded by the deadline;
 // numeric addresses and /etc/hosts names resolve at once).
 //
@@ -42,6 +45,7 @@
 #include "kcache/error.hpp"
 #include "store/remote/remote_backend.hpp"
 #include "store/remote/remote_spec.hpp"
+#include "store/remote/tls_session.hpp"
 
 namespace kcache::remote {
 
@@ -99,6 +103,9 @@ class RedisConnection {
   explicit RedisConnection(RemoteSpec spec) : m_spec(std::move(spec)) {}
 
   Result<void> open_socket(const std::string& host, int port, RedisDeadline deadline);
+  // Moves at least one byte (sends from, or receives into, `buf`), waiting
+  // for the socket as needed until `deadline`; plain or TLS.
+  Result<std::size_t> transfer(bool sending, char* buf, std::size_t len, RedisDeadline deadline);
   // Sends all of `bytes` before `deadline`.
   Result<void> send_all(std::string_view bytes, RedisDeadline deadline);
   // Receives at least one byte into m_in. Failure: closed, error, deadline.
@@ -109,6 +116,7 @@ class RedisConnection {
 
   RemoteSpec m_spec;
   int m_fd = -1;
+  std::unique_ptr<TlsSession> m_tls;  // rediss: TLS over m_fd
   bool m_broken = false;
   std::string m_where;  // masked URL for messages
   std::string m_doing;  // the command in flight, for messages
