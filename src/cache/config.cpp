@@ -333,9 +333,10 @@ const std::array<Setting, 21> k_settings{{
      "error, warning, info or debug", parse_log_level, [](const Config& c) { return c.log_level; }},
     {"remote", "KCACHE_REMOTE", "(none)",
      "Remote tiers shared by a team, fastest first (passwords are shown as ***)",
-     "space-separated URLs redis://[user[:password]@]host[:port][/db], redis+unix:///path or "
-     "http(s)://host[:port]/prefix, each with optional ?read_only=true&connect_timeout_ms=N&timeout_ms=N&"
-     "max_entry_size=SIZE&ttl_s=N (http: bearer_token_file/_env, basic_auth_file/_env); in the config file a "
+     "space-separated URLs redis[s]://[user[:password]@]host[:port][/db], redis+unix:///path, "
+     "redis[s]+cluster://host:port,... or http(s)://host[:port]/prefix, each with optional "
+     "?read_only=true&connect_timeout_ms=N&timeout_ms=N&max_entry_size=SIZE&ttl_s=N (http: "
+     "bearer_token_file/_env, basic_auth_file/_env; https, rediss: ca_file); in the config file a "
      "list of URLs or tables {url = ..., read_only = true, ...}",
      parse_remote, format_remote},
     {"remote_key_file", "KCACHE_REMOTE_KEY_FILE", "(none: entries are not signed)",
