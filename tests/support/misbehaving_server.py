@@ -6,12 +6,12 @@ the port on the first line of stdout, then serves until killed)
 
 Modes (each connection is served on its own thread):
   silent         accept, never read, never answer
-  redis-trickle  answer every command with a 1 MiB bulk string, 100 bytes
+  redis-trickle  answer every command with a 32 KiB bulk string, 100 bytes
                  every 100 ms (1 KiB/s): "+OK" never comes sooner
   redis-huge     answer every command with "$1610612736\\r\\n" (1.5 GiB
                  declared) and then zeros as fast as the client takes them
-  http-trickle   answer every request "200" with a 1 MiB Content-Length and
-                 a body of 100 bytes every 100 ms
+  http-trickle   answer every request "200" with a 32 KiB Content-Length and
+                 a body of 100 bytes every 100 ms (32 KiB)
   http-huge      answer "200" with Content-Length 1.5 GiB, then zeros
   http-chunked   answer "200" with a chunked body of zeros that never ends
 """
@@ -21,7 +21,7 @@ import threading
 import time
 
 HUGE = 1536 * 1024 * 1024
-TRICKLE_TOTAL = 1 << 20
+TRICKLE_TOTAL = 32 * 1024
 
 
 def read_request(conn, http):

@@ -39,8 +39,8 @@ constexpr auto k_bound = std::chrono::milliseconds(200 + 500);
 constexpr const char* k_attrs = "?connect_timeout_ms=200&timeout_ms=500";
 
 // "Bounded, not hung": within three times the operation's bound (not a
-// performance figure). A trickle at 1 KiB/s of a 1 MiB reply would take
-// 17 minutes.
+// performance figure). A trickle at 1 KiB/s of the 32 KiB reply would take
+// 32 s.
 #define EXPECT_BOUNDED(start, bound) EXPECT_LT(Clock::now() - (start), 3 * (bound))
 
 // Peak resident set of this process, in bytes (VmHWM of /proc/self/status).

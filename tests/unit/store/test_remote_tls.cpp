@@ -31,7 +31,7 @@ bool make_certificates(const fs::path& dir, std::string* why) {
       "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && "
       "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
       "-extfile san.ext";
-  if (std::system((script + " >openssl.log 2>&1").c_str()) != 0) {
+  if (std::system(("{ " + script + "; } >'" + d + "/openssl.log' 2>&1").c_str()) != 0) {
     *why = "openssl could not make the test certificates; see " + d + "/openssl.log";
     return false;
   }
