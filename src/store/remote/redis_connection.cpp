@@ -21,10 +21,10 @@ namespace kcache::remote {
 namespace {
 
 constexpr std::size_t k_max_line = 64 * 1024;
+constexpr std::size_t k_read_buffer = k_max_line;  // a reply line must fit in it
 constexpr int k_max_depth = 8;
 constexpr long long k_max_elements = 1 << 20;
 constexpr std::uint64_t k_reply_slack = 1 << 20;  // bytes a reply may hold beyond its largest bulk
-constexpr std::size_t k_read_chunk = 64 * 1024;
 
 int ms_left(RedisDeadline deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - RedisClock::now()).count();
@@ -236,46 +236,45 @@ Result<void> RedisConnection::send_all(std::string_view bytes, RedisDeadline dea
 }
 
 Result<void> RedisConnection::fill(RedisDeadline deadline) {
-  if (m_in_at > 0 && m_in_at == m_in.size()) {
-    m_in.clear();
-    m_in_at = 0;
-  } else if (m_in_at > k_read_chunk) {
-    m_in.erase(0, m_in_at);
-    m_in_at = 0;
+  if (!m_in) {
+    m_in = std::make_unique_for_overwrite<char[]>(k_read_buffer);
   }
-  const std::size_t old = m_in.size();
-  m_in.resize(old + k_read_chunk);
-  auto n = transfer(false, m_in.data() + old, k_read_chunk, deadline);
-  m_in.resize(old + (n ? *n : 0));
+  if (m_in_begin == m_in_end) {
+    m_in_begin = m_in_end = 0;
+  } else if (m_in_end == k_read_buffer) {
+    if (m_in_begin == 0) {
+      return tl::unexpected(fail(ErrorCode::io, "protocol error: a reply line over 64 KiB"));
+    }
+    std::memmove(m_in.get(), m_in.get() + m_in_begin, m_in_end - m_in_begin);
+    m_in_end -= m_in_begin;
+    m_in_begin = 0;
+  }
+  auto n = transfer(false, m_in.get() + m_in_end, k_read_buffer - m_in_end, deadline);
   if (!n) {
     return tl::unexpected(n.error());
   }
+  m_in_end += *n;
   return {};
 }
 
 Result<std::string_view> RedisConnection::read_line(RedisDeadline deadline, Budget& budget) {
-  std::size_t scanned = m_in_at;
+  std::size_t scanned = 0;  // bytes after m_in_begin known to hold no CRLF start
   for (;;) {
-    const auto end = m_in.find("\r\n", scanned);
-    if (end != std::string::npos) {
-      const std::string_view line(m_in.data() + m_in_at, end - m_in_at);
-      const std::uint64_t took = line.size() + 2;
+    const std::string_view unread(m_in.get() + m_in_begin, m_in_end - m_in_begin);
+    const auto end = unread.find("\r\n", scanned);
+    if (end != std::string_view::npos) {
+      const std::uint64_t took = end + 2;
       if (took > budget.left) {
         return tl::unexpected(fail(k_reply_too_large, "the reply is larger than allowed"));
       }
       budget.left -= took;
-      m_in_at = end + 2;
-      return line;
+      m_in_begin += end + 2;
+      return unread.substr(0, end);
     }
-    if (m_in.size() - m_in_at > k_max_line) {
-      return tl::unexpected(fail(ErrorCode::io, "protocol error: a reply line over 64 KiB"));
-    }
-    scanned = std::max(m_in_at, m_in.size() > 0 ? m_in.size() - 1 : 0);
-    const std::size_t at = m_in_at;
-    if (auto r = fill(deadline); !r) {
+    scanned = unread.empty() ? 0 : unread.size() - 1;
+    if (auto r = fill(deadline); !r) {  // keeps the unread bytes, moved to the front at most
       return tl::unexpected(r.error());
     }
-    scanned -= at - m_in_at;  // fill() may have moved the unread bytes to the front
   }
 }
 
@@ -330,9 +329,11 @@ Result<RedisReply> RedisConnection::read_reply(RedisDeadline deadline, Budget& b
       out.type = RedisReply::Type::string;
       out.str.resize(static_cast<std::size_t>(n));
       // What is buffered already, then straight from the socket into the reply.
-      std::size_t have = std::min<std::size_t>(m_in.size() - m_in_at, static_cast<std::size_t>(n));
-      std::memcpy(out.str.data(), m_in.data() + m_in_at, have);
-      m_in_at += have;
+      std::size_t have = std::min<std::size_t>(m_in_end - m_in_begin, static_cast<std::size_t>(n));
+      if (have > 0) {
+        std::memcpy(out.str.data(), m_in.get() + m_in_begin, have);
+      }
+      m_in_begin += have;
       while (have < n) {
         auto got = transfer(false, out.str.data() + have, static_cast<std::size_t>(n) - have, deadline);
         if (!got) {
@@ -340,15 +341,15 @@ Result<RedisReply> RedisConnection::read_reply(RedisDeadline deadline, Budget& b
         }
         have += *got;
       }
-      while (m_in.size() - m_in_at < 2) {
+      while (m_in_end - m_in_begin < 2) {
         if (auto r = fill(deadline); !r) {
           return tl::unexpected(r.error());
         }
       }
-      if (m_in.compare(m_in_at, 2, "\r\n") != 0) {
+      if (m_in[m_in_begin] != '\r' || m_in[m_in_begin + 1] != '\n') {
         return tl::unexpected(fail(ErrorCode::io, "protocol error: a bulk reply not ended by CRLF"));
       }
-      m_in_at += 2;
+      m_in_begin += 2;
       return out;
     }
     case '*': {

@@ -108,7 +108,9 @@ class RedisConnection {
   Result<std::size_t> transfer(bool sending, char* buf, std::size_t len, RedisDeadline deadline);
   // Sends all of `bytes` before `deadline`.
   Result<void> send_all(std::string_view bytes, RedisDeadline deadline);
-  // Receives at least one byte into m_in. Failure: closed, error, deadline.
+  // Receives at least one byte into m_in (moving its unread bytes to the
+  // front when it is full). Failure: closed, error, deadline, or a line that
+  // fills the whole buffer.
   Result<void> fill(RedisDeadline deadline);
   Result<std::string_view> read_line(RedisDeadline deadline, Budget& budget);
   Result<RedisReply> read_reply(RedisDeadline deadline, Budget& budget, int depth);
@@ -120,8 +122,9 @@ class RedisConnection {
   bool m_broken = false;
   std::string m_where;  // masked URL for messages
   std::string m_doing;  // the command in flight, for messages
-  std::string m_in;     // received, not yet parsed: m_in[m_in_at..]
-  std::size_t m_in_at = 0;
+  std::unique_ptr<char[]> m_in;  // 64 KiB, allocated at the first read
+  std::size_t m_in_begin = 0;     // received, not yet parsed: m_in[m_in_begin, m_in_end)
+  std::size_t m_in_end = 0;
 };
 
 }  // namespace kcache::remote
