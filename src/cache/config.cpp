@@ -298,7 +298,7 @@ Result<void> parse_small_count(std::uint32_t& out, const std::string& v, std::ui
 }
 
 // THE table. Order here is the order of `kcache config` and of the docs.
-const std::array<Setting, 21> k_settings{{
+const std::array<Setting, 22> k_settings{{
     {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
      "Directory of the on-disk cache (never defaults to /tmp)",
      "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
@@ -343,6 +343,14 @@ const std::array<Setting, 21> k_settings{{
      "Team key that signs uploads; with it, only entries signed by a team key are accepted",
      "a file of 32 or more bytes, mode 0600 (`kcache remote keygen FILE` writes one)", parse_remote_key_file,
      [](const Config& c) { return c.remote_key_file.string(); }},
+    {"remote_ca_file", "KCACHE_REMOTE_CA_FILE", "(none: the system's CA certificates)",
+     "CA certificates that verify TLS remotes (https://, rediss://) whose URL names no ca_file",
+     "a PEM file of CA certificates",
+     [](Config& c, const std::string& v, const Origin& o) -> Result<void> {
+       c.remote_ca_file = v.empty() ? std::filesystem::path() : resolve_path(v, o);
+       return {};
+     },
+     [](const Config& c) { return c.remote_ca_file.string(); }},
     {"remote_read_key_files", "KCACHE_REMOTE_READ_KEY_FILES", "(none)",
      "More team keys accepted when reading (during a key rotation)", "space-separated key files",
      parse_remote_read_key_files,

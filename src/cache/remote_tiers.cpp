@@ -5,6 +5,14 @@
 
 namespace kcache {
 
+Result<remote::RemoteSpec> configured_remote_spec(const Config& config, const std::string& url) {
+  auto spec = remote::parse_remote_url(url);
+  if (spec && spec->ca_file.empty() && (spec->tls || spec->scheme == remote::Scheme::https)) {
+    spec->ca_file = config.remote_ca_file.string();
+  }
+  return spec;
+}
+
 std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
     const Config& config, const std::function<void(const std::string&)>& warn) {
   std::vector<std::unique_ptr<remote::RemoteStore>> out;
@@ -30,7 +38,7 @@ std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
     codec.read.push_back(std::move(*key));
   }
   for (const std::string& url : config.remote) {
-    auto spec = remote::parse_remote_url(url);
+    auto spec = configured_remote_spec(config, url);
     if (!spec) {
       warn(spec.error().message + "; this remote is left out");
       continue;
@@ -64,7 +72,7 @@ std::shared_ptr<RemoteLease> open_configured_lease(const Config& config) {
     return nullptr;
   }
   for (const std::string& url : config.remote) {
-    auto spec = remote::parse_remote_url(url);
+    auto spec = configured_remote_spec(config, url);
     if (!spec || spec->read_only ||
         (spec->scheme != remote::Scheme::redis && spec->scheme != remote::Scheme::redis_unix &&
          spec->scheme != remote::Scheme::redis_cluster)) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cache/remote_tiers.hpp"
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
@@ -39,7 +40,7 @@ int run_ping(const Context& ctx) {
   int rc = k_exit_ok;
   nlohmann::json all = nlohmann::json::array();
   for (const std::string& url : config->remote) {
-    auto spec = remote::parse_remote_url(url);
+    auto spec = configured_remote_spec(*config, url);
     if (!spec) {
       rc = report(spec.error());
       continue;

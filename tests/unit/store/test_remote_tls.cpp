@@ -5,50 +5,30 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <string>
 
+#include "cache/remote_tiers.hpp"
 #include "store/remote/redis_backend.hpp"
 #include "store/remote/remote_store.hpp"
 #include "support/misbehaving_server.hpp"
 #include "support/payload.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
+#include "support/tls_certificates.hpp"
 
 namespace kr = kcache::remote;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A CA and a server certificate for 127.0.0.1 (IP SAN) signed by it, in `dir`.
-bool make_certificates(const fs::path& dir, std::string* why) {
-  fs::create_directories(dir);
-  const std::string d = dir.string();
-  const std::string script =
-      "cd '" + d + "' && "
-      "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=kcache-test-ca && "
-      "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1 && "
-      "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && "
-      "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
-      "-extfile san.ext";
-  if (std::system(("{ " + script + "; } >'" + d + "/openssl.log' 2>&1").c_str()) != 0) {
-    *why = "openssl could not make the test certificates; see " + d + "/openssl.log";
-    return false;
-  }
-  return true;
-}
-
 class RemoteTls : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    ASSERT_TRUE(make_certificates(m_tmp.path() / "tls", &why)) << why;
+    ASSERT_TRUE(kcache::test::make_tls_certificates(m_tmp.path() / "tls", &why)) << why;
     m_tls_port = kcache::test::free_port();
-    const fs::path t = m_tmp.path() / "tls";
-    m_server = kcache::test::RedisServer::start(
-        m_tmp.path() / "redis", &why,
-        {"--tls-port", std::to_string(m_tls_port), "--tls-cert-file", (t / "server.pem").string(), "--tls-key-file",
-         (t / "server.key").string(), "--tls-ca-cert-file", (t / "ca.pem").string(), "--tls-auth-clients", "no"});
+    m_server = kcache::test::RedisServer::start(m_tmp.path() / "redis", &why,
+                                                kcache::test::redis_tls_arguments(m_tmp.path() / "tls", m_tls_port));
     ASSERT_NE(m_server, nullptr) << why;
   }
   std::string url() const { return "rediss://127.0.0.1:" + std::to_string(m_tls_port); }
@@ -118,4 +98,19 @@ TEST(RemoteTlsSpec, CaFileIsAcceptedOnlyWhereTlsIsSpoken) {
   EXPECT_EQ(cluster->scheme, kr::Scheme::redis_cluster);
   EXPECT_TRUE(cluster->tls);
   EXPECT_EQ(cluster->masked(), "rediss+cluster://h:1,h:2");
+}
+
+// remote_ca_file (KCACHE_REMOTE_CA_FILE) gives every TLS remote without a
+// ca_file of its own the CA to trust; a plain remote is left alone.
+TEST_F(RemoteTls, RemoteCaFileIsTheCaOfEveryTlsRemoteWithoutItsOwn) {
+  kcache::Config config;
+  config.remote_ca_file = ca();
+  auto spec = kcache::configured_remote_spec(config, url());
+  ASSERT_TRUE(spec.has_value());
+  EXPECT_EQ(spec->ca_file, ca());
+  kr::RedisBackend backend(*spec);
+  auto who = backend.describe();
+  ASSERT_TRUE(who.has_value()) << who.error().message;
+  EXPECT_EQ(kcache::configured_remote_spec(config, url() + "?ca_file=/own.pem")->ca_file, "/own.pem");
+  EXPECT_EQ(kcache::configured_remote_spec(config, m_server->url())->ca_file, "");
 }
