@@ -1,5 +1,5 @@
 // store/remote/redis_backend.hpp: a standalone Redis server (redis://,
-// redis+unix://) as a remote backend, on hiredis.
+// rediss://, redis+unix://) as a remote backend, on RedisConnection.
 //
 //   get    -> GETRANGE name 0 max_bytes   (bounded: a larger object is refused on
 //                                          its reply's header, never downloaded)

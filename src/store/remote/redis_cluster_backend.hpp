@@ -1,6 +1,6 @@
 // store/remote/redis_cluster_backend.hpp: a Redis Cluster
-// (redis+cluster://host:port[,host:port...]) as a remote backend, routed on
-// top of plain hiredis connections (Debian's hiredis has no cluster support).
+// (redis+cluster://, rediss+cluster://host:port[,host:port...]) as a remote
+// backend, routed on top of plain RedisConnections (redis_connection.hpp).
 //
 // Routing, as the Redis Cluster specification asks of a client:
 // - Each object name maps to a hash slot (redis_cluster_slots.hpp); the slot
