@@ -251,7 +251,9 @@ Result<void> RedisClusterBackend::refresh(RedisDeadline deadline) {
                    {}};
       break;
     }
-    auto r = send(node, {"CLUSTER", "SLOTS"}, false, step_deadline(deadline), k_small_reply);
+    // A slot map fragmented by many reshards holds thousands of ranges: the
+    // reply as a whole may take 16 MiB (every string in it is small).
+    auto r = send(node, {"CLUSTER", "SLOTS"}, false, step_deadline(deadline), std::uint64_t{16} << 20);
     if (!r) {
       last = r.error();
       continue;
