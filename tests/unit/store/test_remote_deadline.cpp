@@ -174,6 +174,8 @@ TEST(RemoteDeadline, ARedisReplyDeclaring1Point5GiBIsRefusedOnItsHeaderAndCostsN
   EXPECT_EQ(what.rfind("corrupt", 0), 0U) << what;  // k_object_too_large
   EXPECT_NE(what.find("larger than max_entry_size"), std::string::npos) << what;
   EXPECT_LT(grew, std::uint64_t{4} << 20) << what;
+  std::printf("a Redis reply declaring 1.5 GiB, max_entry_size 1M: peak RSS +%llu KiB\n",
+              static_cast<unsigned long long>(grew >> 10));
 
   kr::RemoteStoreOptions o;
   o.spec = *kr::parse_remote_url(url);
@@ -207,6 +209,7 @@ TEST(RemoteDeadline, AnHttpBodyOverTheBoundIsRefusedWithOrWithoutAContentLength)
     EXPECT_EQ(what.rfind("corrupt", 0), 0U) << mode << ": " << what;
     // The bound plus a small constant (curl's buffers, the library itself).
     EXPECT_LT(grew, (std::uint64_t{8} << 20) + (std::uint64_t{8} << 20)) << mode << ": " << what;
+    std::printf("%s, max_entry_size 8M: peak RSS +%llu KiB\n", mode, static_cast<unsigned long long>(grew >> 10));
   }
 }
 
