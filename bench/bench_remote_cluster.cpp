@@ -6,7 +6,7 @@
 //               routing, GETRANGE, then zstd, HMAC, payload SHA-256 and the key
 //               recomputed from the key record
 //   raw_get     the raw baseline: a plain GET of the same object bytes on a
-//               hiredis connection (on the cluster sent to the slot's master),
+//               RedisConnection (on the cluster sent to the slot's master),
 //               nothing decoded or verified
 //
 // Each run forks `clients` processes. Each opens its own remote (as a kcache

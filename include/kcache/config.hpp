@@ -92,6 +92,7 @@ struct Config {
   std::uint32_t remote_flush_timeout_ms = 10000;   // remote_flush_timeout_ms / KCACHE_REMOTE_FLUSH_TIMEOUT_MS (0 = no bound)
   std::uint32_t remote_lease_ttl_ms = 10000;       // remote_lease_ttl_ms / KCACHE_REMOTE_LEASE_TTL_MS (0: no leases)
   std::uint32_t remote_lease_wait_ms = 300000;     // remote_lease_wait_ms / KCACHE_REMOTE_LEASE_WAIT_MS
+  std::filesystem::path remote_ca_file;            // remote_ca_file / KCACHE_REMOTE_CA_FILE (empty: the system's CAs)
 
   // For each setting name (the config-file key), where its value came from.
   std::map<std::string, SettingSource> origin;

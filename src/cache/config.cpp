@@ -298,7 +298,7 @@ Result<void> parse_small_count(std::uint32_t& out, const std::string& v, std::ui
 }
 
 // THE table. Order here is the order of `kcache config` and of the docs.
-const std::array<Setting, 21> k_settings{{
+const std::array<Setting, 22> k_settings{{
     {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
      "Directory of the on-disk cache (never defaults to /tmp)",
      "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
@@ -333,15 +333,24 @@ const std::array<Setting, 21> k_settings{{
      "error, warning, info or debug", parse_log_level, [](const Config& c) { return c.log_level; }},
     {"remote", "KCACHE_REMOTE", "(none)",
      "Remote tiers shared by a team, fastest first (passwords are shown as ***)",
-     "space-separated URLs redis://[user[:password]@]host[:port][/db], redis+unix:///path or "
-     "http(s)://host[:port]/prefix, each with optional ?read_only=true&connect_timeout_ms=N&timeout_ms=N&"
-     "max_entry_size=SIZE&ttl_s=N (http: bearer_token_file/_env, basic_auth_file/_env); in the config file a "
+     "space-separated URLs redis[s]://[user[:password]@]host[:port][/db], redis+unix:///path, "
+     "redis[s]+cluster://host:port,... or http(s)://host[:port]/prefix, each with optional "
+     "?read_only=true&connect_timeout_ms=N&timeout_ms=N&max_entry_size=SIZE&ttl_s=N (http: "
+     "bearer_token_file/_env, basic_auth_file/_env; https, rediss: ca_file); in the config file a "
      "list of URLs or tables {url = ..., read_only = true, ...}",
      parse_remote, format_remote},
     {"remote_key_file", "KCACHE_REMOTE_KEY_FILE", "(none: entries are not signed)",
      "Team key that signs uploads; with it, only entries signed by a team key are accepted",
      "a file of 32 or more bytes, mode 0600 (`kcache remote keygen FILE` writes one)", parse_remote_key_file,
      [](const Config& c) { return c.remote_key_file.string(); }},
+    {"remote_ca_file", "KCACHE_REMOTE_CA_FILE", "(none: the system's CA certificates)",
+     "CA certificates that verify TLS remotes (https://, rediss://) whose URL names no ca_file",
+     "a PEM file of CA certificates",
+     [](Config& c, const std::string& v, const Origin& o) -> Result<void> {
+       c.remote_ca_file = v.empty() ? std::filesystem::path() : resolve_path(v, o);
+       return {};
+     },
+     [](const Config& c) { return c.remote_ca_file.string(); }},
     {"remote_read_key_files", "KCACHE_REMOTE_READ_KEY_FILES", "(none)",
      "More team keys accepted when reading (during a key rotation)", "space-separated key files",
      parse_remote_read_key_files,

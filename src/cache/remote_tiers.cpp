@@ -5,6 +5,14 @@
 
 namespace kcache {
 
+Result<remote::RemoteSpec> configured_remote_spec(const Config& config, const std::string& url) {
+  auto spec = remote::parse_remote_url(url);
+  if (spec && spec->ca_file.empty() && (spec->tls || spec->scheme == remote::Scheme::https)) {
+    spec->ca_file = config.remote_ca_file.string();
+  }
+  return spec;
+}
+
 Result<remote::CodecOptions> remote_codec_options(const Config& config) {
   remote::CodecOptions codec;
   codec.compression = config.remote_compression ? remote::Compression::zstd : remote::Compression::none;
@@ -38,7 +46,7 @@ std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
   }
   const remote::CodecOptions& codec = *codec_options;
   for (const std::string& url : config.remote) {
-    auto spec = remote::parse_remote_url(url);
+    auto spec = configured_remote_spec(config, url);
     if (!spec) {
       warn(spec.error().message + "; this remote is left out");
       continue;
@@ -72,7 +80,7 @@ std::shared_ptr<RemoteLease> open_configured_lease(const Config& config) {
     return nullptr;
   }
   for (const std::string& url : config.remote) {
-    auto spec = remote::parse_remote_url(url);
+    auto spec = configured_remote_spec(config, url);
     if (!spec || spec->read_only ||
         (spec->scheme != remote::Scheme::redis && spec->scheme != remote::Scheme::redis_unix &&
          spec->scheme != remote::Scheme::redis_cluster)) {

@@ -19,6 +19,11 @@ namespace kcache {
 // file that cannot be used (the message names it and says what to do).
 Result<remote::CodecOptions> remote_codec_options(const Config& config);
 
+// Parses one remote URL of `config` and applies the settings that hold for
+// every remote: `remote_ca_file` for a TLS remote (https, rediss) whose URL
+// names no ca_file. Failure: as remote::parse_remote_url.
+Result<remote::RemoteSpec> configured_remote_spec(const Config& config, const std::string& url);
+
 // Opens one RemoteStore per URL in `config.remote`, in order, with the team
 // keys, compression and breaker settings. Never fails as a whole: a URL or
 // key file that cannot be used is reported through `warn` (one line) and left

@@ -57,7 +57,7 @@ int open_targets(const Context& ctx, Config& config, std::vector<Target>& out) {
                   "set `remote` in the config file, KCACHE_REMOTE, or pass --remote URL");
   }
   for (const std::string& url : config.remote) {
-    auto spec = remote::parse_remote_url(url);
+    auto spec = configured_remote_spec(config, url);
     if (!spec) {
       return report(spec.error());
     }

@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -70,7 +72,7 @@ struct Transfer {
   std::string* body = nullptr;
   std::string* server = nullptr;
   std::uint64_t max = 0;
-  bool cut = false;
+  bool cut = false;  // the body went over `max`: the transfer was aborted
   std::string_view upload;
   std::size_t sent = 0;
 };
@@ -78,10 +80,17 @@ struct Transfer {
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::size_t len = size * n;
-  if (t->body->size() + len > t->max + 1) {
-    t->body->append(data, static_cast<std::size_t>(t->max + 1 - t->body->size()));
+  if (len > t->max || t->body->size() > t->max - len) {
+    // Past the bound (no Content-Length, chunked, or a lying one): abort
+    // before buffering more; what was held is freed.
     t->cut = true;
-    return 0;  // abort: the caller sees a body of max + 1 bytes
+    std::string().swap(*t->body);
+    return 0;
+  }
+  if (t->body->size() + len > t->body->capacity()) {
+    // Without a Content-Length: double, but never past the bound.
+    t->body->reserve(static_cast<std::size_t>(std::min<std::uint64_t>(
+        t->max, std::max<std::size_t>({t->body->size() + len, 2 * t->body->capacity(), 64 * 1024}))));
   }
   t->body->append(data, len);
   return len;
@@ -90,6 +99,20 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
 std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::string_view line(data, size * n);
+  if (line.size() > 15 && (line.substr(0, 15) == "Content-Length:" || line.substr(0, 15) == "content-length:")) {
+    // Exactly the size announced, when within the bound (curl refuses a
+    // larger one itself: CURLOPT_MAXFILESIZE_LARGE).
+    std::uint64_t length = 0;
+    std::string_view v = line.substr(15);
+    while (!v.empty() && v.front() == ' ') {
+      v.remove_prefix(1);
+    }
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), length);
+    if (ec == std::errc() && length <= t->max && t->body->empty()) {
+      t->body->reserve(static_cast<std::size_t>(length));
+    }
+    (void)end;
+  }
   if (line.size() > 7 && (line.substr(0, 7) == "Server:" || line.substr(0, 7) == "server:")) {
     std::string_view v = line.substr(7);
     while (!v.empty() && (v.front() == ' ')) {
@@ -153,8 +176,19 @@ HttpBackend::~HttpBackend() {
 
 std::string HttpBackend::object_url(std::string_view name) const { return m_base + "/" + std::string(name); }
 
+HttpBackend::Deadline HttpBackend::operation_deadline() const {
+  return Clock::now() + std::chrono::milliseconds(std::uint64_t{m_spec.connect_timeout_ms} + m_spec.timeout_ms);
+}
+
 Result<HttpBackend::Response> HttpBackend::request(std::string_view method, const std::string& url,
-                                                   std::string_view body, std::uint64_t max_bytes) {
+                                                   std::string_view body, std::uint64_t max_bytes,
+                                                   Deadline deadline) {
+  const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left_ms <= 0) {
+    return make_error(ErrorCode::timeout,
+                      fmt::format("{} on {}: the operation's deadline passed (raise timeout_ms or check the server)",
+                                  method, m_spec.masked()));
+  }
   const CurlApi& api = curl_api();
   if (!api.error.empty()) {
     return make_error(ErrorCode::unsupported, api.error);
@@ -209,8 +243,14 @@ Result<HttpBackend::Response> HttpBackend::request(std::string_view method, cons
   }
   api.easy_setopt(h, CURLOPT_URL, url.c_str());
   api.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  api.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(m_spec.connect_timeout_ms));
-  api.easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(m_spec.timeout_ms));
+  // The whole transfer (resolve, connect, TLS, request, every byte of the
+  // reply) ends by the operation's deadline; curl follows no redirect.
+  api.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                  static_cast<long>(std::min<long long>(m_spec.connect_timeout_ms, left_ms)));
+  api.easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(left_ms));
+  if (!m_spec.ca_file.empty()) {
+    api.easy_setopt(h, CURLOPT_CAINFO, m_spec.ca_file.c_str());
+  }
   api.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
   api.easy_setopt(h, CURLOPT_WRITEDATA, &t);
   api.easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
@@ -227,6 +267,10 @@ Result<HttpBackend::Response> HttpBackend::request(std::string_view method, cons
     headers = api.slist_append(headers, "Expect:");
   } else if (method != "GET") {
     api.easy_setopt(h, CURLOPT_CUSTOMREQUEST, std::string(method).c_str());
+  } else {
+    // A Content-Length over the bound is refused before any byte of the body.
+    api.easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE,
+                    static_cast<curl_off_t>(std::min<std::uint64_t>(max_bytes, INT64_MAX)));
   }
   if (headers != nullptr) {
     api.easy_setopt(h, CURLOPT_HTTPHEADER, headers);
@@ -239,7 +283,14 @@ Result<HttpBackend::Response> HttpBackend::request(std::string_view method, cons
     std::lock_guard lock(m_mutex);
     m_idle.push_back(h);
   }
-  if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t.cut)) {
+  const bool too_large = (rc == CURLE_WRITE_ERROR && t.cut) || rc == CURLE_FILESIZE_EXCEEDED;
+  if (too_large && method == "GET") {
+    return make_error(k_object_too_large,
+                      fmt::format("{} on {}: the object is larger than max_entry_size ({} bytes); refused without "
+                                  "downloading it",
+                                  method, m_spec.masked(), max_bytes));
+  }
+  if (rc != CURLE_OK && !too_large) {  // another method's answer is only read up to its bound
     const ErrorCode code = rc == CURLE_OPERATION_TIMEDOUT ? ErrorCode::timeout : ErrorCode::io;
     return make_error(code, fmt::format("{} on {}: {}{}", method, m_spec.masked(), api.easy_strerror(rc),
                                         code == ErrorCode::timeout
@@ -250,7 +301,7 @@ Result<HttpBackend::Response> HttpBackend::request(std::string_view method, cons
 }
 
 Result<std::optional<std::string>> HttpBackend::get(std::string_view name, std::uint64_t max_bytes) {
-  auto r = request("GET", object_url(name), {}, max_bytes);
+  auto r = request("GET", object_url(name), {}, max_bytes, operation_deadline());
   if (!r) {
     return tl::unexpected(r.error());
   }
@@ -269,14 +320,15 @@ Result<std::optional<std::string>> HttpBackend::get(std::string_view name, std::
 
 Result<bool> HttpBackend::put(std::string_view name, std::string_view value, std::uint64_t /*ttl_s*/) {
   const std::string url = object_url(name);
-  auto head = request("HEAD", url, {}, 0);
+  const Deadline deadline = operation_deadline();  // HEAD and PUT together
+  auto head = request("HEAD", url, {}, 0, deadline);
   if (!head) {
     return tl::unexpected(head.error());
   }
   if (head->status == 200) {
     return false;
   }
-  auto r = request("PUT", url, value, 4096);
+  auto r = request("PUT", url, value, 4096, deadline);
   if (!r) {
     return tl::unexpected(r.error());
   }
@@ -290,7 +342,7 @@ Result<bool> HttpBackend::put(std::string_view name, std::string_view value, std
 }
 
 Result<bool> HttpBackend::remove(std::string_view name) {
-  auto r = request("DELETE", object_url(name), {}, 4096);
+  auto r = request("DELETE", object_url(name), {}, 4096, operation_deadline());
   if (!r) {
     return tl::unexpected(r.error());
   }
@@ -304,7 +356,7 @@ Result<bool> HttpBackend::remove(std::string_view name) {
 }
 
 Result<std::string> HttpBackend::describe() {
-  auto r = request("HEAD", m_base + "/", {}, 0);
+  auto r = request("HEAD", m_base + "/", {}, 0, operation_deadline());
   if (!r) {
     return tl::unexpected(r.error());
   }

@@ -3,18 +3,24 @@
 // cache and WebDAV servers share.
 //
 //   object URL := scheme "://" host ":" port prefix "/" name
-//   get    -> GET    (200: value, 404: miss; a body over max_bytes is cut at max + 1)
+//   get    -> GET    (200: value, 404: miss; a body over max_bytes is refused:
+//                     on its Content-Length, else as soon as it passes the bound)
 //   put    -> HEAD, then PUT when absent (200/201/204: written)
 //   remove -> DELETE (200/204: removed, 404: none)
 //
+// Every operation ends within connect_timeout_ms + timeout_ms of its start
+// (put: its HEAD and PUT together), whatever the server does; no redirect is
+// followed.
+//
 // Credentials: basic from the URL's user:password, or read at each request
 // from basic_auth_file / basic_auth_env ("user:password") or
-// bearer_token_file / bearer_token_env; never printed. TLS uses the system
-// CA store and verifies the peer. There is no lease on HTTP remotes.
+// bearer_token_file / bearer_token_env; never printed. TLS verifies the peer
+// with the system CA store, or with the spec's ca_file when set. There is no lease on HTTP remotes.
 //
 // Thread-safety: thread-safe; each call uses its own curl handle from a pool.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -34,6 +40,8 @@ class HttpBackend final : public RemoteBackend {
   Result<std::string> describe() override;
 
  private:
+  using Clock = std::chrono::steady_clock;
+  using Deadline = Clock::time_point;
   struct Response {
     long status = 0;
     std::string body;
@@ -42,8 +50,11 @@ class HttpBackend final : public RemoteBackend {
   };
   // One request. Failure: the transfer failed (connect, timeout, TLS); an HTTP
   // status is a success with `status` set.
+  // Failure: k_object_too_large when the body goes over `max_bytes`
+  // (nothing past the bound is held); timeout past `deadline`.
   Result<Response> request(std::string_view method, const std::string& url, std::string_view body,
-                           std::uint64_t max_bytes);
+                           std::uint64_t max_bytes, Deadline deadline);
+  Deadline operation_deadline() const;
   std::string object_url(std::string_view name) const;
 
   RemoteSpec m_spec;

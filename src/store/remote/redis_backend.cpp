@@ -16,7 +16,11 @@ RedisBackend::RedisBackend(RemoteSpec spec) : m_spec(std::move(spec)) {}
 
 RedisBackend::~RedisBackend() = default;
 
-Result<std::unique_ptr<RedisConnection>> RedisBackend::acquire() {
+RedisDeadline RedisBackend::operation_deadline() const {
+  return RedisClock::now() + std::chrono::milliseconds(std::uint64_t{m_spec.connect_timeout_ms} + m_spec.timeout_ms);
+}
+
+Result<std::unique_ptr<RedisConnection>> RedisBackend::acquire(RedisDeadline deadline) {
   {
     std::lock_guard lock(m_mutex);
     if (!m_idle.empty()) {
@@ -25,7 +29,7 @@ Result<std::unique_ptr<RedisConnection>> RedisBackend::acquire() {
       return c;
     }
   }
-  return RedisConnection::connect(m_spec, m_spec.host, m_spec.port);
+  return RedisConnection::connect(m_spec, m_spec.host, m_spec.port, deadline);
 }
 
 void RedisBackend::release(std::unique_ptr<RedisConnection> c) {
@@ -38,55 +42,69 @@ void RedisBackend::release(std::unique_ptr<RedisConnection> c) {
   }
 }
 
-Result<RedisReply> RedisBackend::command(const std::vector<std::string_view>& argv) {
-  auto c = acquire();
+Result<RedisReply> RedisBackend::command(const std::vector<std::string_view>& argv, RedisDeadline deadline,
+                                         std::uint64_t max_bulk) {
+  auto c = acquire(deadline);
   if (!c) {
     return tl::unexpected(c.error());
   }
-  auto r = (*c)->command(argv);
+  auto r = (*c)->command(argv, deadline, max_bulk);
   release(std::move(*c));
   return r;
 }
 
+Result<RedisReply> RedisBackend::command(const std::vector<std::string_view>& argv) {
+  return command(argv, operation_deadline(), m_spec.max_entry_size + 1);
+}
+
+namespace {
+// The sender of one operation: every command of it shares `deadline`.
+RedisSend sender(RedisBackend& backend, RedisDeadline deadline) {
+  return [&backend, deadline](const std::vector<std::string_view>& argv, std::uint64_t max_bulk) {
+    return backend.command(argv, deadline, max_bulk);
+  };
+}
+}  // namespace
+
 Result<std::optional<std::string>> RedisBackend::get(std::string_view name, std::uint64_t max_bytes) {
-  return redis_get_object([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, max_bytes, m_spec.masked());
+  return redis_get_object(sender(*this, operation_deadline()), name, max_bytes, m_spec.masked());
 }
 
 Result<bool> RedisBackend::put(std::string_view name, std::string_view value, std::uint64_t ttl_s) {
-  return redis_put_object([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, value, ttl_s, m_spec.masked());
+  return redis_put_object(sender(*this, operation_deadline()), name, value, ttl_s, m_spec.masked());
 }
 
 Result<bool> RedisBackend::remove(std::string_view name) {
-  return redis_remove_object([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, m_spec.masked());
+  return redis_remove_object(sender(*this, operation_deadline()), name, m_spec.masked());
 }
 
 Result<void> RedisBackend::list(std::string_view prefix, const std::function<bool(std::string_view name)>& each) {
-  return redis_scan_objects([this](const std::vector<std::string_view>& argv) { return command(argv); }, prefix,
-                            each, m_spec.masked());
+  // A listing is many commands: each SCAN batch gets a whole operation's deadline.
+  return redis_scan_objects(
+      [this](const std::vector<std::string_view>& argv, std::uint64_t max_bulk) {
+        return command(argv, operation_deadline(), max_bulk);
+      },
+      prefix, each, m_spec.masked());
 }
 
 Result<bool> RedisBackend::exists(std::string_view name) {
-  return redis_object_exists([this](const std::vector<std::string_view>& argv) { return command(argv); }, name,
-                             m_spec.masked());
+  return redis_object_exists(sender(*this, operation_deadline()), name, m_spec.masked());
 }
 
 Result<bool> RedisBackend::lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
-  return redis_lease_take([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, token,
-                          ttl_ms, m_spec.masked());
+  return redis_lease_take(sender(*this, operation_deadline()), name, token, ttl_ms, m_spec.masked());
 }
 
 Result<bool> RedisBackend::lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
-  return redis_lease_renew([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, token,
-                           ttl_ms, m_spec.masked());
+  return redis_lease_renew(sender(*this, operation_deadline()), name, token, ttl_ms, m_spec.masked());
 }
 
 Result<bool> RedisBackend::lease_release(std::string_view name, std::string_view token) {
-  return redis_lease_release([this](const std::vector<std::string_view>& argv) { return command(argv); }, name,
-                             token, m_spec.masked());
+  return redis_lease_release(sender(*this, operation_deadline()), name, token, m_spec.masked());
 }
 
 Result<std::string> RedisBackend::describe() {
-  auto r = command({"INFO", "server"});
+  auto r = command({"INFO", "server"}, operation_deadline(), k_small_reply);
   if (!r) {
     return tl::unexpected(r.error());
   }

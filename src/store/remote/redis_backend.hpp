@@ -1,10 +1,16 @@
 // store/remote/redis_backend.hpp: a standalone Redis server (redis://,
-// redis+unix://) as a remote backend, on hiredis.
+// rediss://, redis+unix://) as a remote backend, on RedisConnection.
 //
-//   get    -> GETRANGE name 0 max_bytes   (bounded: never more than max+1 bytes)
+//   get    -> GETRANGE name 0 max_bytes   (bounded: a larger object is refused on
+//                                          its reply's header, never downloaded)
 //   put    -> SET name value NX [EX ttl]  (one command: no reader sees half)
 //   remove -> DEL name
 //   list   -> SCAN cursor MATCH prefix* COUNT 1000
+//
+// Every operation has one deadline, connect_timeout_ms + timeout_ms from its
+// start, for all of it: taking a connection (connecting, AUTH, SELECT:
+// connecting itself at most connect_timeout_ms), sending, and receiving the
+// whole reply, however slowly it trickles (redis_connection.hpp).
 //
 // Thread-safety: thread-safe; a pool of idle connections is shared, a broken
 // connection is dropped and the next call connects again.
@@ -35,11 +41,17 @@ class RedisBackend final : public RemoteBackend {
   Result<bool> lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
   Result<bool> lease_release(std::string_view name, std::string_view token) override;
 
-  // Runs one command on a pooled connection (for leases and tests).
+  // Runs one command on a pooled connection (tests, benchmarks), within one
+  // operation's deadline; a reply may hold up to max_entry_size + 1 bytes.
   Result<RedisReply> command(const std::vector<std::string_view>& argv);
+  // As above, before `deadline`, refusing a bulk string over `max_bulk`.
+  Result<RedisReply> command(const std::vector<std::string_view>& argv, RedisDeadline deadline,
+                             std::uint64_t max_bulk);
 
  private:
-  Result<std::unique_ptr<RedisConnection>> acquire();
+  // The deadline of an operation that starts now.
+  RedisDeadline operation_deadline() const;
+  Result<std::unique_ptr<RedisConnection>> acquire(RedisDeadline deadline);
   void release(std::unique_ptr<RedisConnection> c);
 
   RemoteSpec m_spec;

@@ -110,7 +110,80 @@ std::uint16_t RedisClusterBackend::node_index(const ClusterNode& node) {
   return static_cast<std::uint16_t>(m_nodes.size() - 1);
 }
 
-Result<std::unique_ptr<RedisConnection>> RedisClusterBackend::acquire(const ClusterNode& node) {
+RedisDeadline RedisClusterBackend::step_deadline(RedisDeadline deadline) const {
+  return std::min(deadline, Clock::now() + std::chrono::milliseconds(std::uint64_t{m_spec.connect_timeout_ms} +
+                                                                     m_spec.timeout_ms));
+}
+
+RedisClusterBackend::Operation RedisClusterBackend::data_operation() const {
+  Operation op;
+  op.start = Clock::now();
+  op.deadline =
+      op.start + std::chrono::milliseconds(std::uint64_t{m_spec.connect_timeout_ms} + 2 * std::uint64_t{m_spec.timeout_ms});
+  op.max_bulk = k_small_reply;
+  return op;
+}
+
+RedisClusterBackend::Operation RedisClusterBackend::lease_operation(std::uint64_t lease_ms, RideOut ride_out) const {
+  Operation op = data_operation();
+  op.lease_ms = lease_ms;
+  op.ride_out = lease_ms > 0 ? ride_out : RideOut::none;
+  return op;
+}
+
+std::uint64_t RedisClusterBackend::node_timeout_ms(RedisDeadline deadline) {
+  std::vector<ClusterNode> masters;
+  {
+    std::lock_guard lock(m_mutex);
+    if (m_node_timeout_ms != 0) {
+      return m_node_timeout_ms;
+    }
+    for (std::size_t i = 0; i < m_nodes.size(); ++i) {
+      if (std::find(m_slots.begin(), m_slots.end(), static_cast<std::uint16_t>(i)) != m_slots.end()) {
+        masters.push_back(m_nodes[i]);
+      }
+    }
+  }
+  std::uint64_t ms = k_default_node_timeout_ms;  // also when CONFIG is refused (ACL, a managed service)
+  for (const auto& node : masters) {
+    auto r = send(node, {"CONFIG", "GET", "cluster-node-timeout"}, false, step_deadline(deadline), k_small_reply);
+    if (!r) {
+      continue;  // the dead master, most likely
+    }
+    if (r->type == RedisReply::Type::array && r->elements.size() == 2 &&
+        r->elements[1].type == RedisReply::Type::string) {
+      const std::string& v = r->elements[1].str;
+      std::uint64_t parsed = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), parsed);
+      if (ec == std::errc() && end == v.data() + v.size() && parsed > 0) {
+        ms = parsed;
+      }
+    }
+    break;
+  }
+  std::lock_guard lock(m_mutex);
+  m_node_timeout_ms = ms;
+  return ms;
+}
+
+RedisDeadline RedisClusterBackend::ride_out_deadline(const Operation& op) {
+  switch (op.ride_out) {
+    case RideOut::none: return op.deadline;
+    case RideOut::lease_validity: return std::max(op.deadline, op.start + std::chrono::milliseconds(op.lease_ms));
+    case RideOut::failover: {
+      // A waiter: the lease it waits for may be valid on the promoted
+      // replica, and the owner may publish meanwhile; it follows the
+      // failover as long as a failover may take (twice cluster-node-timeout:
+      // failure detection, then the election) and at least the lease's ttl.
+      const std::uint64_t failover_ms = 2 * node_timeout_ms(op.deadline);
+      return std::max(op.deadline, op.start + std::chrono::milliseconds(std::max(op.lease_ms, failover_ms)));
+    }
+  }
+  return op.deadline;
+}
+
+Result<std::unique_ptr<RedisConnection>> RedisClusterBackend::acquire(const ClusterNode& node,
+                                                                      RedisDeadline deadline) {
   {
     std::lock_guard lock(m_mutex);
     auto it = m_idle.find(node.address());
@@ -120,7 +193,7 @@ Result<std::unique_ptr<RedisConnection>> RedisClusterBackend::acquire(const Clus
       return c;
     }
   }
-  return RedisConnection::connect(m_spec, node.host, node.port);
+  return RedisConnection::connect(m_spec, node.host, node.port, deadline);
 }
 
 void RedisClusterBackend::release(const ClusterNode& node, std::unique_ptr<RedisConnection> c) {
@@ -135,24 +208,24 @@ void RedisClusterBackend::release(const ClusterNode& node, std::unique_ptr<Redis
 }
 
 Result<RedisReply> RedisClusterBackend::send(const ClusterNode& node, const std::vector<std::string_view>& argv,
-                                             bool asking) {
-  auto c = acquire(node);
+                                             bool asking, RedisDeadline deadline, std::uint64_t max_bulk) {
+  auto c = acquire(node, deadline);
   if (!c) {
     return tl::unexpected(c.error());
   }
   if (asking) {
-    auto a = (*c)->command({"ASKING"});
+    auto a = (*c)->command({"ASKING"}, deadline, k_small_reply);
     if (!a || a->type == RedisReply::Type::error) {
       release(node, std::move(*c));
       return a;
     }
   }
-  auto r = (*c)->command(argv);
+  auto r = (*c)->command(argv, deadline, max_bulk);
   release(node, std::move(*c));
   return r;
 }
 
-Result<void> RedisClusterBackend::refresh(Clock::time_point deadline) {
+Result<void> RedisClusterBackend::refresh(RedisDeadline deadline) {
   std::vector<ClusterNode> candidates;
   {
     std::lock_guard lock(m_mutex);
@@ -178,7 +251,9 @@ Result<void> RedisClusterBackend::refresh(Clock::time_point deadline) {
                    {}};
       break;
     }
-    auto r = send(node, {"CLUSTER", "SLOTS"}, false);
+    // A slot map fragmented by many reshards holds thousands of ranges: the
+    // reply as a whole may take 16 MiB (every string in it is small).
+    auto r = send(node, {"CLUSTER", "SLOTS"}, false, step_deadline(deadline), std::uint64_t{16} << 20);
     if (!r) {
       last = r.error();
       continue;
@@ -252,7 +327,7 @@ Result<void> RedisClusterBackend::refresh(Clock::time_point deadline) {
   return tl::unexpected(last);
 }
 
-void RedisClusterBackend::await_new_master(int slot, const ClusterNode& silent, Clock::time_point deadline,
+void RedisClusterBackend::await_new_master(int slot, const ClusterNode& silent, RedisDeadline deadline,
                                            Error& last) {
   {
     // Its other idle connections are as dead as the one that failed (or the
@@ -278,8 +353,8 @@ void RedisClusterBackend::await_new_master(int slot, const ClusterNode& silent, 
     }
     // Still named by the nodes that answer: alive after all (a connection
     // broke), or dead and not yet replaced by its replica.
-    if (auto c = RedisConnection::connect(m_spec, silent.host, silent.port)) {
-      auto pong = (*c)->command({"PING"});
+    if (auto c = RedisConnection::connect(m_spec, silent.host, silent.port, step_deadline(deadline))) {
+      auto pong = (*c)->command({"PING"}, step_deadline(deadline), k_small_reply);
       if (pong && pong->type != RedisReply::Type::error) {
         release(silent, std::move(*c));
         return;
@@ -300,20 +375,43 @@ void RedisClusterBackend::await_new_master(int slot, const ClusterNode& silent, 
 
 Result<RedisReply> RedisClusterBackend::command_for_key(std::string_view key,
                                                         const std::vector<std::string_view>& argv) {
-  const auto deadline =
-      Clock::now() + std::chrono::milliseconds(m_spec.connect_timeout_ms + 2 * std::uint64_t{m_spec.timeout_ms});
+  Operation op = data_operation();
+  op.max_bulk = m_spec.max_entry_size + 1;
+  return route(key, argv, op);
+}
+
+Result<RedisReply> RedisClusterBackend::route(std::string_view key, const std::vector<std::string_view>& argv,
+                                              const Operation& op) {
+  RedisDeadline deadline = op.deadline;
+  bool riding_out = false;
+  // A lease command that meets a failover (a dead master, CLUSTERDOWN) waits
+  // for it as long as its lease may still matter (ride_out_deadline).
+  auto ride_out = [&] {
+    if (!riding_out && op.ride_out != RideOut::none) {
+      riding_out = true;
+      deadline = ride_out_deadline(op);
+    }
+  };
   const int slot = cluster_key_slot(key);
   std::optional<ClusterNode> ask_target;
   bool force_refresh = false;
   Error last{ErrorCode::io, fmt::format("{}: no attempt", m_spec.masked()), {}};
-  for (int attempt = 0; attempt < k_max_attempts; ++attempt) {
-    if (attempt > 0 && Clock::now() >= deadline) {
+  // Redirects and sends to a node that is alive count as attempts; pauses
+  // while a lease command rides out a failover do not (the deadline bounds them).
+  int attempts = 0;
+  for (int pass = 0;; ++pass) {
+    if (pass > 0 && Clock::now() >= deadline) {
       last = Error{ErrorCode::timeout,
-                   fmt::format("{}: slot {} not served within the timeout ({}); raise timeout_ms or check the cluster",
+                   fmt::format("{}: slot {} not served within the operation's deadline ({}); raise timeout_ms or "
+                               "check the cluster",
                                m_spec.masked(), slot, last.message),
                    {}};
       break;
     }
+    if (attempts >= k_max_attempts) {
+      break;
+    }
+    ++attempts;
     ClusterNode node;
     if (ask_target) {
       node = *ask_target;
@@ -321,7 +419,7 @@ Result<RedisReply> RedisClusterBackend::command_for_key(std::string_view key,
       bool need_refresh = false;
       {
         std::lock_guard lock(m_mutex);
-        need_refresh = !m_loaded || m_slots[slot] == k_no_node || force_refresh || (attempt == 0 && m_stale);
+        need_refresh = !m_loaded || m_slots[slot] == k_no_node || force_refresh || (pass == 0 && m_stale);
       }
       if (need_refresh) {
         force_refresh = false;
@@ -342,15 +440,23 @@ Result<RedisReply> RedisClusterBackend::command_for_key(std::string_view key,
     }
     const bool asking = ask_target.has_value();
     ask_target.reset();
-    auto reply = send(node, argv, asking);
+    auto reply = send(node, argv, asking, step_deadline(deadline), op.max_bulk);
     if (!reply) {
+      if (reply.error().code == k_reply_too_large) {
+        return reply;  // the node answered: nothing to retry
+      }
       // Dead or unreachable node: maybe a failover; follow it, then retry.
       last = reply.error();
       {
         std::lock_guard lock(m_mutex);
         ++m_stats.retries;
       }
+      ride_out();
+      const std::uint64_t waits_before = routing_stats().failover_waits;
       await_new_master(slot, node, deadline, last);
+      if (riding_out && routing_stats().failover_waits != waits_before) {
+        --attempts;  // it waited for a promotion: not an attempt spent on a live node
+      }
       continue;
     }
     if (reply->type == RedisReply::Type::error) {
@@ -393,7 +499,9 @@ Result<RedisReply> RedisClusterBackend::command_for_key(std::string_view key,
             force_refresh = true;
           }
         }
-        const auto pause = std::min<Clock::duration>(std::chrono::milliseconds(50 << attempt),
+        ride_out();
+        --attempts;  // a cluster between two masters: the deadline bounds the wait
+        const auto pause = std::min<Clock::duration>(std::chrono::milliseconds(50 << std::min(pass, 3)),
                                                      std::max<Clock::duration>(deadline - Clock::now(), {}));
         std::this_thread::sleep_for(pause);
         continue;
@@ -404,46 +512,53 @@ Result<RedisReply> RedisClusterBackend::command_for_key(std::string_view key,
   return tl::unexpected(last);
 }
 
+RedisSend RedisClusterBackend::sender(std::string_view name, const Operation& op) {
+  return [this, name, op](const std::vector<std::string_view>& argv, std::uint64_t max_bulk) {
+    Operation with = op;
+    with.max_bulk = max_bulk;
+    return route(name, argv, with);
+  };
+}
+
 Result<std::optional<std::string>> RedisClusterBackend::get(std::string_view name, std::uint64_t max_bytes) {
-  return redis_get_object([this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, max_bytes, m_spec.masked());
+  return redis_get_object(sender(name, data_operation()), name, max_bytes, m_spec.masked());
 }
 
 Result<bool> RedisClusterBackend::put(std::string_view name, std::string_view value, std::uint64_t ttl_s) {
-  return redis_put_object([this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, value, ttl_s, m_spec.masked());
+  return redis_put_object(sender(name, data_operation()), name, value, ttl_s, m_spec.masked());
 }
 
 Result<bool> RedisClusterBackend::remove(std::string_view name) {
-  return redis_remove_object([this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, m_spec.masked());
+  return redis_remove_object(sender(name, data_operation()), name, m_spec.masked());
 }
 
-// The lease of a key is routed like any other name: to the master of its own slot.
+// The lease of a key is routed like any other name: to the master of its own
+// slot. EXISTS is the waiters' poll (RedisLease): it rides out a failover as
+// a take does.
 Result<bool> RedisClusterBackend::exists(std::string_view name) {
-  return redis_object_exists(
-      [this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name,
-      m_spec.masked());
+  return redis_object_exists(sender(name, lease_operation(m_lease_ttl_ms.load(), RideOut::failover)), name,
+                             m_spec.masked());
 }
 
 Result<bool> RedisClusterBackend::lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
-  return redis_lease_take(
-      [this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, token,
-      ttl_ms, m_spec.masked());
+  m_lease_ttl_ms.store(ttl_ms);
+  return redis_lease_take(sender(name, lease_operation(ttl_ms, RideOut::failover)), name, token, ttl_ms,
+                          m_spec.masked());
 }
 
 Result<bool> RedisClusterBackend::lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
-  return redis_lease_renew(
-      [this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, token,
-      ttl_ms, m_spec.masked());
+  m_lease_ttl_ms.store(ttl_ms);
+  return redis_lease_renew(sender(name, lease_operation(ttl_ms, RideOut::lease_validity)), name, token, ttl_ms,
+                           m_spec.masked());
 }
 
 Result<bool> RedisClusterBackend::lease_release(std::string_view name, std::string_view token) {
-  return redis_lease_release(
-      [this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, token,
-      m_spec.masked());
+  return redis_lease_release(sender(name, lease_operation(m_lease_ttl_ms.load(), RideOut::lease_validity)), name,
+                             token, m_spec.masked());
 }
 
 Result<std::string> RedisClusterBackend::describe() {
-  const auto deadline =
-      Clock::now() + std::chrono::milliseconds(m_spec.connect_timeout_ms + 2 * std::uint64_t{m_spec.timeout_ms});
+  const RedisDeadline deadline = data_operation().deadline;
   if (auto r = refresh(deadline); !r) {
     return tl::unexpected(r.error());
   }
@@ -484,11 +599,11 @@ Result<std::string> RedisClusterBackend::describe() {
     const auto end = text.find_first_of("\r\n", at);
     return text.substr(at + needle.size(), end - at - needle.size());
   };
-  auto info = send(masters.front().first, {"INFO", "server"}, false);
+  auto info = send(masters.front().first, {"INFO", "server"}, false, step_deadline(deadline), k_small_reply);
   if (!info) {
     return tl::unexpected(info.error());
   }
-  auto state = send(masters.front().first, {"CLUSTER", "INFO"}, false);
+  auto state = send(masters.front().first, {"CLUSTER", "INFO"}, false, step_deadline(deadline), k_small_reply);
   if (!state) {
     return tl::unexpected(state.error());
   }
@@ -521,7 +636,11 @@ Result<void> RedisClusterBackend::list(std::string_view prefix,
   for (const ClusterNode& node : masters) {
     const std::string where = fmt::format("{} (node {})", m_spec.masked(), node.address());
     auto r = redis_scan_objects(
-        [&](const std::vector<std::string_view>& argv) { return send(node, argv, false); }, prefix,
+        [&](const std::vector<std::string_view>& argv, std::uint64_t max_bulk) {
+          // Each SCAN batch gets a whole data operation's deadline.
+          return send(node, argv, false, step_deadline(data_operation().deadline), max_bulk);
+        },
+        prefix,
         [&](std::string_view name) { return go_on = each(name); }, where);
     if (!r) {
       return r;
@@ -540,7 +659,7 @@ ClusterNode RedisClusterBackend::master_of(int slot) {
     loaded = m_loaded;
   }
   if (!loaded) {
-    (void)refresh(Clock::now() + std::chrono::milliseconds(m_spec.connect_timeout_ms + m_spec.timeout_ms));
+    (void)refresh(data_operation().deadline);
   }
   std::lock_guard lock(m_mutex);
   if (slot < 0 || slot >= k_cluster_slots || m_slots[slot] == k_no_node) {

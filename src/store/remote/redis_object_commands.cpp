@@ -7,9 +7,16 @@ namespace kcache::remote {
 Result<std::optional<std::string>> redis_get_object(const RedisSend& send, std::string_view name,
                                                     std::uint64_t max_bytes, std::string_view where) {
   // GETRANGE end is inclusive: asking for 0..max returns up to max + 1 bytes.
+  // A larger object answers max + 1 bytes, whose header is refused by the send.
   const std::string end = std::to_string(max_bytes);
-  auto r = send({"GETRANGE", name, "0", end});
+  auto r = send({"GETRANGE", name, "0", end}, max_bytes);
   if (!r) {
+    if (r.error().code == k_reply_too_large) {
+      return make_error(k_reply_too_large,
+                        fmt::format("GETRANGE on {}: the object is larger than max_entry_size ({} bytes); refused "
+                                    "without downloading it",
+                                    where, max_bytes));
+    }
     return tl::unexpected(r.error());
   }
   if (r->type == RedisReply::Type::error) {
@@ -30,7 +37,7 @@ Result<bool> redis_put_object(const RedisSend& send, std::string_view name, std:
     argv.emplace_back("EX");
     argv.emplace_back(ttl);
   }
-  auto r = send(argv);
+  auto r = send(argv, k_small_reply);
   if (!r) {
     return tl::unexpected(r.error());
   }
@@ -46,7 +53,7 @@ Result<bool> redis_put_object(const RedisSend& send, std::string_view name, std:
 }
 
 Result<bool> redis_remove_object(const RedisSend& send, std::string_view name, std::string_view where) {
-  auto r = send({"DEL", name});
+  auto r = send({"DEL", name}, k_small_reply);
   if (!r) {
     return tl::unexpected(r.error());
   }
@@ -61,7 +68,7 @@ Result<void> redis_scan_objects(const RedisSend& send, std::string_view prefix,
   const std::string match = std::string(prefix) + "*";
   std::string cursor = "0";
   do {
-    auto r = send({"SCAN", cursor, "MATCH", match, "COUNT", "1000"});
+    auto r = send({"SCAN", cursor, "MATCH", match, "COUNT", "1000"}, k_small_reply);
     if (!r) {
       return tl::unexpected(r.error());
     }
@@ -87,7 +94,7 @@ namespace {
 // The integer reply of a command; error replies and broken sends are failures.
 Result<long long> integer_reply(const RedisSend& send, const std::vector<std::string_view>& argv,
                                 std::string_view what, std::string_view where) {
-  auto r = send(argv);
+  auto r = send(argv, k_small_reply);
   if (!r) {
     return tl::unexpected(r.error());
   }
@@ -115,7 +122,7 @@ Result<bool> redis_object_exists(const RedisSend& send, std::string_view name, s
 Result<bool> redis_lease_take(const RedisSend& send, std::string_view name, std::string_view token,
                               std::uint64_t ttl_ms, std::string_view where) {
   const std::string ttl = std::to_string(ttl_ms);
-  auto r = send({"SET", name, token, "NX", "PX", ttl});
+  auto r = send({"SET", name, token, "NX", "PX", ttl}, k_small_reply);
   if (!r) {
     return tl::unexpected(r.error());
   }

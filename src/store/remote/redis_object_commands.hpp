@@ -21,7 +21,9 @@
 // lease expired and was taken over never extends or deletes the new owner's.
 //
 // `send` delivers one command to the server that holds `name` (a connection
-// of the pool, or the cluster node of its slot) and returns its reply.
+// of the pool, or the cluster node of its slot), within the deadline of the
+// operation it belongs to, and returns its reply; a bulk string in the reply
+// longer than `max_bulk` is refused before it is read (k_reply_too_large).
 // `where` (the masked URL) names the server in messages.
 //
 // Thread-safety: as thread-safe as `send`.
@@ -39,10 +41,16 @@
 
 namespace kcache::remote {
 
-using RedisSend = std::function<Result<RedisReply>(const std::vector<std::string_view>& argv)>;
+using RedisSend = std::function<Result<RedisReply>(const std::vector<std::string_view>& argv, std::uint64_t max_bulk)>;
 
-// Value: the object's first max_bytes + 1 bytes at most. Miss: std::nullopt.
-// Failure: the send's error, or io for an error reply.
+// The largest bulk string a reply other than an object's may hold (INFO,
+// CLUSTER SLOTS entries, tokens).
+inline constexpr std::uint64_t k_small_reply = 64 * 1024;
+
+// Value: the object (at most max_bytes). Miss: std::nullopt. Failure: the
+// send's error; k_reply_too_large when the object is larger than max_bytes
+// (refused on the reply's header: none of its bytes are read or held); io
+// for an error reply.
 Result<std::optional<std::string>> redis_get_object(const RedisSend& send, std::string_view name,
                                                     std::uint64_t max_bytes, std::string_view where);
 

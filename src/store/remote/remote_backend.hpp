@@ -5,9 +5,10 @@
 // A backend moves opaque objects by name; it knows nothing of artifacts,
 // signatures or verification (remote_codec.hpp, RemoteStore do that).
 //
-// Every call is bounded: connecting by the spec's connect_timeout_ms and each
-// operation by its timeout_ms; a server that does not answer in time is a
-// `timeout` error, never a hang.
+// Every call has one deadline for the whole operation (connecting, sending,
+// receiving, redirects, retries; docs/configuration.md, "Deadlines"): a
+// server that does not answer in time, or answers too slowly, is a `timeout`
+// error, never a hang.
 //
 // Thread-safety: every method is thread-safe (a backend keeps a small pool of
 // connections).
@@ -25,14 +26,19 @@
 
 namespace kcache::remote {
 
+// The error code of a get() whose object is larger than its bound: refused
+// before it was downloaded. A bad object (RemoteStore counts a `too_large`
+// rejection), not a failure of the server.
+inline constexpr ErrorCode k_object_too_large = ErrorCode::corrupt;
+
 class RemoteBackend {
  public:
   virtual ~RemoteBackend() = default;
 
   // Value: the object's bytes. Miss: std::nullopt. Failure: io / timeout /
-  // permission_denied (the server refused). An object larger than
-  // `max_bytes` comes back as at most max_bytes + 1 bytes, so the caller can
-  // tell it is too large without holding it all.
+  // permission_denied (the server refused), or k_object_too_large for an
+  // object larger than `max_bytes`, refused before more than a small
+  // constant of it is held (whatever size the server declares or sends).
   virtual Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) = 0;
 
   // Writes `value` under `name` in one operation (no reader sees half of it)

@@ -13,7 +13,8 @@ namespace {
 
 constexpr std::string_view k_attrs =
     "read_only=BOOL, connect_timeout_ms=N, timeout_ms=N, max_entry_size=SIZE, ttl_s=N; for http(s) also "
-    "bearer_token_file=PATH, bearer_token_env=VAR, basic_auth_file=PATH, basic_auth_env=VAR";
+    "bearer_token_file=PATH, bearer_token_env=VAR, basic_auth_file=PATH, basic_auth_env=VAR; for https also "
+    "ca_file=PATH (also rediss, rediss+cluster)";
 
 std::string percent_decode(std::string_view s, bool* ok) {
   std::string out;
@@ -65,9 +66,9 @@ bool parse_uint(std::string_view v, T& out) {
 std::string RemoteSpec::masked() const {
   std::string out;
   switch (scheme) {
-    case Scheme::redis: out = "redis://"; break;
+    case Scheme::redis: out = tls ? "rediss://" : "redis://"; break;
     case Scheme::redis_unix: out = "redis+unix://"; break;
-    case Scheme::redis_cluster: out = "redis+cluster://"; break;
+    case Scheme::redis_cluster: out = tls ? "rediss+cluster://" : "redis+cluster://"; break;
     case Scheme::http: out = "http://"; break;
     case Scheme::https: out = "https://"; break;
   }
@@ -125,6 +126,9 @@ std::string RemoteSpec::masked() const {
   if (!basic_auth_env.empty()) {
     attrs.push_back("basic_auth_env=" + basic_auth_env);
   }
+  if (!ca_file.empty()) {
+    attrs.push_back("ca_file=" + ca_file);
+  }
   for (std::size_t i = 0; i < attrs.size(); ++i) {
     out += (i == 0 ? '?' : '&') + attrs[i];
   }
@@ -144,6 +148,12 @@ Result<RemoteSpec> parse_remote_url(std::string_view url) {
   const std::string_view scheme = url.substr(0, scheme_end);
   if (scheme == "redis") {
     spec.scheme = Scheme::redis;
+  } else if (scheme == "rediss") {
+    spec.scheme = Scheme::redis;
+    spec.tls = true;
+  } else if (scheme == "rediss+cluster") {
+    spec.scheme = Scheme::redis_cluster;
+    spec.tls = true;
   } else if (scheme == "redis+unix" || scheme == "unix") {
     spec.scheme = Scheme::redis_unix;
   } else if (scheme == "redis+cluster") {
@@ -153,7 +163,8 @@ Result<RemoteSpec> parse_remote_url(std::string_view url) {
   } else if (scheme == "https") {
     spec.scheme = Scheme::https;
   } else {
-    return fail("unknown scheme '" + std::string(scheme) + "'; use redis, redis+unix, redis+cluster, http or https");
+    return fail("unknown scheme '" + std::string(scheme) +
+                "'; use redis, rediss, redis+unix, redis+cluster, rediss+cluster, http or https");
   }
   std::string_view rest = url.substr(scheme_end + 3);
   std::string_view query;
@@ -254,6 +265,9 @@ Result<RemoteSpec> parse_remote_url(std::string_view url) {
       ok = !value.empty();
     } else if (is_http && name == "basic_auth_env") {
       spec.basic_auth_env = value;
+      ok = !value.empty();
+    } else if ((spec.scheme == Scheme::https || spec.tls) && name == "ca_file") {
+      spec.ca_file = value;
       ok = !value.empty();
     } else {
       return fail(fmt::format("unknown attribute '{}'; accepted: {}", name, k_attrs));

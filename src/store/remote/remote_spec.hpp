@@ -1,14 +1,18 @@
 // store/remote/remote_spec.hpp: one configured remote, parsed from its URL.
 //
 //   redis://[user[:password]@]host[:port][/db][?attrs]     (port 6379, db 0)
+//   rediss://...                                           (the same over TLS)
 //   redis+unix:///path/to/socket[?db=N&attrs]
 //   redis+cluster://host:port[,host:port...][?attrs]       (seeds; port 6379)
+//   rediss+cluster://...                                   (the same over TLS)
 //   http://[user[:password]@]host[:port]/prefix, https://...  (basic credentials)
 //   attrs := attr ("&" attr)*
 //   attr  := read_only=BOOL | connect_timeout_ms=N | timeout_ms=N
 //          | max_entry_size=SIZE | ttl_s=N | db=N (redis+unix)
 //          | bearer_token_file=PATH | bearer_token_env=VAR        (http, https)
 //          | basic_auth_file=PATH | basic_auth_env=VAR            (http, https: "user:password")
+//          | ca_file=PATH                          (https, rediss, rediss+cluster: trust this CA bundle
+//                                                                  instead of the system's)
 //
 // User and password are percent-decoded. A URL never contains spaces (the
 // KCACHE_REMOTE list is space-separated): percent-encode them. masked() is the
@@ -35,6 +39,7 @@ struct RemoteSpec {
   std::string user;      // secret-free, but printed only as part of masked()
   std::string password;  // never printed
   int db = 0;
+  bool tls = false;      // rediss://, rediss+cluster://: Redis over TLS (the scheme stays redis / redis_cluster)
   bool read_only = false;
   std::uint32_t connect_timeout_ms = 500;
   std::uint32_t timeout_ms = 2000;
@@ -45,6 +50,9 @@ struct RemoteSpec {
   std::string bearer_token_env;
   std::string basic_auth_file;
   std::string basic_auth_env;
+  // A PEM file of CA certificates that verify the server (a private CA);
+  // empty: the system's CA store.
+  std::string ca_file;
 
   // The URL with any password replaced by "***", and attributes that differ
   // from their defaults, e.g. "redis://ci:***@cache:6379/2?read_only=true".

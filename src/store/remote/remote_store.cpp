@@ -109,6 +109,28 @@ struct RemoteStore::Impl {
     }
   }
 
+  // Counts a bad object of `size` downloaded bytes as a miss rejected for
+  // `reason`, warns once, and never fetches `key` again. Returns the miss.
+  std::optional<Artifact> reject(const Key& key, Rejection reason, const std::string& why, std::size_t size) {
+    std::lock_guard lock(mutex);
+    stats.bytes_in += size;
+    count(RemoteCounter::bytes_in, size);
+    ++stats.rejected;
+    ++stats.rejected_by[static_cast<std::size_t>(reason)];
+    ++stats.misses;
+    count(RemoteCounter::rejected);
+    count(static_cast<RemoteCounter>(static_cast<unsigned>(RemoteCounter::rejected_too_large) +
+                                     static_cast<unsigned>(reason)));
+    count(RemoteCounter::misses);
+    rejected_keys.insert(key);
+    std::call_once(warned_rejected, [&] {
+      warn(fmt::format("remote {} holds a bad object for key {} ({}: {}); it is ignored (a miss), never copied "
+                       "locally, and counted in `kcache stats`",
+                       options.spec.masked(), key.hex(), to_string(reason), why));
+    });
+    return std::nullopt;
+  }
+
   // Runs one small operation (a lease command, EXISTS) through the breaker.
   // `lease`: refused as unsupported where this remote takes no leases.
   Result<bool> guarded(std::string_view what, bool lease, const std::function<Result<bool>()>& op) {
@@ -216,6 +238,12 @@ Result<std::optional<Artifact>> RemoteStore::get(const Key& key) {
   const auto start = Clock::now();
   auto got = m.backend->get(object_name(key), m.options.spec.max_entry_size);
   m.record_latency(Clock::now() - start);
+  if (!got && got.error().code == k_object_too_large) {
+    // Larger than max_entry_size, refused before it was downloaded
+    // (RemoteBackend::get): a bad object, not a failure of the remote.
+    m.succeeded();
+    return m.reject(key, Rejection::too_large, got.error().message, 0);
+  }
   if (!got) {
     m.failed(got.error(), "get");
     return std::optional<Artifact>{};
@@ -229,26 +257,12 @@ Result<std::optional<Artifact>> RemoteStore::get(const Key& key) {
   }
   const std::size_t size = (*got)->size();
   auto decoded = decode_object(**got, key, m.options.codec);
+  if (!decoded) {
+    return m.reject(key, decoded.error().reason, decoded.error().message, size);
+  }
   std::lock_guard lock(m.mutex);
   m.stats.bytes_in += size;
   m.count(RemoteCounter::bytes_in, size);
-  if (!decoded) {
-    ++m.stats.rejected;
-    ++m.stats.rejected_by[static_cast<std::size_t>(decoded.error().reason)];
-    ++m.stats.misses;
-    m.count(RemoteCounter::rejected);
-    m.count(static_cast<RemoteCounter>(static_cast<unsigned>(RemoteCounter::rejected_too_large) +
-                                       static_cast<unsigned>(decoded.error().reason)));
-    m.count(RemoteCounter::misses);
-    m.rejected_keys.insert(key);
-    std::call_once(m.warned_rejected, [&] {
-      m.warn(fmt::format("remote {} holds a bad object for key {} ({}: {}); it is ignored (a miss), never copied "
-                         "locally, and counted in `kcache stats`",
-                         m.options.spec.masked(), key.hex(), to_string(decoded.error().reason),
-                         decoded.error().message));
-    });
-    return std::optional<Artifact>{};
-  }
   ++m.stats.hits;
   m.stats.compile_us_saved += decoded->passport.compile_duration_us;
   m.count(RemoteCounter::hits);

@@ -274,6 +274,35 @@ TEST_F(ClusterBackendTest, AnOperationOnADeadMastersSlotWaitsForItsReplicaAndSuc
   EXPECT_EQ(backend->master_of(kr::cluster_key_slot(name)).port, replica->port());
 }
 
+// Issue 18 item 3: a data operation on a dead master's slot fails at its
+// deadline (here 100 + 2 x 200 ms, shorter than the failover), while a lease
+// command rides the failover out (max(ttl, 2 x cluster-node-timeout)) and
+// finds the replicated lease on the promoted replica.
+TEST_F(ClusterBackendTest, ALeaseCommandRidesOutAFailoverThatADataOperationDoesNot) {
+  auto backend = open("?connect_timeout_ms=100&timeout_ms=200");
+  const std::string lease = "kcache:v1:lease:rideout";
+  auto taken = backend->lease_take(lease, "owner", 20000);
+  ASSERT_TRUE(taken.has_value()) << taken.error().message;
+  ASSERT_TRUE(*taken);
+  ASSERT_TRUE(m_cluster->wait_ok(std::chrono::seconds(10)));  // the replica holds the lease
+  const int victim = backend->master_of(kr::cluster_key_slot(lease)).port;
+  m_cluster->node_on(victim)->kill();
+  const auto killed = std::chrono::steady_clock::now();
+  auto data = backend->get(lease, 1024);
+  ASSERT_FALSE(data.has_value()) << "a data operation does not wait out a failover";
+  // Bounded, not hung: three times the data deadline.
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::milliseconds(3 * 500));
+  auto again = backend->lease_take(lease, "waiter", 20000);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_FALSE(*again) << "the owner's lease survived on the promoted replica";
+  EXPECT_GT(std::chrono::steady_clock::now() - killed, std::chrono::milliseconds(500)) << "it waited for the vote";
+  EXPECT_NE(backend->master_of(kr::cluster_key_slot(lease)).port, victim);
+  auto renewed = backend->lease_renew(lease, "owner", 20000);
+  ASSERT_TRUE(renewed.has_value()) << renewed.error().message;
+  EXPECT_TRUE(*renewed);
+  EXPECT_GE(backend->routing_stats().failover_waits, 1U);
+}
+
 TEST_F(ClusterBackendTest, ABrokenConnectionToALiveMasterIsRetriedAtOnce) {
   auto backend = open();
   const std::string name = "kcache:v1:reconnect";
