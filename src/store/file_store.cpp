@@ -122,6 +122,9 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   if (impl->counters->fresh() && impl->entries_fd) {
     impl->recount_all();
   }
+  if (impl->checks) {
+    impl->checks->fit(impl->counters->total_entries());  // a table made small grows with the cache
+  }
   if (impl->tmp_fd && impl->options.sweep_on_open == OpenSweep::yes) {
     impl->sweep_temps(TempSweep::remove_quick);  // cheap: one kill(2) per young temp
   }

@@ -239,6 +239,9 @@ Result<PutOutcome> FileStore::Impl::publish_staged(unsigned shard, int shard_fd,
   degraded.store(false);
   counters->add(Counter::puts);
   counters->add(Counter::bytes_written, passport.payload_size + json.size());
+  if (checks) {
+    checks->fit(counters->total_entries());  // grows (rarely: each growth doubles it) with the entries
+  }
   maybe_evict();
   return PutOutcome::stored;
 }
