@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "store/shared_file.hpp"
 #include "util/fd.hpp"
@@ -27,18 +28,39 @@ bool valid_slots(std::uint32_t slots) noexcept {
   return slots >= FileCheckTable::k_min_slots && slots <= FileCheckTable::k_max_slots && (slots & (slots - 1)) == 0;
 }
 
-// The slot count the existing file's header names, or 0 when there is no
-// usable file (missing, damaged, or of another format).
-unsigned existing_slots(int stats_dir_fd) {
-  util::Fd fd(util::io::openat(stats_dir_fd, "checks", O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-  unsigned char header[16];
-  if (!fd || ::pread(fd.get(), header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
-    return 0;
+// Maps the existing table at the size it has (one open, one fstat, one mmap:
+// this runs in every process). Returns {null, 0} when there is no usable file
+// (missing, damaged, or of another format).
+std::pair<void*, unsigned> map_existing(int stats_dir_fd) {
+  util::Fd fd(util::io::openat(stats_dir_fd, "checks", O_RDWR | O_NOFOLLOW | O_NONBLOCK));
+  struct stat st {};
+  if (!fd || util::io::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_size < static_cast<off_t>(FileCheckTable::k_header_bytes) ||
+      (static_cast<std::size_t>(st.st_size) - FileCheckTable::k_header_bytes) % FileCheckTable::k_slot_bytes != 0) {
+    return {nullptr, 0};
   }
-  std::uint32_t slots = 0;
-  std::memcpy(&slots, header + 12, 4);
-  return valid_slots(slots) ? slots : 0;
+  const std::size_t n = (static_cast<std::size_t>(st.st_size) - FileCheckTable::k_header_bytes) /
+                        FileCheckTable::k_slot_bytes;
+  if (n > FileCheckTable::k_max_slots || !valid_slots(static_cast<std::uint32_t>(n))) {
+    return {nullptr, 0};
+  }
+  const auto slots = static_cast<unsigned>(n);
+  const SharedFileFormat format = format_for(slots);
+  void* p = ::mmap(nullptr, format.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) {
+    return {nullptr, 0};
+  }
+  std::uint32_t version = 0;
+  std::uint32_t count = 0;
+  std::memcpy(&version, static_cast<const char*>(p) + 8, 4);
+  std::memcpy(&count, static_cast<const char*>(p) + 12, 4);
+  if (std::memcmp(p, format.magic.data(), 8) != 0 || version != format.version || count != slots) {
+    ::munmap(p, format.size);
+    return {nullptr, 0};
+  }
+  return {p, slots};
 }
+
 constexpr std::uint64_t k_seal_salt = 0x6b63616368653031ULL;  // "kcache01"
 constexpr std::size_t k_words = FileCheckTable::k_slot_bytes / 8;  // 12
 constexpr std::size_t k_sealed_words = 10;                          // key(4) + 6 fields
@@ -100,13 +122,20 @@ std::unique_ptr<FileCheckTable> FileCheckTable::open(int stats_dir_fd, mode_t mo
     max_slots = k_min_slots;
   }
   // Another process may have made the table larger (with use, or with another cap): its size wins.
-  const unsigned existing = existing_slots(stats_dir_fd);
-  const unsigned use = existing != 0 ? existing : k_min_slots;
-  void* p = map_shared_file(stats_dir_fd, format_for(use), mode).data;
+  if (const auto [p, slots] = map_existing(stats_dir_fd); p != nullptr) {
+    return std::unique_ptr<FileCheckTable>(new FileCheckTable(stats_dir_fd, mode, max_slots, Mapping{p, slots}));
+  }
+  // Missing or damaged: a new, small table (another process may create one
+  // at the same moment: the first one linked in place wins).
+  void* p = map_shared_file(stats_dir_fd, format_for(k_min_slots), mode).data;
   if (p == nullptr) {
+    // Another process's table of another size won the race.
+    if (const auto [q, slots] = map_existing(stats_dir_fd); q != nullptr) {
+      return std::unique_ptr<FileCheckTable>(new FileCheckTable(stats_dir_fd, mode, max_slots, Mapping{q, slots}));
+    }
     return nullptr;
   }
-  return std::unique_ptr<FileCheckTable>(new FileCheckTable(stats_dir_fd, mode, max_slots, Mapping{p, use}));
+  return std::unique_ptr<FileCheckTable>(new FileCheckTable(stats_dir_fd, mode, max_slots, Mapping{p, k_min_slots}));
 }
 
 FileCheckTable::FileCheckTable(int dir_fd, mode_t mode, unsigned max_slots, Mapping first)
@@ -145,13 +174,9 @@ const FileCheckTable::Mapping* FileCheckTable::follow(const Mapping* seen) const
   // The file in place may itself be replaced between reading its header and
   // mapping it: a few tries, then the old table (still correct, only unshared).
   for (int attempt = 0; attempt < 4; ++attempt) {
-    const unsigned slots = existing_slots(m_dir_fd);
-    if (slots == 0) {
-      break;
-    }
-    void* p = map_existing_shared_file(m_dir_fd, format_for(slots));
+    const auto [p, slots] = map_existing(m_dir_fd);
     if (p == nullptr) {
-      continue;
+      break;
     }
     if (replaced(p)) {
       unmap_shared_file(p, format_for(slots));

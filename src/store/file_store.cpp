@@ -34,12 +34,17 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   const auto& root = impl->options.root;
   const mode_t dmode = store::dir_mode(impl->options.sharing);
 
-  std::error_code ec;
-  if (root.has_parent_path()) {
-    std::filesystem::create_directories(root.parent_path(), ec);
-  }
-  bool created_root = ::mkdir(root.c_str(), dmode) == 0;
+  // Open first: the root exists in every process but the first.
   util::Fd root_fd(io::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  bool created_root = false;
+  if (!root_fd && errno == ENOENT) {
+    std::error_code ec;
+    if (root.has_parent_path()) {
+      std::filesystem::create_directories(root.parent_path(), ec);
+    }
+    created_root = ::mkdir(root.c_str(), dmode) == 0;
+    root_fd.reset(io::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  }
   if (!root_fd) {
     const int err = errno;
     struct stat lst {};
@@ -109,16 +114,6 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   impl->counters = store::SharedCounters::open(impl->stats_fd.get(), fmode);
   impl->checks = store::FileCheckTable::open(impl->stats_fd.get(), fmode,
                                              store::FileCheckTable::slots_for_cap(impl->options.max_size_bytes));
-  if (impl->stats_fd) {
-    util::Fd lock_fd(io::openat(impl->stats_fd.get(), store::k_evict_lock_file,
-                                O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, fmode));
-    if (!lock_fd) {
-      lock_fd.reset(io::openat(impl->stats_fd.get(), store::k_evict_lock_file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-    } else {
-      io::fchmod(lock_fd.get(), fmode);  // umask-proof; harmless when it fails on someone else's file
-    }
-    impl->evict_lock_fd = std::move(lock_fd);
-  }
   if (impl->counters->fresh() && impl->entries_fd) {
     impl->recount_all();
   }
@@ -153,7 +148,31 @@ FileStore::Impl::Impl() {
   }
 }
 
+int FileStore::Impl::evict_lock() {
+  if (const int fd = evict_lock_held_fd.load(std::memory_order_acquire); fd >= 0) {
+    return fd;
+  }
+  std::lock_guard<std::mutex> lock(evict_lock_open_mutex);
+  if (const int fd = evict_lock_held_fd.load(std::memory_order_acquire); fd >= 0 || !stats_fd) {
+    return fd;
+  }
+  const mode_t fmode = store::file_mode(options.sharing);
+  util::Fd lock_fd(io::openat(stats_fd.get(), store::k_evict_lock_file, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK,
+                              fmode));
+  if (!lock_fd) {
+    lock_fd.reset(io::openat(stats_fd.get(), store::k_evict_lock_file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  } else {
+    io::fchmod(lock_fd.get(), fmode);  // umask-proof; harmless when it fails on someone else's file
+  }
+  const int fd = lock_fd.release();
+  evict_lock_held_fd.store(fd, std::memory_order_release);
+  return fd;
+}
+
 FileStore::Impl::~Impl() {
+  if (const int fd = evict_lock_held_fd.exchange(-1); fd >= 0) {
+    ::close(fd);
+  }
   for (auto& fd : shard_fds) {
     const int held = fd.exchange(-1);
     if (held >= 0) {

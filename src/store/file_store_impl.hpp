@@ -70,7 +70,13 @@ struct FileStore::Impl {
   util::Fd tmp_fd;
   util::Fd locks_fd;
   util::Fd stats_fd;
-  util::Fd evict_lock_fd;
+  // stats/evict.lock, opened (created) by the first put that needs it: a
+  // process that only reads never opens it. -1 until then, or when it cannot
+  // be opened. Use evict_lock().
+  std::atomic<int> evict_lock_held_fd{-1};
+  std::mutex evict_lock_open_mutex;
+  // The descriptor of stats/evict.lock, opening it on first use; -1 when it cannot be opened.
+  int evict_lock();
   std::unique_ptr<store::SharedCounters> counters;
   std::unique_ptr<store::FileCheckTable> checks;
 
@@ -114,7 +120,7 @@ struct FileStore::Impl {
   Impl& operator=(const Impl&) = delete;
 
   // Serialises eviction between the threads of this process (flock on the
-  // shared evict_lock_fd does not).
+  // shared evict lock descriptor does not).
   std::mutex evict_mutex;
 
   std::atomic<bool> degraded{false};

@@ -43,16 +43,25 @@ util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err) {
     err = EBADF;
     return {};
   }
-  bool created = false;
-  int mkdir_err = 0;
-  if (io::mkdirat(parent_fd, name, mode) == 0) {
-    created = true;
-  } else if (errno != EEXIST) {
-    mkdir_err = errno;  // it may still exist while we may not create (EROFS, EACCES)
-  }
+  // Open first: the directory exists in every process but the first, and a
+  // failed mkdirat per directory is a system call on every cache hit.
   util::Fd fd(io::openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  bool created = false;
+  if (!fd && errno == ENOENT) {
+    int mkdir_err = 0;
+    if (io::mkdirat(parent_fd, name, mode) == 0) {
+      created = true;
+    } else if (errno != EEXIST) {
+      mkdir_err = errno;  // it may still exist while we may not create (EROFS, EACCES)
+    }
+    fd.reset(io::openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+    if (!fd && errno == ENOENT && mkdir_err != 0) {
+      err = mkdir_err;
+      return {};
+    }
+  }
   if (!fd) {
-    err = errno == ENOENT && mkdir_err != 0 ? mkdir_err : errno;
+    err = errno;
     return {};
   }
   if (created && io::fchmod(fd.get(), mode) != 0) {

@@ -44,8 +44,13 @@ bool write_temp(int dir_fd, const std::string& tmp, const SharedFileFormat& form
   std::memcpy(image.data(), format.magic.data(), 8);
   std::memcpy(image.data() + 8, &format.version, 4);
   std::memcpy(image.data() + 12, &format.count, 4);
-  const bool ok = util::io::fchmod(fd.get(), mode) == 0 && util::io::write_all(fd.get(), image) == 0 &&
-                  util::io::fsync(fd.get()) == 0;
+  // No fsync: write() has allocated every block (so a store through the
+  // mapping never meets a hole), and what a crash can leave — a file that is
+  // empty, short or zero-filled — fails the size or header check and is
+  // rebuilt like any damaged file. The words are updated through the mapping
+  // and never synced either. An fsync here cost 1-8 ms in every new cache
+  // directory (docs/performance.md, "Process start").
+  const bool ok = util::io::fchmod(fd.get(), mode) == 0 && util::io::write_all(fd.get(), image) == 0;
   if (!ok) {
     util::io::unlinkat(dir_fd, tmp.c_str(), 0);
   }
@@ -100,8 +105,6 @@ MappedSharedFile map_shared_file(int dir_fd, const SharedFileFormat& format, mod
   }
   return out;
 }
-
-void* map_existing_shared_file(int dir_fd, const SharedFileFormat& format) { return map_file(dir_fd, format); }
 
 MappedSharedFile replace_shared_file(int dir_fd, const SharedFileFormat& format, mode_t mode, std::string image,
                                      std::size_t replaced_flag_offset) {

@@ -7,7 +7,8 @@
 //
 // and is written in full when created (no holes: a store into a hole of a
 // full filesystem would SIGBUS), then linked in place, so a reader never maps
-// a partial file. Thread-safety: the functions are thread-safe.
+// a partial file. It is not fsynced: after a crash a file that is empty,
+// short or zeroed fails the size or header check and is rebuilt. Thread-safety: the functions are thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -35,10 +36,6 @@ struct MappedSharedFile {
 // Maps `format.name` in `dir_fd`. A missing file is created; a file with the
 // wrong size or header is replaced. Never follows a symlink.
 MappedSharedFile map_shared_file(int dir_fd, const SharedFileFormat& format, mode_t mode);
-
-// Maps the existing `format.name` in `dir_fd` when its size and header match
-// `format`; never creates or replaces it. Returns null otherwise.
-void* map_existing_shared_file(int dir_fd, const SharedFileFormat& format);
 
 // Writes a new file of `format` whose bytes are `image` (its header is set
 // here; `image.size()` must be `format.size`) and puts it in place of the
