@@ -14,8 +14,9 @@
 //               sha256_prefix u64 seal u64 pad u64
 //   seal     := XXH3-64 of the 80 bytes before it, XOR k_seal_salt
 //
-// N is a power of two from 64 to 65536. The table grows with use, not with
-// the cap: a new table has k_min_slots (6 KiB), and fit() replaces it with a
+// N is a power of two from 32 to 65536 (kcache before tables grew made 64 or
+// more, and reads a 32-slot table as damaged: it replaces it with its own). The table grows with use, not with
+// the cap: a new table has k_min_slots (3 KiB), and fit() replaces it with a
 // table of at least twice as many slots as the cache holds entries, up to
 // slots_for_cap (one slot per 16 KiB of cap; 6 MiB from a 1 GiB cap up), so
 // an empty or small cache pays for a small table. A larger table is written
@@ -62,7 +63,7 @@ struct CheckRecord {
 
 class FileCheckTable {
  public:
-  static constexpr unsigned k_min_slots = 64;
+  static constexpr unsigned k_min_slots = 32;  // 3 KiB: one 4 KiB block
   static constexpr unsigned k_max_slots = 65536;
   static constexpr std::uint64_t k_cap_bytes_per_slot = 16 * 1024;
   static constexpr std::size_t k_slot_bytes = 96;

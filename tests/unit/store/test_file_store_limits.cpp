@@ -319,7 +319,7 @@ TEST(FileStoreLimits, TheCheckTableStartsSmallAndIsCountedInStats) {
   o.max_size_bytes = 1 << 20;
   auto small = open_store(o);
   const auto checks_size = fs::file_size(dir.path() / "small" / "v1" / "stats" / "checks");
-  EXPECT_EQ(checks_size, store::FileCheckTable::file_size(64)) << "64 slots for a new cache";
+  EXPECT_EQ(checks_size, store::FileCheckTable::file_size(32)) << "32 slots for a new cache";
   const auto s = small->stats();
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->metadata_bytes, checks_size + store::SharedCounters::k_file_size);
@@ -335,12 +335,13 @@ TEST(FileStoreLimits, TheCheckTableStartsSmallAndIsCountedInStats) {
   auto o3 = quiet_options(dir.path() / "large");
   o3.max_size_bytes = 8ULL << 30;
   auto large = open_store(o3);
-  EXPECT_EQ(fs::file_size(dir.path() / "large" / "v1" / "stats" / "checks"), store::FileCheckTable::file_size(64));
+  EXPECT_EQ(fs::file_size(dir.path() / "large" / "v1" / "stats" / "checks"), store::FileCheckTable::file_size(32));
   EXPECT_EQ(store::FileCheckTable::slots_for_cap(1 << 20), 64U);
   EXPECT_EQ(store::FileCheckTable::slots_for_cap(64ULL << 20), 4096U);
-  EXPECT_EQ(store::FileCheckTable::slots_for_entries(1, 65536), 64U);
+  EXPECT_EQ(store::FileCheckTable::slots_for_entries(1, 65536), 32U);
   EXPECT_EQ(store::FileCheckTable::slots_for_entries(100, 65536), 256U);
   EXPECT_EQ(store::FileCheckTable::slots_for_entries(100, 64), 64U);
+  EXPECT_EQ(store::FileCheckTable::slots_for_cap(256 * 1024), 32U);
 }
 
 TEST(FileStoreLimits, EntriesAndMetadataTogetherStayUnderTheCap) {
