@@ -24,29 +24,29 @@ unset KCACHE_REMOTE
 printf '#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n' >"$work/hello.c"
 cc -O2 -o "$work/hello" "$work/hello.c"
 
-batch_us() {  # command...: mean microseconds of one batch of $runs runs
-  local s e
-  s=$(date +%s%N)
-  for _ in $(seq "$runs"); do "$@" >/dev/null 2>&1; done
-  e=$(date +%s%N)
-  echo $(((e - s) / runs / 1000))
-}
+# shellcheck source=scripts/bench-batch.sh
+. scripts/bench-batch.sh
 
 declare -A cmd
 names=("/bin/true" "hello (libc only)" "kcache --version")
 cmd["/bin/true"]="/bin/true"
 cmd["hello (libc only)"]="$work/hello"
 cmd["kcache --version"]="$kcache --version"
+# Sources and outputs in separate directories: an output written beside its
+# source changes the source directory, which the header scanner then cannot
+# trust for 2 s (a racy timestamp) and re-checks on every run.
+mkdir "$work/src" "$work/out"
 for k in trivial medium heavy_cub; do
-  cp "bench/corpus/$k.cu" "$work/$k.cu"
-  cmd["kcache hit, $k"]="$kcache compile $work/$k.cu --target cubin --arch sm_90 -I $cuda/include/cccl -o $work/$k.cubin"
-  cmd["ccache nvcc hit, $k"]="ccache $cuda/bin/nvcc -c $work/$k.cu -arch sm_90 -I $cuda/include/cccl -o $work/$k.o"
+  cp "bench/corpus/$k.cu" "$work/src/$k.cu"
+  cmd["kcache hit, $k"]="$kcache compile $work/src/$k.cu --target cubin --arch sm_90 -I $cuda/include/cccl -o $work/out/$k.cubin"
+  cmd["ccache nvcc hit, $k"]="ccache $cuda/bin/nvcc -c $work/src/$k.cu -arch sm_90 -I $cuda/include/cccl -o $work/out/$k.o"
   # shellcheck disable=SC2086  # the command lines are split on purpose
   ${cmd["kcache hit, $k"]} >/dev/null   # the cold compiles that fill both caches
   # shellcheck disable=SC2086
   ${cmd["ccache nvcc hit, $k"]} >/dev/null
   names+=("kcache hit, $k" "ccache nvcc hit, $k")
 done
+sleep 2.5  # past the racy window of the files just written
 results=$work/results
 for _ in $(seq "$batches"); do
   for n in "${names[@]}"; do
@@ -54,15 +54,14 @@ for _ in $(seq "$batches"); do
     echo "$n|$(batch_us ${cmd[$n]})" >>"$results"
   done
 done
-median() { grep -F "$1|" "$results" | cut -d'|' -f2 | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-true_us=$(median "/bin/true")
+true_us=$(median_of "/bin/true")
 for n in "${names[@]}"; do
-  m=$(median "$n")
+  m=$(median_of "$n")
   printf '%-28s %7d us  %5.2fx /bin/true\n' "$n" "$m" "$(echo "$m / $true_us" | bc -l)"
 done
 for k in trivial medium heavy_cub; do
   printf 'ccache+nvcc / kcache, %-10s %5.2fx\n' "$k" \
-    "$(echo "$(median "ccache nvcc hit, $k") / $(median "kcache hit, $k")" | bc -l)"
+    "$(echo "$(median_of "ccache nvcc hit, $k") / $(median_of "kcache hit, $k")" | bc -l)"
 done
 
 # Cold overhead of the CLI: a cold compile into an empty cache directory (new
@@ -73,12 +72,12 @@ off_total=0
 on_total=0
 for i in $(seq "$cold_runs"); do
   s=$(date +%s%N)
-  KCACHE_DISABLE=1 "$kcache" compile "$work/trivial.cu" --target cubin --arch sm_90 -o "$work/off.cubin" >/dev/null
+  KCACHE_DISABLE=1 "$kcache" compile "$work/src/trivial.cu" --target cubin --arch sm_90 -o "$work/out/off.cubin" >/dev/null
   e=$(date +%s%N)
   off_total=$((off_total + e - s))
   rm -rf "$cold"
   s=$(date +%s%N)
-  KCACHE_DIR=$cold "$kcache" compile "$work/trivial.cu" --target cubin --arch sm_90 -o "$work/on.cubin" >/dev/null
+  KCACHE_DIR=$cold "$kcache" compile "$work/src/trivial.cu" --target cubin --arch sm_90 -o "$work/out/on.cubin" >/dev/null
   e=$(date +%s%N)
   on_total=$((on_total + e - s))
   [ "$i" = 1 ] && du_kib=$(du -sk "$cold" | cut -f1)
