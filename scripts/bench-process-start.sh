@@ -47,6 +47,17 @@ for k in trivial medium heavy_cub; do
   names+=("kcache hit, $k" "ccache nvcc hit, $k")
 done
 sleep 2.5  # past the racy window of the files just written
+# KCACHE_BASELINE_BIN (another build, e.g. of main) adds its --version and hits, in the same turns.
+if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
+  cmd["baseline --version"]="$KCACHE_BASELINE_BIN --version"
+  names+=("baseline --version")
+  for k in trivial medium heavy_cub; do
+    cmd["baseline hit, $k"]="$KCACHE_BASELINE_BIN compile --cache-dir $work/baseline $work/src/$k.cu --target cubin --arch sm_90 -I $cuda/include/cccl -o $work/out/$k.base.cubin"
+    # shellcheck disable=SC2086
+    ${cmd["baseline hit, $k"]} >/dev/null
+    names+=("baseline hit, $k")
+  done
+fi
 results=$work/results
 for _ in $(seq "$batches"); do
   for n in "${names[@]}"; do
@@ -67,22 +78,32 @@ done
 # Cold overhead of the CLI: a cold compile into an empty cache directory (new
 # each run: the check table, counters and memos are made, the entry written)
 # against the same compile with the cache disabled; turns alternate.
-cold=$work/cold
-off_total=0
-on_total=0
-for i in $(seq "$cold_runs"); do
-  s=$(date +%s%N)
-  KCACHE_DISABLE=1 "$kcache" compile "$work/src/trivial.cu" --target cubin --arch sm_90 -o "$work/out/off.cubin" >/dev/null
-  e=$(date +%s%N)
-  off_total=$((off_total + e - s))
-  rm -rf "$cold"
-  s=$(date +%s%N)
-  KCACHE_DIR=$cold "$kcache" compile "$work/src/trivial.cu" --target cubin --arch sm_90 -o "$work/out/on.cubin" >/dev/null
-  e=$(date +%s%N)
-  on_total=$((on_total + e - s))
-  [ "$i" = 1 ] && du_kib=$(du -sk "$cold" | cut -f1)
-done
-printf 'cold trivial compile: cache off %d us, cache on (empty dir) %d us: overhead %+.2f%%\n' \
-  $((off_total / cold_runs / 1000)) $((on_total / cold_runs / 1000)) \
-  "$(echo "($on_total - $off_total) * 100 / $off_total" | bc -l)"
-echo "one-entry cache directory after a cold compile: ${du_kib} KiB (du)"
+cold_overhead() {  # label binary: prints the medians and the median of the paired differences
+  local i s turn du_kib=0 pairs=$work/pairs
+  : >"$pairs"
+  for i in $(seq "$cold_runs"); do
+    rm -rf "$work/cold"
+    local off_us on_us
+    for turn in $((i % 2)) $((1 - i % 2)); do  # the two take turns going first
+      s=$(date +%s%N)
+      if [ "$turn" = 0 ]; then
+        KCACHE_DISABLE=1 "$2" compile "$work/src/trivial.cu" --target cubin --arch sm_90 -o "$work/out/off.cubin" >/dev/null
+        off_us=$((($(date +%s%N) - s) / 1000))
+      else
+        KCACHE_DIR=$work/cold "$2" compile "$work/src/trivial.cu" --target cubin --arch sm_90 -o "$work/out/on.cubin" >/dev/null
+        on_us=$((($(date +%s%N) - s) / 1000))
+      fi
+    done
+    echo "$off_us $on_us" >>"$pairs"
+    [ "$i" = 1 ] && du_kib=$(du -sk "$work/cold" | cut -f1)
+  done
+  sort -n -k1 "$pairs" | awk '{v[NR]=$1} END {printf "%d ", v[int((NR+1)/2)]}' >"$work/off"
+  sort -n -k2 "$pairs" | awk '{v[NR]=$2} END {printf "%d ", v[int((NR+1)/2)]}' >"$work/on"
+  awk '{print ($2 - $1) * 100 / $1}' "$pairs" | sort -g | awk '{v[NR]=$1} END {printf "%+.2f", v[int((NR+1)/2)]}' >"$work/d"
+  printf '%s cold trivial compile (median of %d pairs): cache off %s us, cache on (empty dir) %s us; overhead, median of the paired differences: %s%%; the one-entry directory: %s KiB (du)\n' \
+    "$1" "$cold_runs" "$(cat "$work/off")" "$(cat "$work/on")" "$(cat "$work/d")" "$du_kib"
+}
+cold_overhead kcache "$kcache"
+if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
+  cold_overhead baseline "$KCACHE_BASELINE_BIN"
+fi
