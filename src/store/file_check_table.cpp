@@ -182,7 +182,12 @@ const FileCheckTable::Mapping* FileCheckTable::follow(const Mapping* seen) const
       unmap_shared_file(p, format_for(slots));
       continue;
     }
-    m_mappings.push_back(Mapping{p, slots});
+    try {
+      m_mappings.push_back(Mapping{p, slots});
+    } catch (...) {
+      unmap_shared_file(p, format_for(slots));  // no memory: keep the old table (correct, only unshared)
+      return m;
+    }
     m_current.store(&m_mappings.back(), std::memory_order_release);
     return &m_mappings.back();
   }
