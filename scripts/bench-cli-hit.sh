@@ -19,13 +19,8 @@ out=$(mktemp)
 results=$(mktemp)
 fresh=$(mktemp -d)
 trap 'rm -rf "$out" "$out".* "$results" "$fresh"' EXIT
-batch_us() {  # command...: mean microseconds of one batch of $runs runs
-  local s e
-  s=$(date +%s%N)
-  for _ in $(seq "$runs"); do "$@" >/dev/null 2>&1; done
-  e=$(date +%s%N)
-  echo $(((e - s) / runs / 1000))
-}
+# shellcheck source=scripts/bench-batch.sh
+. scripts/bench-batch.sh
 batch_fresh_us() {  # kernel: mean microseconds of $runs hits, each to a new output file
   local s e i
   rm -f "$fresh"/*
@@ -57,6 +52,6 @@ for _ in $(seq "$batches"); do
   done
 done
 for n in "${names[@]}"; do
-  median=$(grep -F "$n|" "$results" | cut -d'|' -f2 | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+  median=$(median_of "$n")
   echo "$n: $median us (median of $batches batches of $runs)"
 done

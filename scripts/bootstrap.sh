@@ -10,7 +10,7 @@ packages=(
   libfmt-dev libexpected-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
-  redis-server redis-tools libhiredis-dev
+  redis-server redis-tools
   libcurl4-openssl-dev nginx-light
   binutils util-linux procps
   python3 python3-venv python3-dev

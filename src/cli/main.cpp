@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -51,6 +52,20 @@ std::string first_word(int argc, char** argv) {
     }
   }
   return {};
+}
+
+// True for `kcache --version` with nothing but global flags beside it.
+bool asks_only_version(int argc, char** argv) {
+  bool version = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--version") {
+      version = true;
+    } else if (arg == "--help" || arg == "-h" || arg == "--help-all") {
+      return false;
+    }
+  }
+  return version;
 }
 }  // namespace
 
@@ -121,6 +136,8 @@ int main(int argc, char** argv) {
   const std::string named = first_word(argc, argv);
   if (const auto it = commands().find(named); it != commands().end()) {
     it->second(app, ctx, run);
+  } else if (named.empty() && asks_only_version(argc, argv)) {
+    // `kcache --version` prints and exits while parsing: no command is needed.
   } else {
     for (const auto& [name, reg] : commands()) {
       reg(app, ctx, run);

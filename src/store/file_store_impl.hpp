@@ -1,6 +1,9 @@
 // store/file_store_impl.hpp: the private state of FileStore, shared by
-// file_store.cpp (open, get, put, remove, list, stats) and
-// file_store_maintenance.cpp (eviction, verify, prune, clear, sweeping).
+// file_store.cpp (open, remove, list, stats), file_store_read.cpp (get and the
+// passport memo), file_store_write.cpp (put: staging, publishing),
+// file_store_support.cpp (helpers the others share), file_payload.cpp
+// (payload checks) and file_store_maintenance.cpp (eviction, verify, prune,
+// clear, sweeping).
 #pragma once
 
 #include <sys/stat.h>
@@ -67,7 +70,13 @@ struct FileStore::Impl {
   util::Fd tmp_fd;
   util::Fd locks_fd;
   util::Fd stats_fd;
-  util::Fd evict_lock_fd;
+  // stats/evict.lock, opened (created) by the first put that needs it: a
+  // process that only reads never opens it. -1 until then, or when it cannot
+  // be opened. Use evict_lock().
+  std::atomic<int> evict_lock_held_fd{-1};
+  std::mutex evict_lock_open_mutex;
+  // The descriptor of stats/evict.lock, opening it on first use; -1 when it cannot be opened.
+  int evict_lock();
   std::unique_ptr<store::SharedCounters> counters;
   std::unique_ptr<store::FileCheckTable> checks;
 
@@ -111,14 +120,14 @@ struct FileStore::Impl {
   Impl& operator=(const Impl&) = delete;
 
   // Serialises eviction between the threads of this process (flock on the
-  // shared evict_lock_fd does not).
+  // shared evict lock descriptor does not).
   std::mutex evict_mutex;
 
   std::atomic<bool> degraded{false};
   std::atomic<std::int64_t> retry_writes_at_ms{0};
   std::atomic<bool> warned{false};
 
-  // --- file_store.cpp ---
+  // --- file_store.cpp, file_store_read.cpp, file_store_write.cpp, file_store_support.cpp ---
   // Bytes of the shared metadata files (counters, check table): counted in
   // stats and under the cap.
   std::uint64_t metadata_bytes() const noexcept;
@@ -266,6 +275,14 @@ const char* describe_file_type(mode_t mode) noexcept;
 // directory (opening it failed with `err`): the corrupt error that names it
 // and says to run `kcache verify --repair`. Otherwise nullopt.
 std::optional<Error> layout_damaged(int parent_fd, const std::filesystem::path& root, const char* name, int err);
+
+// True when `a` and `b` are one unchanged file (device, inode, size, ctime).
+bool same_file(const struct stat& a, const struct stat& b) noexcept;
+
+// Creates the directory `name` under `parent_fd` (mode fixed regardless of
+// umask when created here) and opens it without following a symlink. On
+// failure returns an invalid Fd and sets `err`.
+util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err);
 
 std::int64_t now_unix_ms() noexcept;
 // Nanoseconds: compare with file times (a millisecond "now" can be earlier

@@ -232,7 +232,11 @@ std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_step(std::uint64_
 
 void FileStore::Impl::maybe_evict() {
   const std::uint64_t cap = entry_budget(options.max_size_bytes);
-  if (cap == 0 || !evict_lock_fd) {
+  if (cap == 0 || counters->total_bytes() <= cap) {
+    return;
+  }
+  const int lock_fd = evict_lock();
+  if (lock_fd < 0) {
     return;
   }
   // Writers must not outrun eviction: a writer that leaves the store above
@@ -241,13 +245,13 @@ void FileStore::Impl::maybe_evict() {
   // many writers under one cap are held back to the speed of eviction
   // (docs/on-disk-format.md).
   while (counters->total_bytes() > cap) {
-    // flock excludes processes; threads of this process share evict_lock_fd,
+    // flock excludes processes; threads of this process share the evict lock descriptor,
     // so they also take evict_mutex.
     std::lock_guard<std::mutex> thread_guard(evict_mutex);
     if (counters->total_bytes() <= cap) {
       return;  // another thread evicted while this one waited
     }
-    if (io::lock(evict_lock_fd.get(), LOCK_EX) != 0) {
+    if (io::lock(lock_fd, LOCK_EX) != 0) {
       return;  // cannot lock: leave eviction to the next writer
     }
     for (std::uint64_t total = counters->total_bytes(); total > cap; total = counters->total_bytes()) {
@@ -255,7 +259,7 @@ void FileStore::Impl::maybe_evict() {
         break;  // nothing evictable (entries vanished or the accounting was stale and is now exact)
       }
     }
-    ::flock(evict_lock_fd.get(), LOCK_UN);
+    ::flock(lock_fd, LOCK_UN);
     if (counters->total_bytes() > cap && counters->total_entries() == 0) {
       return;
     }
@@ -264,7 +268,11 @@ void FileStore::Impl::maybe_evict() {
 
 int FileStore::Impl::make_room(std::uint64_t bytes) {
   const std::uint64_t cap = entry_budget(options.max_size_bytes);
-  if (cap == 0 || !counters->shared() || !evict_lock_fd || bytes > cap) {
+  if (cap == 0 || !counters->shared() || bytes > cap) {
+    return -1;
+  }
+  const int lock_fd = evict_lock();
+  if (lock_fd < 0) {
     return -1;
   }
   // Bytes published or reserved. The reservations are read first: a put in
@@ -288,7 +296,7 @@ int FileStore::Impl::make_room(std::uint64_t bytes) {
   for (;;) {
     {
       std::lock_guard<std::mutex> thread_guard(evict_mutex);
-      if (io::lock(evict_lock_fd.get(), LOCK_EX) != 0) {
+      if (io::lock(lock_fd, LOCK_EX) != 0) {
         return -1;
       }
       // Reserve first here too, then look: a writer on the fast path that
@@ -297,7 +305,7 @@ int FileStore::Impl::make_room(std::uint64_t bytes) {
       // same room).
       const int slot = counters->reserve_room(bytes);
       if (slot < 0) {
-        ::flock(evict_lock_fd.get(), LOCK_UN);
+        ::flock(lock_fd, LOCK_UN);
         return -1;
       }
       // Evict ahead, in steps of bounded work, until the entries in flight,
@@ -317,11 +325,11 @@ int FileStore::Impl::make_room(std::uint64_t bytes) {
       // could not be brought low enough (maybe_evict settles it after).
       if (counters->total_bytes() + others + bytes <= cap || others == 0 ||
           std::chrono::steady_clock::now() > deadline) {
-        ::flock(evict_lock_fd.get(), LOCK_UN);
+        ::flock(lock_fd, LOCK_UN);
         return slot;
       }
       counters->release_room(slot);
-      ::flock(evict_lock_fd.get(), LOCK_UN);
+      ::flock(lock_fd, LOCK_UN);
     }
     // Other writers' entries in flight fill the cap: wait for them to publish.
     std::this_thread::sleep_for(std::chrono::microseconds(500));
@@ -539,10 +547,11 @@ Result<PruneReport> FileStore::prune(std::uint64_t max_size_bytes) {
   const bool capped = cap != 0;
   const std::uint64_t target = m.entry_budget(cap);
   PruneReport report;
-  if (!m.evict_lock_fd) {
+  const int lock_fd = m.evict_lock();
+  if (lock_fd < 0) {
     return make_error(ErrorCode::read_only, "the cache at " + m.options.root.string() + " cannot be pruned (no v1/stats)");
   }
-  if (int e = io::lock(m.evict_lock_fd.get(), LOCK_EX); e != 0) {
+  if (int e = io::lock(lock_fd, LOCK_EX); e != 0) {
     return make_errno_error(e, "cannot take the eviction lock");
   }
   m.recount_all();
@@ -557,7 +566,7 @@ Result<PruneReport> FileStore::prune(std::uint64_t max_size_bytes) {
     }
   }
   m.sweep_temps();
-  ::flock(m.evict_lock_fd.get(), LOCK_UN);
+  ::flock(lock_fd, LOCK_UN);
   report.size_after = m.counters->total_bytes();
   if (capped && report.size_after > target) {
     // Nothing more could be evicted: say why (a shard that cannot be written)

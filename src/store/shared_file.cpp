@@ -29,18 +29,38 @@ bool header_ok(const void* mapped, const SharedFileFormat& format) {
 // Writes a fresh, fully allocated file and links it in place. With `replace`,
 // a damaged file is replaced; otherwise an existing file (another process's)
 // wins.
-bool create_file(int dir_fd, const SharedFileFormat& format, mode_t mode, bool replace) {
-  const std::string tmp = std::string(".") + format.name + "-" + util::temp_suffix() + ".tmp";
+std::string temp_name_for(const SharedFileFormat& format) {
+  return std::string(".") + format.name + "-" + util::temp_suffix() + ".tmp";
+}
+
+// Creates the temporary file `tmp` holding `image` (with `format`'s header),
+// fully allocated and synced. Returns false (and removes it) on failure.
+bool write_temp(int dir_fd, const std::string& tmp, const SharedFileFormat& format, mode_t mode, std::string& image) {
   util::Fd fd(util::io::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
   if (!fd) {
     return false;
   }
-  std::string image(format.size, '\0');
+  image.resize(format.size, '\0');
   std::memcpy(image.data(), format.magic.data(), 8);
   std::memcpy(image.data() + 8, &format.version, 4);
   std::memcpy(image.data() + 12, &format.count, 4);
-  bool ok = util::io::fchmod(fd.get(), mode) == 0 && util::io::write_all(fd.get(), image) == 0 &&
-            util::io::fsync(fd.get()) == 0;
+  // No fsync: write() has allocated every block (so a store through the
+  // mapping never meets a hole), and what a crash can leave — a file that is
+  // empty, short or zero-filled — fails the size or header check and is
+  // rebuilt like any damaged file. The words are updated through the mapping
+  // and never synced either. An fsync here cost 1-8 ms in every new cache
+  // directory (docs/performance.md, "Process start").
+  const bool ok = util::io::fchmod(fd.get(), mode) == 0 && util::io::write_all(fd.get(), image) == 0;
+  if (!ok) {
+    util::io::unlinkat(dir_fd, tmp.c_str(), 0);
+  }
+  return ok;
+}
+
+bool create_file(int dir_fd, const SharedFileFormat& format, mode_t mode, bool replace) {
+  const std::string tmp = temp_name_for(format);
+  std::string image;
+  bool ok = write_temp(dir_fd, tmp, format, mode, image);
   if (ok) {
     ok = replace ? util::io::renameat(dir_fd, tmp.c_str(), dir_fd, format.name) == 0
                  : (util::io::linkat(dir_fd, tmp.c_str(), dir_fd, format.name, 0) == 0 || errno == EEXIST);
@@ -83,6 +103,32 @@ MappedSharedFile map_shared_file(int dir_fd, const SharedFileFormat& format, mod
       out.fresh = out.data != nullptr;
     }
   }
+  return out;
+}
+
+MappedSharedFile replace_shared_file(int dir_fd, const SharedFileFormat& format, mode_t mode, std::string image,
+                                     std::size_t replaced_flag_offset) {
+  MappedSharedFile out;
+  const std::string tmp = temp_name_for(format);
+  if (!write_temp(dir_fd, tmp, format, mode, image)) {
+    return out;
+  }
+  if (::renameat2(dir_fd, tmp.c_str(), dir_fd, format.name, RENAME_EXCHANGE) == 0) {
+    // `tmp` now names the file that was in place: flag it for its users.
+    util::Fd old(util::io::openat(dir_fd, tmp.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK));
+    struct stat st {};
+    const std::uint64_t one = 1;
+    if (old && util::io::fstat(old.get(), &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<std::size_t>(st.st_size) >= replaced_flag_offset + sizeof one) {
+      [[maybe_unused]] const auto n = ::pwrite(old.get(), &one, sizeof one, static_cast<off_t>(replaced_flag_offset));
+    }
+    util::io::unlinkat(dir_fd, tmp.c_str(), 0);
+  } else if (util::io::renameat(dir_fd, tmp.c_str(), dir_fd, format.name) != 0) {
+    util::io::unlinkat(dir_fd, tmp.c_str(), 0);
+    return out;
+  }
+  out.data = map_file(dir_fd, format);
+  out.fresh = out.data != nullptr;
   return out;
 }
 

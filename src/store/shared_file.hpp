@@ -7,7 +7,8 @@
 //
 // and is written in full when created (no holes: a store into a hole of a
 // full filesystem would SIGBUS), then linked in place, so a reader never maps
-// a partial file. Thread-safety: the functions are thread-safe.
+// a partial file. It is not fsynced: after a crash a file that is empty,
+// short or zeroed fails the size or header check and is rebuilt. Thread-safety: the functions are thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -15,6 +16,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace kcache::store {
 
@@ -34,6 +36,19 @@ struct MappedSharedFile {
 // Maps `format.name` in `dir_fd`. A missing file is created; a file with the
 // wrong size or header is replaced. Never follows a symlink.
 MappedSharedFile map_shared_file(int dir_fd, const SharedFileFormat& format, mode_t mode);
+
+// Writes a new file of `format` whose bytes are `image` (its header is set
+// here; `image.size()` must be `format.size`) and puts it in place of the
+// current `format.name` by exchanging the two names (renameat2
+// RENAME_EXCHANGE), so that whatever file it replaced, even one another
+// process put there a moment before, is known: that file's u64 at
+// `replaced_flag_offset` is set to 1 (processes that map it see the word and
+// map the new file) and it is unlinked. Where the filesystem cannot exchange
+// names it is renamed over the old file (which is then not flagged: its users
+// keep it until they reopen). Returns the new file mapped, or null data when
+// it could not be written or mapped.
+MappedSharedFile replace_shared_file(int dir_fd, const SharedFileFormat& format, mode_t mode, std::string image,
+                                     std::size_t replaced_flag_offset);
 
 // Unmaps what map_shared_file returned.
 void unmap_shared_file(void* data, const SharedFileFormat& format) noexcept;

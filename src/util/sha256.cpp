@@ -1,7 +1,9 @@
 #include "util/sha256.hpp"
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 // The direct SHA256_* functions are deprecated in OpenSSL 3 (see below).
 #define OPENSSL_SUPPRESS_DEPRECATED 1
@@ -71,6 +73,42 @@ Digest256 sha256(std::string_view bytes) {
 std::string sha256_hex(std::string_view bytes) {
   const auto d = sha256(bytes);
   return to_hex(d.data(), d.size());
+}
+
+Digest256 hmac_sha256(std::string_view key, std::string_view bytes) {
+  constexpr std::size_t k_block = 64;
+  std::array<unsigned char, k_block> k{};
+  if (key.size() > k_block) {
+    const Digest256 hashed = sha256(key);
+    std::memcpy(k.data(), hashed.data(), hashed.size());
+  } else if (!key.empty()) {
+    std::memcpy(k.data(), key.data(), key.size());
+  }
+  std::array<unsigned char, k_block> pad{};
+  for (std::size_t i = 0; i < k_block; ++i) {
+    pad[i] = static_cast<unsigned char>(k[i] ^ 0x36);
+  }
+  Sha256 inner;
+  inner.update(pad.data(), pad.size());
+  inner.update(bytes);
+  const Digest256 inner_digest = inner.finish();
+  for (std::size_t i = 0; i < k_block; ++i) {
+    pad[i] = static_cast<unsigned char>(k[i] ^ 0x5c);
+  }
+  Sha256 outer;
+  outer.update(pad.data(), pad.size());
+  outer.update(inner_digest.data(), inner_digest.size());
+  return outer.finish();
+}
+
+bool equal_constant_time(const void* a, const void* b, std::size_t size) noexcept {
+  const auto* x = static_cast<const volatile unsigned char*>(a);
+  const auto* y = static_cast<const volatile unsigned char*>(b);
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < size; ++i) {
+    diff = static_cast<unsigned char>(diff | (x[i] ^ y[i]));
+  }
+  return diff == 0;
 }
 
 namespace {

@@ -34,6 +34,17 @@ class Sha256 {
 Digest256 sha256(std::string_view bytes);
 std::string sha256_hex(std::string_view bytes);
 
+// HMAC-SHA256 (RFC 2104) of `bytes` under `key`, built on Sha256. OpenSSL's
+// HMAC() would do the same through EVP, and linking it pulls OpenSSL's
+// provider machinery into the kcache command: hundreds of KiB of pointer
+// tables that the loader relocates in every process (docs/performance.md,
+// "Process start").
+Digest256 hmac_sha256(std::string_view key, std::string_view bytes);
+
+// True when the `size` bytes at `a` and `b` are equal, in time that does not
+// depend on where they differ (for comparing MACs).
+bool equal_constant_time(const void* a, const void* b, std::size_t size) noexcept;
+
 // XXH3-64 of `bytes`: a fast integrity check, never an identity.
 std::uint64_t xxh3_64(std::string_view bytes) noexcept;
 

@@ -2,9 +2,6 @@
 // docs/remote-format.md. This file is its only writer and reader.
 #include "store/remote/remote_codec.hpp"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -17,6 +14,7 @@
 #include "kcache/key_builder.hpp"
 #include "kcache/passport.hpp"
 #include "util/hex.hpp"
+#include "util/sha256.hpp"
 #include "worker/wire_codec.hpp"
 
 namespace kcache::remote {
@@ -31,12 +29,10 @@ constexpr std::uint32_t k_known_flags = k_flag_zstd | k_flag_signed;
 using Mac = std::array<unsigned char, k_remote_signature_bytes>;
 
 Mac hmac(const TeamKey& key, std::string_view bytes) {
+  const auto d = util::hmac_sha256(key.secret, bytes);
   Mac out{};
-  unsigned int len = 0;
-  // HMAC() cannot fail for SHA-256 with these inputs; a null return would
-  // leave `out` zero, which never matches a real signature.
-  ::HMAC(EVP_sha256(), key.secret.data(), static_cast<int>(key.secret.size()),
-         reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), out.data(), &len);
+  static_assert(sizeof(out) == sizeof(d), "an HMAC-SHA256 is 32 bytes");
+  std::memcpy(out.data(), d.data(), out.size());
   return out;
 }
 
@@ -167,7 +163,7 @@ tl::expected<Artifact, RejectedObject> decode_object(std::string_view bytes, con
     }
     const std::size_t covered = bytes.size() - k_remote_signature_bytes;
     const Mac mac = hmac(*signer, bytes.substr(0, covered));
-    if (CRYPTO_memcmp(mac.data(), bytes.data() + covered, mac.size()) != 0) {
+    if (!util::equal_constant_time(mac.data(), bytes.data() + covered, mac.size())) {
       return reject(Rejection::bad_signature, "the HMAC does not match: the object was changed after signing");
     }
   }

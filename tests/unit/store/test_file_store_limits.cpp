@@ -313,13 +313,13 @@ TEST(FileStoreLimits, CopyToNoticesAPayloadChangedAfterItWasVerified) {
   EXPECT_EQ(copied.error().code, ErrorCode::corrupt);
 }
 
-TEST(FileStoreLimits, TheCheckTableIsSizedWithTheCapAndCountedInStats) {
+TEST(FileStoreLimits, TheCheckTableStartsSmallAndIsCountedInStats) {
   test::TempDir dir;
   auto o = quiet_options(dir.path() / "small");
   o.max_size_bytes = 1 << 20;
   auto small = open_store(o);
   const auto checks_size = fs::file_size(dir.path() / "small" / "v1" / "stats" / "checks");
-  EXPECT_EQ(checks_size, store::FileCheckTable::file_size(64)) << "64 slots for a 1 MiB cap";
+  EXPECT_EQ(checks_size, store::FileCheckTable::file_size(32)) << "32 slots for a new cache";
   const auto s = small->stats();
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->metadata_bytes, checks_size + store::SharedCounters::k_file_size);
@@ -330,13 +330,18 @@ TEST(FileStoreLimits, TheCheckTableIsSizedWithTheCapAndCountedInStats) {
   auto big = open_store(o2);
   EXPECT_EQ(fs::file_size(dir.path() / "small" / "v1" / "stats" / "checks"), checks_size);
   EXPECT_EQ(big->stats()->metadata_bytes, s->metadata_bytes);
-  // A new cache with a large cap gets a large table.
+  // A new cache with a large cap starts small too: the table grows with the
+  // entries (test_file_check_table.cpp), up to the size the cap allows.
   auto o3 = quiet_options(dir.path() / "large");
   o3.max_size_bytes = 8ULL << 30;
   auto large = open_store(o3);
-  EXPECT_EQ(fs::file_size(dir.path() / "large" / "v1" / "stats" / "checks"), store::FileCheckTable::file_size(65536));
+  EXPECT_EQ(fs::file_size(dir.path() / "large" / "v1" / "stats" / "checks"), store::FileCheckTable::file_size(32));
   EXPECT_EQ(store::FileCheckTable::slots_for_cap(1 << 20), 64U);
   EXPECT_EQ(store::FileCheckTable::slots_for_cap(64ULL << 20), 4096U);
+  EXPECT_EQ(store::FileCheckTable::slots_for_entries(1, 65536), 32U);
+  EXPECT_EQ(store::FileCheckTable::slots_for_entries(100, 65536), 256U);
+  EXPECT_EQ(store::FileCheckTable::slots_for_entries(100, 64), 64U);
+  EXPECT_EQ(store::FileCheckTable::slots_for_cap(256 * 1024), 32U);
 }
 
 TEST(FileStoreLimits, EntriesAndMetadataTogetherStayUnderTheCap) {

@@ -1,0 +1,13 @@
+# Sourced by the process benchmarks (bench-cli-hit.sh, bench-process-start.sh).
+# batch_us command...: mean microseconds of one batch of $runs runs of the command.
+batch_us() {
+  local s e
+  s=$(date +%s%N)
+  for _ in $(seq "$runs"); do "$@" >/dev/null 2>&1; done
+  e=$(date +%s%N)
+  echo $(((e - s) / runs / 1000))
+}
+# median_of name: the median of the values recorded as "name|value" lines in $results.
+median_of() {
+  grep -F "$1|" "$results" | cut -d'|' -f2 | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
+}

@@ -1,0 +1,249 @@
+// store/file_store_write.cpp: FileStore puts (put, fill, put_stream):
+// staging in v1/tmp and publishing under the shard lock.
+#include "kcache/file_store.hpp"
+
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <string>
+
+#include "store/file_store_impl.hpp"
+#include "util/hex.hpp"
+#include "util/posix_io.hpp"
+#include "util/sha256.hpp"
+
+namespace kcache {
+
+using store::Counter;
+namespace io = util::io;
+
+// ---------------------------------------------------------------- put
+
+Result<PutOutcome> FileStore::put(const Artifact& artifact) {
+  if (auto v = artifact.verify(); !v) {
+    return make_error(ErrorCode::invalid_argument, "refusing to store an artifact that does not verify: " +
+                                                       v.error().message);
+  }
+  return m_impl->put_checked(artifact, m_impl->options.fsync);
+}
+
+Result<PutOutcome> FileStore::fill(const Artifact& artifact) {
+  if (auto v = artifact.verify_shape(); !v) {
+    return make_error(ErrorCode::invalid_argument, "refusing to store a malformed artifact: " + v.error().message);
+  }
+  return m_impl->put_checked(artifact, FsyncPolicy::none);
+}
+
+Result<PutOutcome> FileStore::Impl::put_checked(const Artifact& artifact, FsyncPolicy fsync) {
+  if (auto skipped = check_writable(); !skipped) {
+    return tl::unexpected(skipped.error());
+  }
+  const Key& key = artifact.passport.key;
+  const unsigned shard = key.bytes()[0];
+  int err = 0;
+  util::Fd shard_fd = open_shard(shard, CreateShard::yes, err);
+  if (!shard_fd) {
+    return tl::unexpected(shard_open_failed(shard, err));
+  }
+  struct stat existing {};
+  const std::string pass_name = key.hex() + std::string(store::k_passport_suffix);
+  if (io::fstatat(shard_fd.get(), pass_name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
+    return PutOutcome::already_present;
+  }
+  if (!tmp_fd) {
+    return tl::unexpected(write_failed(EACCES, "no usable staging directory v1/tmp"));
+  }
+  const std::string json = artifact.passport.to_json();
+  // Room under the cap first, so that the staged bytes are counted in it.
+  const Impl::RoomGuard room(*counters, make_room(artifact.payload.size() + json.size()));
+  const std::string tmp_payload = new_temp_name();
+  if (int e = stage(tmp_payload, [&](int fd) { return io::write_all(fd, artifact.payload); }, fsync); e != 0) {
+    return tl::unexpected(write_failed(e, "cannot stage the payload in v1/tmp"));
+  }
+  return publish_staged(shard, shard_fd.get(), artifact.passport, json, tmp_payload, fsync);
+}
+
+Result<StreamedPut> FileStore::put_stream(int fd, const PassportForPayload& make_passport) {
+  Impl& m = *m_impl;
+  if (auto skipped = m.check_writable(); !skipped) {
+    return tl::unexpected(skipped.error());
+  }
+  if (!m.tmp_fd) {
+    return tl::unexpected(m.write_failed(EACCES, "no usable staging directory v1/tmp"));
+  }
+  // Room under the cap for what a regular file says it holds (a pipe's size is
+  // not known ahead: its entry is settled by eviction after it is published).
+  struct stat in_st {};
+  const bool sized = io::fstat(fd, &in_st) == 0 && S_ISREG(in_st.st_mode);
+  constexpr std::uint64_t k_passport_estimate = 4096;
+  const Impl::RoomGuard room(
+      *m.counters, sized ? m.make_room(static_cast<std::uint64_t>(in_st.st_size) + k_passport_estimate) : -1);
+  // One pass over the input: each chunk is hashed and written to the staged file.
+  const std::string tmp_payload = m.new_temp_name();
+  util::Sha256 sha;
+  std::uint64_t size = 0;
+  int read_err = 0;
+  const int e = m.stage(tmp_payload, [&](int out) {
+    constexpr std::size_t k_chunk = 1 << 20;
+    const auto buffer = std::make_unique_for_overwrite<char[]>(k_chunk);
+    for (;;) {
+      const ssize_t n = io::read(fd, buffer.get(), k_chunk);
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n < 0) {
+        read_err = errno;
+        return read_err;
+      }
+      if (n == 0) {
+        return 0;
+      }
+      sha.update(buffer.get(), static_cast<std::size_t>(n));
+      size += static_cast<std::uint64_t>(n);
+      if (int w = io::write_all(out, std::string_view(buffer.get(), static_cast<std::size_t>(n))); w != 0) {
+        return w;
+      }
+    }
+  }, m.options.fsync);
+  if (read_err != 0) {
+    return make_errno_error(read_err, "cannot read the input to store");
+  }
+  if (e != 0) {
+    return tl::unexpected(m.write_failed(e, "cannot stage the payload in v1/tmp"));
+  }
+  auto discard = [&] { io::unlinkat(m.tmp_fd.get(), tmp_payload.c_str(), 0); };
+  const auto digest = sha.finish();
+  auto passport = make_passport(size, digest);
+  if (!passport) {
+    discard();
+    return tl::unexpected(passport.error());
+  }
+  if (passport->payload_size != size || passport->payload_sha256 != util::to_hex(digest.data(), digest.size()) ||
+      passport->format != k_passport_format_version || !is_valid_kind(passport->kind)) {
+    discard();
+    return make_error(ErrorCode::invalid_argument,
+                      "refusing to store a payload whose passport does not name its size and SHA-256");
+  }
+  const unsigned shard = passport->key.bytes()[0];
+  int err = 0;
+  util::Fd shard_fd = m.open_shard(shard, CreateShard::yes, err);
+  if (!shard_fd) {
+    discard();
+    return tl::unexpected(m.shard_open_failed(shard, err));
+  }
+  auto outcome = m.publish_staged(shard, shard_fd.get(), *passport, passport->to_json(), tmp_payload, m.options.fsync);
+  if (!outcome) {
+    return tl::unexpected(outcome.error());
+  }
+  return StreamedPut{*outcome, std::move(*passport)};
+}
+
+// ---------------------------------------------------------------- put: staging and publishing
+
+Result<void> FileStore::Impl::check_writable() {
+  if (degraded.load() && now_unix_ms() < retry_writes_at_ms.load()) {
+    counters->add(Counter::puts_skipped);
+    return make_error(ErrorCode::read_only, "the cache at " + options.root.string() +
+                                                " is degraded (a write failed earlier); write skipped");
+  }
+  return {};
+}
+
+Error FileStore::Impl::shard_open_failed(unsigned shard, int err) {
+  if (err == ELOOP || err == ENOTDIR) {
+    counters->add(Counter::errors);
+    return Error{ErrorCode::corrupt,
+                 "shard " + store::shard_name(shard) + " is not a directory (a symlink?); run `kcache verify --repair`",
+                 {}};
+  }
+  return write_failed(err, "cannot create shard directory " + store::shard_name(shard));
+}
+
+int FileStore::Impl::stage(const std::string& name, const std::function<int(int fd)>& write, FsyncPolicy fsync) {
+  const mode_t fmode = store::file_mode(options.sharing);
+  util::Fd fd(io::openat(tmp_fd.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, fmode));
+  if (!fd) {
+    return errno;
+  }
+  int e = write(fd.get());
+  if (e == 0 && io::fchmod(fd.get(), fmode) != 0) {
+    e = errno;
+  }
+  if (e == 0 && fsync != FsyncPolicy::none && io::fsync(fd.get()) != 0) {
+    e = errno;
+  }
+  if (e != 0) {
+    io::unlinkat(tmp_fd.get(), name.c_str(), 0);
+  }
+  return e;
+}
+
+Result<PutOutcome> FileStore::Impl::publish_staged(unsigned shard, int shard_fd, const Passport& passport,
+                                                   const std::string& json, const std::string& tmp_payload,
+                                                   FsyncPolicy fsync) {
+  const std::string key_hex = passport.key.hex();
+  const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
+  const std::string tmp_pass = new_temp_name();
+  bool payload_staged = true;
+  bool pass_staged = false;
+  auto cleanup = [&] {
+    if (payload_staged) {
+      io::unlinkat(tmp_fd.get(), tmp_payload.c_str(), 0);
+    }
+    if (pass_staged) {
+      io::unlinkat(tmp_fd.get(), tmp_pass.c_str(), 0);
+    }
+  };
+  if (int e = stage(tmp_pass, [&](int fd) { return io::write_all(fd, json); }, fsync); e != 0) {
+    cleanup();
+    return tl::unexpected(write_failed(e, "cannot stage the passport in v1/tmp"));
+  }
+  pass_staged = true;
+  struct stat existing {};
+  {
+    ShardLock lock(shard_fd, LOCK_EX);
+    if (!lock.held()) {
+      cleanup();
+      return tl::unexpected(write_failed(lock.error(), "cannot lock shard " + store::shard_name(shard)));
+    }
+    if (io::fstatat(shard_fd, pass_name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
+      cleanup();
+      return PutOutcome::already_present;
+    }
+    if (io::renameat(tmp_fd.get(), tmp_payload.c_str(), shard_fd, key_hex.c_str()) != 0) {
+      const int e = errno;
+      cleanup();
+      return tl::unexpected(write_failed(e, "cannot publish the payload"));
+    }
+    payload_staged = false;
+    if (io::renameat(tmp_fd.get(), tmp_pass.c_str(), shard_fd, pass_name.c_str()) != 0) {
+      const int e = errno;
+      io::unlinkat(shard_fd, key_hex.c_str(), 0);  // our orphan: we hold the lock
+      cleanup();
+      return tl::unexpected(write_failed(e, "cannot publish the passport"));
+    }
+    pass_staged = false;
+    if (fsync == FsyncPolicy::file_and_directory && io::fsync(shard_fd) != 0) {
+      // Published but not known durable: take it back rather than report an
+      // entry that may vanish on a crash.
+      const int e = errno;
+      io::unlinkat(shard_fd, pass_name.c_str(), 0);
+      io::unlinkat(shard_fd, key_hex.c_str(), 0);
+      return tl::unexpected(write_failed(e, "cannot fsync shard directory " + store::shard_name(shard)));
+    }
+    counters->shard_add(shard, static_cast<std::int64_t>(passport.payload_size + json.size()), 1);
+  }
+  memo_forget(passport.key);
+  degraded.store(false);
+  counters->add(Counter::puts);
+  counters->add(Counter::bytes_written, passport.payload_size + json.size());
+  if (checks) {
+    checks->fit(counters->total_entries());  // grows (rarely: each growth doubles it) with the entries
+  }
+  maybe_evict();
+  return PutOutcome::stored;
+}
+
+}  // namespace kcache

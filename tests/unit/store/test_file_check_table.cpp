@@ -1,0 +1,198 @@
+// The check table (store/file_check_table.hpp) grows with the cache, not with
+// its cap (issue 18 item 9): a new cache pays for 32 slots, a larger table
+// keeps the records that seal, and every process that maps the old file
+// follows the new one.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "store/file_check_table.hpp"
+#include "store/shared_counters.hpp"
+#include "store/shared_file.hpp"
+#include "support/payload.hpp"
+#include "support/temp_dir.hpp"
+#include "unit/store/file_store_test_util.hpp"
+#include "util/fd.hpp"
+
+namespace kcache {
+namespace {
+
+namespace fs = std::filesystem;
+using store::CheckRecord;
+using store::FileCheckTable;
+
+CheckRecord record_for(std::uint64_t seed) { return CheckRecord{seed, seed + 1, seed + 2, seed + 3, seed + 4, seed + 5}; }
+
+// Bytes the file really occupies on disk (du), not its length.
+std::uint64_t disk_bytes(const fs::path& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_blocks) * 512 : 0;
+}
+
+std::uint64_t tree_disk_bytes(const fs::path& root) {
+  std::uint64_t total = disk_bytes(root);
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    total += disk_bytes(e.path());
+  }
+  return total;
+}
+
+class StatsDir {
+ public:
+  StatsDir() : m_fd(::open(m_dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {}
+  int fd() const { return m_fd.get(); }
+  fs::path checks() const { return m_dir.path() / "checks"; }
+
+ private:
+  test::TempDir m_dir;
+  util::Fd m_fd;
+};
+
+TEST(FileCheckTable, ANewTableIsSmallWhateverTheCap) {
+  StatsDir dir;
+  auto table = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::slots_for_cap(0));
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(table->slots(), FileCheckTable::k_min_slots);
+  EXPECT_EQ(fs::file_size(dir.checks()), FileCheckTable::file_size(FileCheckTable::k_min_slots));
+  EXPECT_LE(disk_bytes(dir.checks()), 4U * 1024) << "one block";
+}
+
+TEST(FileCheckTable, GrowsToTwiceTheEntriesAndKeepsItsRecords) {
+  StatsDir dir;
+  auto table = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::slots_for_cap(0));
+  ASSERT_NE(table, nullptr);
+  for (std::uint64_t i = 0; i < 20; ++i) {
+    table->record(test::test_key(i), record_for(i));
+  }
+  table->fit(16);  // 32 slots hold 2 * 16 entries: no growth
+  EXPECT_EQ(table->slots(), 32U);
+  table->fit(33);
+  EXPECT_EQ(table->slots(), 128U);
+  EXPECT_EQ(fs::file_size(dir.checks()), FileCheckTable::file_size(128));
+  // A record survives unless another key took its slot in the old table.
+  int kept = 0;
+  for (std::uint64_t i = 0; i < 20; ++i) {
+    CheckRecord r;
+    if (table->find(test::test_key(i), r)) {
+      EXPECT_EQ(r, record_for(i));
+      ++kept;
+    }
+  }
+  EXPECT_GE(kept, 12) << "at most a few of 20 keys collide in 32 slots";
+  table->fit(1000);
+  EXPECT_EQ(table->slots(), 2048U);
+  // Nothing but the table is left in the directory (no temporary files).
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.checks().parent_path())) {
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(FileCheckTable, TheCapBoundsGrowthAndALargerTableIsUsedAsItIs) {
+  StatsDir dir;
+  const unsigned small_cap = FileCheckTable::slots_for_cap(1 << 20);
+  ASSERT_EQ(small_cap, 64U);
+  auto table = FileCheckTable::open(dir.fd(), 0600, small_cap);
+  ASSERT_NE(table, nullptr);
+  table->fit(100000);
+  EXPECT_EQ(table->slots(), 64U) << "a 1 MiB cap never pays for more than 64 slots";
+  // A table of the old, cap-sized kind (65536 slots, written whole) is used as it is.
+  StatsDir old_dir;
+  store::SharedFileFormat old{"checks", {'K', 'C', 'C', 'H', 'K', '0', '0', '1'}, 1, 65536,
+                              FileCheckTable::file_size(65536)};
+  const auto mapped = store::map_shared_file(old_dir.fd(), old, 0600);
+  ASSERT_NE(mapped.data, nullptr);
+  store::unmap_shared_file(mapped.data, old);
+  auto reopened = FileCheckTable::open(old_dir.fd(), 0600, small_cap);
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_EQ(reopened->slots(), 65536U);
+  reopened->record(test::test_key(1), record_for(1));
+  CheckRecord r;
+  EXPECT_TRUE(reopened->find(test::test_key(1), r));
+}
+
+TEST(FileCheckTable, AnotherMappingFollowsTheGrownTable) {
+  StatsDir dir;
+  auto a = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::k_max_slots);
+  auto b = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::k_max_slots);
+  ASSERT_TRUE(a && b);
+  a->record(test::test_key(1), record_for(1));
+  a->fit(100);
+  ASSERT_EQ(a->slots(), 256U);
+  CheckRecord r;
+  ASSERT_TRUE(b->find(test::test_key(1), r)) << "b maps the old file and must follow its replaced flag";
+  EXPECT_EQ(r, record_for(1));
+  EXPECT_EQ(b->slots(), 256U);
+  b->record(test::test_key(2), record_for(2));
+  ASSERT_TRUE(a->find(test::test_key(2), r)) << "both now share the new file";
+  EXPECT_EQ(r, record_for(2));
+}
+
+TEST(FileCheckTable, ATableGrownByAnotherProcessIsFollowed) {
+  StatsDir dir;
+  auto parent = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::k_max_slots);
+  ASSERT_NE(parent, nullptr);
+  parent->record(test::test_key(1), record_for(1));
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto child = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::k_max_slots);
+    if (!child) {
+      ::_exit(2);
+    }
+    child->fit(1000);
+    child->record(test::test_key(3), record_for(3));
+    CheckRecord r;
+    ::_exit(child->slots() == 2048 && child->find(test::test_key(1), r) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  CheckRecord r;
+  ASSERT_TRUE(parent->find(test::test_key(3), r));
+  EXPECT_EQ(r, record_for(3));
+  EXPECT_EQ(parent->slots(), 2048U);
+}
+
+TEST(FileCheckTable, AOneEntryCacheOccupiesAtMost64KiB) {
+  test::TempDir dir;
+  auto o = test::quiet_options(dir.path() / "cache");
+  o.max_size_bytes = 0;  // no cap: the largest table the cache may grow to
+  auto store = test::open_store(o);
+  ASSERT_TRUE(store->put(test::make_artifact(1, 1, 4000)).has_value());
+  ASSERT_TRUE(store->get(test::test_key(1)).has_value());
+  EXPECT_LE(tree_disk_bytes(dir.path() / "cache"), 64U * 1024) << "du of a one-entry cache";
+  EXPECT_EQ(store->stats()->metadata_bytes,
+            FileCheckTable::file_size(FileCheckTable::k_min_slots) + store::SharedCounters::k_file_size);
+}
+
+TEST(FileCheckTable, TheStoreGrowsTheTableWithItsEntries) {
+  test::TempDir dir;
+  auto o = test::quiet_options(dir.path() / "cache");
+  o.max_size_bytes = 0;
+  {
+    auto store = test::open_store(o);
+    for (std::uint64_t i = 0; i < 40; ++i) {
+      ASSERT_TRUE(store->put(test::make_artifact(i, i, 64)).has_value());
+    }
+    EXPECT_EQ(fs::file_size(dir.path() / "cache" / "v1" / "stats" / "checks"), FileCheckTable::file_size(128));
+    EXPECT_EQ(store->stats()->metadata_bytes,
+              FileCheckTable::file_size(128) + store::SharedCounters::k_file_size);
+  }
+  // A table removed behind the cache's back comes back at the size its entries need.
+  fs::remove(dir.path() / "cache" / "v1" / "stats" / "checks");
+  auto store = test::open_store(o);
+  EXPECT_EQ(fs::file_size(dir.path() / "cache" / "v1" / "stats" / "checks"), FileCheckTable::file_size(128));
+}
+
+}  // namespace
+}  // namespace kcache

@@ -1,0 +1,52 @@
+// util::hmac_sha256 against the test vectors of RFC 4231 (keys shorter than,
+// equal to and longer than the 64-byte block), and util::equal_constant_time.
+#include "util/sha256.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "util/hex.hpp"
+
+namespace kcache::util {
+namespace {
+
+std::string hmac_hex(const std::string& key, const std::string& data) {
+  const auto d = hmac_sha256(key, data);
+  return to_hex(d.data(), d.size());
+}
+
+TEST(HmacSha256, MatchesRfc4231) {
+  // Test case 1: a 20-byte key.
+  EXPECT_EQ(hmac_hex(std::string(20, '\x0b'), "Hi There"),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  // Test case 2: a short key.
+  EXPECT_EQ(hmac_hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  // Test case 3: 50 bytes of 0xdd under a 20-byte key of 0xaa.
+  EXPECT_EQ(hmac_hex(std::string(20, '\xaa'), std::string(50, '\xdd')),
+            "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
+  // Test case 6: a 131-byte key (longer than a block: hashed first).
+  EXPECT_EQ(hmac_hex(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First"),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  // A 64-byte key is used as it is (not hashed): differs from its hash used as the key.
+  const std::string block_key(64, 'k');
+  const auto hashed = sha256(block_key);
+  EXPECT_NE(hmac_hex(block_key, "x"),
+            hmac_hex(std::string(reinterpret_cast<const char*>(hashed.data()), hashed.size()), "x"));
+}
+
+TEST(HmacSha256, EqualConstantTimeComparesEveryByte) {
+  const std::string a = "0123456789abcdef0123456789abcdef";
+  std::string b = a;
+  EXPECT_TRUE(equal_constant_time(a.data(), b.data(), a.size()));
+  for (std::size_t i : {std::size_t{0}, std::size_t{17}, a.size() - 1}) {
+    b = a;
+    b[i] = static_cast<char>(b[i] ^ 0x01);
+    EXPECT_FALSE(equal_constant_time(a.data(), b.data(), a.size())) << i;
+  }
+  EXPECT_TRUE(equal_constant_time(a.data(), b.data(), 0));
+}
+
+}  // namespace
+}  // namespace kcache::util
