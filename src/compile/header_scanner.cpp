@@ -13,12 +13,16 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <unordered_set>
 
 #include "compile/derivation_memo.hpp"
+#include "compile/directory_listings.hpp"
+#include "compile/scan_directories.hpp"
 #include "compile/header_manifest.hpp"
 #include "compile/working_directory.hpp"
 #include "compile/macro_expander.hpp"
 #include "compile/toolkit_includes.hpp"
+#include "util/atomic_write.hpp"
 #include "util/fd.hpp"
 #include "util/hex.hpp"
 #include "util/sha256.hpp"
@@ -127,14 +131,6 @@ std::string join(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-std::string dir_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) {
-    return ".";
-  }
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 void add_field(util::Sha256& h, std::string_view tag, std::string_view value) {
   const std::uint64_t n = value.size();
   h.update(tag);
@@ -177,6 +173,67 @@ std::string manifest_key(const ScanInput& in, const std::string& cwd) {
   return util::to_hex(d.data(), d.size());
 }
 
+// The digest of what decides where names resolve (working directory, search
+// path, toolkit), without the source and the definitions: scans with equal
+// families read the same headers mostly, whatever kernel they scan.
+std::string family_key(const ScanInput& in, const std::string& cwd) {
+  util::Sha256 h;
+  add_field(h, "format", "kcache-header-family-1");
+  add_field(h, "cwd", cwd.empty() ? "?" : cwd);
+  for (const auto& d : in.include_dirs) {
+    add_field(h, "include", d);
+  }
+  add_field(h, "toolkit", in.toolkit_root.string());
+  add_field(h, "toolkit_fingerprint", in.toolkit_fingerprint);
+  const auto d = h.finish();
+  return util::to_hex(d.data(), d.size()).substr(0, 32);
+}
+
+constexpr std::string_view k_family_magic = "kcache-header-family 1\n";
+
+// Where the last manifest of family `family` is named: in the shard of the
+// family's digest, so the shard's caps bound these files too.
+fs::path family_file(const fs::path& memo_dir, const std::string& family) {
+  return memo_dir / family.substr(0, 2) / ("family-" + family);
+}
+
+// The manifest the last scan of family `family` wrote (family_file():
+// "kcache-header-family 1\n" hex64 "\n"), with its details; nothing when
+// there is none or the file is not exactly that.
+std::shared_ptr<const HeaderManifest> family_manifest(const fs::path& memo_dir, const std::string& family) {
+  if (memo_dir.empty()) {
+    return nullptr;
+  }
+  util::Fd fd(::open(family_file(memo_dir, family).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) {
+    return nullptr;
+  }
+  char buf[128];
+  const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+  const std::size_t want = k_family_magic.size() + 65;
+  if (n != static_cast<ssize_t>(want)) {
+    return nullptr;
+  }
+  const std::string_view t(buf, want);
+  const std::string key(t.substr(k_family_magic.size(), 64));
+  if (!t.starts_with(k_family_magic) || t.back() != '\n' ||
+      key.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return nullptr;
+  }
+  auto m = load_manifest(memo_dir, key, ManifestPart::with_details);
+  return m ? std::make_shared<const HeaderManifest>(std::move(*m)) : nullptr;
+}
+
+void note_family(const fs::path& memo_dir, const std::string& family, const HeaderManifest& m) {
+  if (memo_dir.empty() || m.headers.empty() || m.input.size() != 64) {
+    return;
+  }
+  const fs::path file = family_file(memo_dir, family);
+  std::error_code ec;
+  fs::create_directories(file.parent_path(), ec);
+  (void)util::write_file_atomically(file, std::string(k_family_magic) + m.input + "\n", 0600, util::FileSync::none);
+}
+
 ScanResult result_of(const HeaderManifest& m, bool reused) {
   ScanResult r;
   r.not_cacheable = m.not_cacheable;
@@ -191,7 +248,7 @@ ScanResult result_of(const HeaderManifest& m, bool reused) {
 class ClosureScan {
 public:
   ClosureScan(const ScanInput& in, const HeaderManifest* previous)
-      : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(now_ns()) {
+      : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(now_ns()), m_directories(in.memo_dir, m_now) {
     if (previous != nullptr && previous->has_details) {
       for (const auto& h : previous->headers) {
         m_previous[h.path] = &h;
@@ -220,7 +277,7 @@ public:
     // Include directories are recorded too: one that is a symlink moved into
     // or out of the toolkit is then another directory.
     for (const auto& d : m_in.include_dirs) {
-      note_dir_or_ancestor(d);
+      m_directories.note_dir_or_ancestor(d);
     }
     {
       FileDirectives f = scan_file(m_in.source);
@@ -266,11 +323,7 @@ public:
     for (auto& [path, h] : m_found) {
       m_manifest.headers.push_back(h);
     }
-    for (auto& [path, rec] : m_dirs) {
-      ManifestDir md{path, rec.first, {}};
-      md.names.assign(rec.second.begin(), rec.second.end());
-      m_manifest.dirs.push_back(std::move(md));
-    }
+    m_manifest.dirs = m_directories.records();
     return {};
   }
 
@@ -300,70 +353,6 @@ private:
   // A stamp too recent to trust is kept as zero, which never matches.
   FileStamp trusted(const FileStamp& s) const { return is_racy(s, m_now) ? FileStamp{} : s; }
 
-  // Records the identity of directory `dir` (which exists); returns its record.
-  std::map<std::string, char>* note_dir(const std::string& dir) {
-    if (const auto it = m_dirs.find(dir); it != m_dirs.end()) {
-      return &it->second.second;
-    }
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return nullptr;
-    }
-    auto& rec = m_dirs[dir];
-    rec.first = trusted(stamp_of(st));
-    return &rec.second;
-  }
-
-  static std::string base_of(const std::string& path) {
-    const auto slash = path.rfind('/');
-    return slash == std::string::npos ? path : path.substr(slash + 1);
-  }
-
-  static void add_name(std::map<std::string, char>* names, const std::string& name, char what) {
-    if (names != nullptr && !name.empty() && name.find('/') == std::string::npos) {
-      names->emplace(name, what);
-    }
-  }
-
-  // `path` is no regular file: records what decides so. When it exists (a
-  // directory, a FIFO) its directory must keep it a non-file; when it does
-  // not, the deepest existing directory above it must keep lacking the next
-  // component (or keep it a non-directory).
-  void note_absent(const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) {
-      add_name(note_dir(dir_of(path)), base_of(path), 'x');
-      return;
-    }
-    std::string p = path;
-    char what = 'n';
-    while (true) {
-      const std::string q = dir_of(p);
-      if (q == p) {
-        return;
-      }
-      struct stat qs {};
-      if (::stat(q.c_str(), &qs) == 0) {
-        if (S_ISDIR(qs.st_mode)) {
-          add_name(note_dir(q), base_of(p), what);
-          return;
-        }
-        what = 'f';  // q exists but is no directory: it must stay one
-      } else {
-        what = 'n';
-      }
-      p = q;
-    }
-  }
-
-  // Records directory `dir`, or what decides that it is none.
-  void note_dir_or_ancestor(const std::string& dir) {
-    const std::string d = dir.empty() ? "." : dir;
-    if (note_dir(d) == nullptr) {
-      note_absent(d);
-    }
-  }
-
   bool in_toolkit_dir(const std::string& path) {
     if (m_toolkit_root.empty()) {
       return false;
@@ -391,7 +380,7 @@ private:
       return consider(d.name, includer_dirs);
     }
     for (const auto& dir : includer_dirs) {
-      if (auto r = consider(join(dir, d.name), includer_dirs); !r) {
+      if (auto r = consider_in(dir, d.name, includer_dirs); !r) {
         return r;
       }
     }
@@ -403,27 +392,42 @@ private:
             fs::path(canonical_dir(dir) + "/" + d.name).lexically_normal().string());
         continue;
       }
-      if (auto r = consider(join(dir, d.name), includer_dirs); !r) {
+      if (auto r = consider_in(dir, d.name, includer_dirs); !r) {
         return r;
       }
     }
     return {};
   }
 
-  // A candidate path: takes it when it is a user header.
-  Result<void> consider(const std::string& path, const std::vector<std::string>& includer_dirs) {
-    if (m_found.contains(path)) {
+  // consider() for include name `name` in directory `dir`.
+  Result<void> consider_in(const std::string& dir, const std::string& name,
+                           const std::vector<std::string>& includer_dirs) {
+    const std::string path = join(dir, name);
+    const std::size_t at = name.empty() || name.front() == '/' ? std::string::npos : path.size() - name.size();
+    return consider(path, includer_dirs, at);
+  }
+
+  // A candidate path: takes it when it is a user header. `at`: where the
+  // include name starts in `path` (npos: an absolute name).
+  Result<void> consider(const std::string& path, const std::vector<std::string>& includer_dirs,
+                        std::size_t at = std::string::npos) {
+    // A path tried before has the same answer (and its record is made): the
+    // same names are tried in the same directories from many headers.
+    if (!m_tried.insert(path).second) {
+      return {};
+    }
+    if (at != std::string::npos && m_directories.absent_by_listing(path, at)) {
       return {};
     }
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      note_absent(path);
+      m_directories.note_absent(path);
       return {};
     }
     if (in_toolkit_dir(path)) {
       // Reached through a path outside the toolkit (a symlink): record the
       // directory, whose identity changes if the link is pointed elsewhere.
-      note_dir_or_ancestor(dir_of(path));
+      m_directories.note_dir_or_ancestor(dir_of(path));
       m_tk_pending.push_back(canonical_dir(dir_of(path)) + "/" + base_of(path));
       return {};
     }
@@ -521,15 +525,12 @@ private:
         if (!sh.skip) {
           // The directory's identity first, then its listing: an entry added
           // after the stat changes the identity, so the next scan looks again.
-          sh.names = note_dir(dd);
+          sh.names = m_directories.note_dir(dd);
           if (sh.names == nullptr) {
-            note_absent(dd);
+            m_directories.note_absent(dd);
             sh.skip = true;
-          } else if (DIR* listing = ::opendir(dd.c_str()); listing != nullptr) {
-            while (const dirent* e = ::readdir(listing)) {
-              sh.entries.emplace(e->d_name);
-            }
-            ::closedir(listing);
+          } else {
+            sh.listing = m_directories.listing_of(dd);  // null (unreadable): every name is stat'ed
           }
         }
       }
@@ -543,11 +544,11 @@ private:
         if (name.front() == '/') {
           continue;  // not found through a directory
         }
-        if (first != "." && first != ".." && !sh.entries.contains(first)) {
+        if (first != "." && first != ".." && sh.listing != nullptr && !sh.listing->contains(first)) {
           sh.names->emplace(first, 'n');  // the directory must keep lacking it
           continue;
         }
-        if (auto r = consider(join(dd, name), {dd}); !r) {
+        if (auto r = consider_in(dd, name, {dd}); !r) {
           return r;
         }
       }
@@ -605,11 +606,12 @@ private:
   MacroTable m_table;
   std::uint64_t m_table_version = 0;
   std::map<std::string, ManifestHeader> m_found;
-  std::map<std::string, std::pair<FileStamp, std::map<std::string, char>>> m_dirs;
+  ScanDirectories m_directories;
+  std::unordered_set<std::string> m_tried;  // every path consider() has seen
   struct Shadow {
     bool skip = false;
-    std::map<std::string, char>* names = nullptr;  // the directory's record in m_dirs
-    std::set<std::string, std::less<>> entries;
+    ScanDirectories::Names* names = nullptr;    // the directory's record in m_directories
+    const DirectoryListing* listing = nullptr;  // owned by m_directories
     std::size_t checked = 0;  // m_tk_names[0, checked) are checked here
   };
   std::map<std::string, Shadow> m_shadow;
@@ -626,7 +628,7 @@ private:
 
 namespace {
 
-Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string& key,
+Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string& key, const std::string& family,
                                       std::shared_ptr<const HeaderManifest>& used) {
   std::shared_ptr<const HeaderManifest> previous;
   {
@@ -662,6 +664,12 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
       }
     }
   }
+  if (!previous) {
+    // No manifest for these inputs (another -D, another kernel over the same
+    // tree): the last one of the same search path lends its per-header facts,
+    // so a header whose identity is unchanged is not read again.
+    previous = family_manifest(input.memo_dir, family);
+  }
   ClosureScan scan(input, previous.get());
   if (auto r = scan.run(); !r) {
     return tl::unexpected(r.error());
@@ -673,6 +681,8 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
   // zero, so such a header is re-read next time, and the others are not.
   auto shared = std::make_shared<const HeaderManifest>(std::move(m));
   store_manifest(input.memo_dir, *shared);
+  note_family(input.memo_dir, family, *shared);
+  save_directory_listings(input.memo_dir);
   std::lock_guard lock(g_memo_mutex);
   if (manifest_memo().size() >= k_max_memo_manifests) {
     manifest_memo().clear();
@@ -687,7 +697,7 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
 Result<ScanResult> scan_headers(const ScanInput& input) {
   const std::string cwd = current_directory();
   std::shared_ptr<const HeaderManifest> used;
-  auto result = scan_with_manifest(input, manifest_key(input, cwd), used);
+  auto result = scan_with_manifest(input, manifest_key(input, cwd), family_key(input, cwd), used);
   if (result && used && !cwd.empty()) {
     result->checks = reuse_checks(*used, input.toolkit_root.string());
     result->working_directory = cwd;
@@ -731,6 +741,7 @@ void forget_scan_memos() {
     facts_memo().clear();
     manifest_memo().clear();
   }
+  forget_directory_listings();
   DerivationMemo::instance().clear();
 }
 
