@@ -13,7 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "compile/derivation_memo.hpp"
 #include "compile/directory_listings.hpp"
@@ -107,10 +107,26 @@ std::string canonical_dir(const std::string& dir) {
       return it->second;
     }
   }
-  std::error_code ec;
-  auto c = fs::weakly_canonical(dir.empty() ? fs::path(".") : fs::path(dir), ec).string();
-  if (ec) {
-    c = dir;
+  // An existing directory: the kernel names the path it resolved (three
+  // system calls where weakly_canonical() reads every component's link).
+  std::string c;
+  if (util::Fd fd(::open(dir.empty() ? "." : dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)); fd) {
+    char buf[4096];
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd.get());
+    const ssize_t n = ::readlink(proc.c_str(), buf, sizeof buf);
+    if (n > 0 && static_cast<std::size_t>(n) < sizeof buf && buf[0] == '/') {
+      c.assign(buf, static_cast<std::size_t>(n));
+      if (c.ends_with(" (deleted)")) {
+        c.clear();
+      }
+    }
+  }
+  if (c.empty()) {
+    std::error_code ec;
+    c = fs::weakly_canonical(dir.empty() ? fs::path(".") : fs::path(dir), ec).string();
+    if (ec) {
+      c = dir;
+    }
   }
   std::lock_guard lock(g_memo_mutex);
   canonical_memo()[dir] = c;
@@ -265,6 +281,7 @@ public:
     for (const auto& d : in.defines) {
       m_table.add_command_line(d);
     }
+    m_include_ids = dir_ids(in.include_dirs);
   }
 
   // Runs the scan; `m_manifest` then holds the result and its dependencies.
@@ -285,7 +302,7 @@ public:
         f.includes.push_back({p, false, false});
       }
       add_defines(f.defines);
-      m_work.push_back({std::move(f.includes), m_main_dirs, m_in.program_name});
+      m_work.push_back({std::move(f.includes), dir_ids(m_main_dirs), m_in.program_name});
     }
     // Every in-memory header is scanned, reached or not: NVRTC gives it to
     // toolkit headers too, which are not scanned (its content is in the key anyway).
@@ -294,8 +311,8 @@ public:
         if (m_memory_done.insert(h.name).second) {
           FileDirectives f = scan_file(h.bytes);
           add_defines(f.defines);
-          auto dirs = m_main_dirs;
-          dirs.push_back(dir_of(h.name));
+          auto dirs = dir_ids(m_main_dirs);
+          dirs.push_back(dir_id(dir_of(h.name)));
           m_work.push_back({std::move(f.includes), std::move(dirs), "in-memory header " + h.name});
         }
       }
@@ -330,14 +347,63 @@ public:
   HeaderManifest& manifest() { return m_manifest; }
 
 private:
+  // Directories and include names are numbered once per scan: a candidate
+  // is a (directory, name) pair, and the same pairs come up from many headers.
+  using DirList = std::vector<std::uint32_t>;
+
+  std::uint32_t id_of(std::unordered_map<std::string, std::uint32_t>& ids, std::vector<std::string>* names,
+                      const std::string& s) {
+    const auto [it, fresh] = ids.try_emplace(s, static_cast<std::uint32_t>(ids.size()));
+    if (fresh && names != nullptr) {
+      names->push_back(s);
+    }
+    return it->second;
+  }
+  std::uint32_t dir_id(const std::string& dir) { return id_of(m_dir_ids, &m_dir_names, dir); }
+  DirList dir_ids(const std::vector<std::string>& dirs) {
+    DirList out;
+    for (const auto& d : dirs) {
+      out.push_back(dir_id(d));
+    }
+    return out;
+  }
+  // Whether (directory, name) is tried for the first time in this scan. An
+  // open-addressing set: hundreds of thousands of pairs, no node each.
+  bool first_try(std::uint32_t dir, std::uint32_t name) {
+    if (2 * (m_tried_count + 1) > m_tried.size()) {
+      std::vector<std::uint64_t> old(std::max<std::size_t>(1024, 2 * m_tried.size()), 0);
+      old.swap(m_tried);
+      m_tried_count = 0;
+      for (const auto k : old) {
+        if (k != 0) {
+          insert_tried(k);
+        }
+      }
+    }
+    return insert_tried((static_cast<std::uint64_t>(dir) << 32 | name) + 1);  // 0 marks a free slot
+  }
+  bool insert_tried(std::uint64_t key) {
+    const std::size_t mask = m_tried.size() - 1;
+    for (std::size_t i = (key * 0x9E3779B97F4A7C15ull) >> 20 & mask;; i = (i + 1) & mask) {
+      if (m_tried[i] == key) {
+        return false;
+      }
+      if (m_tried[i] == 0) {
+        m_tried[i] = key;
+        ++m_tried_count;
+        return true;
+      }
+    }
+  }
+
   struct Work {
     std::vector<IncludeDirective> directives;
-    std::vector<std::string> includer_dirs;
+    DirList includer_dirs;
     std::string where;
   };
   struct Computed {
     std::string tokens;
-    std::vector<std::string> includer_dirs;
+    DirList includer_dirs;
     std::string where;
     std::uint64_t expanded_at = 0;  // m_table_version of the last expansion (0: never)
   };
@@ -361,8 +427,7 @@ private:
     return cdir == m_toolkit_root || under(cdir, m_toolkit_root);
   }
 
-  Result<void> resolve(const IncludeDirective& d, const std::vector<std::string>& includer_dirs,
-                       const std::string& where) {
+  Result<void> resolve(const IncludeDirective& d, const DirList& includer_dirs, const std::string& where) {
     if (d.computed) {
       m_computed.push_back({d.name, includer_dirs, where, 0});
       return {};
@@ -379,12 +444,20 @@ private:
     if (!d.name.empty() && d.name.front() == '/') {
       return consider(d.name, includer_dirs);
     }
-    for (const auto& dir : includer_dirs) {
-      if (auto r = consider_in(dir, d.name, includer_dirs); !r) {
+    const std::uint32_t name = id_of(m_name_ids, nullptr, d.name);
+    for (const auto dir : includer_dirs) {
+      if (!first_try(dir, name)) {
+        continue;
+      }
+      if (auto r = consider_in(m_dir_names[dir], d.name, includer_dirs); !r) {
         return r;
       }
     }
-    for (const auto& dir : m_in.include_dirs) {
+    for (std::size_t i = 0; i < m_in.include_dirs.size(); ++i) {
+      const std::string& dir = m_in.include_dirs[i];
+      if (!first_try(m_include_ids[i], name)) {
+        continue;
+      }
       if (m_dirs_in_toolkit.contains(dir)) {
         // Covered by the toolkit fingerprint; what it includes in turn is
         // followed inside the toolkit (check_shadows).
@@ -400,8 +473,7 @@ private:
   }
 
   // consider() for include name `name` in directory `dir`.
-  Result<void> consider_in(const std::string& dir, const std::string& name,
-                           const std::vector<std::string>& includer_dirs) {
+  Result<void> consider_in(const std::string& dir, const std::string& name, const DirList& includer_dirs) {
     const std::string path = join(dir, name);
     const std::size_t at = name.empty() || name.front() == '/' ? std::string::npos : path.size() - name.size();
     return consider(path, includer_dirs, at);
@@ -409,11 +481,8 @@ private:
 
   // A candidate path: takes it when it is a user header. `at`: where the
   // include name starts in `path` (npos: an absolute name).
-  Result<void> consider(const std::string& path, const std::vector<std::string>& includer_dirs,
-                        std::size_t at = std::string::npos) {
-    // A path tried before has the same answer (and its record is made): the
-    // same names are tried in the same directories from many headers.
-    if (!m_tried.insert(path).second) {
+  Result<void> consider(const std::string& path, const DirList& includer_dirs, std::size_t at = std::string::npos) {
+    if (m_found.contains(path)) {
       return {};
     }
     if (at != std::string::npos && m_directories.absent_by_listing(path, at)) {
@@ -440,8 +509,8 @@ private:
     next.directives = facts->directives.includes;
     // Quoted includes search the including file's directory; EDG may also
     // search the directories of the files that included it, so take those too.
-    next.includer_dirs = {dir_of(path)};
-    for (const auto& dir : includer_dirs) {
+    next.includer_dirs = {dir_id(dir_of(path))};
+    for (const auto dir : includer_dirs) {
       if (std::find(next.includer_dirs.begin(), next.includer_dirs.end(), dir) == next.includer_dirs.end()) {
         next.includer_dirs.push_back(dir);
       }
@@ -504,6 +573,10 @@ private:
       }
       reachable_names(*m_toolkit, m_tk_pending, m_tk_dirs, m_tk_visited, m_tk_names, m_tk_seen);
       m_tk_pending.clear();
+      while (m_tk_first.size() < m_tk_names.size()) {
+        const std::string& n = m_tk_names[m_tk_first.size()];
+        m_tk_first.push_back(n.front() == '/' ? k_no_first : id_of(m_first_ids, &m_first_names, n.substr(0, n.find('/'))));
+      }
     }
     std::vector<std::string> dirs;
     for (const auto& d : m_in.include_dirs) {
@@ -520,6 +593,7 @@ private:
       auto [it, fresh] = m_shadow.try_emplace(dd);
       Shadow& sh = it->second;
       if (fresh) {
+        sh.id = dir_id(dd);
         const auto c = canonical_dir(dd);
         sh.skip = c == m_toolkit_root || under(c, m_toolkit_root);
         if (!sh.skip) {
@@ -538,17 +612,26 @@ private:
         sh.checked = m_tk_names.size();
         continue;
       }
+      sh.first_state.resize(m_first_names.size(), 0);
       for (; sh.checked < m_tk_names.size(); ++sh.checked) {
-        const std::string& name = m_tk_names[sh.checked];
-        const std::string first = name.substr(0, name.find('/'));
-        if (name.front() == '/') {
-          continue;  // not found through a directory
+        const std::uint32_t f = m_tk_first[sh.checked];
+        if (f == k_no_first) {
+          continue;  // an absolute name: not found through a directory
         }
-        if (first != "." && first != ".." && sh.listing != nullptr && !sh.listing->contains(first)) {
-          sh.names->emplace(first, 'n');  // the directory must keep lacking it
+        // Decided once per directory and first component: most names a
+        // toolkit header can reach share a few first components.
+        std::int8_t& state = sh.first_state[f];
+        if (state == 0) {
+          const std::string& first = m_first_names[f];
+          state = first != "." && first != ".." && sh.listing != nullptr && !sh.listing->contains(first) ? 1 : 2;
+          if (state == 1) {
+            sh.names->emplace(first, 'n');  // the directory must keep lacking it
+          }
+        }
+        if (state == 1) {
           continue;
         }
-        if (auto r = consider_in(dd, name, {dd}); !r) {
+        if (auto r = consider_in(dd, m_tk_names[sh.checked], {sh.id}); !r) {
           return r;
         }
       }
@@ -602,16 +685,23 @@ private:
   std::set<std::string> m_memory_done;
   std::deque<Work> m_work;
   std::vector<Computed> m_computed;
-  std::set<std::pair<std::string, std::vector<std::string>>> m_expanded;
+  std::set<std::pair<std::string, DirList>> m_expanded;
   MacroTable m_table;
   std::uint64_t m_table_version = 0;
   std::map<std::string, ManifestHeader> m_found;
   ScanDirectories m_directories;
-  std::unordered_set<std::string> m_tried;  // every path consider() has seen
+  std::unordered_map<std::string, std::uint32_t> m_dir_ids;
+  std::vector<std::string> m_dir_names;  // by id
+  std::unordered_map<std::string, std::uint32_t> m_name_ids;
+  DirList m_include_ids;                   // of m_in.include_dirs
+  std::vector<std::uint64_t> m_tried;      // (directory, name) pairs tried, plus one; size a power of two
+  std::size_t m_tried_count = 0;
   struct Shadow {
     bool skip = false;
     ScanDirectories::Names* names = nullptr;    // the directory's record in m_directories
     const DirectoryListing* listing = nullptr;  // owned by m_directories
+    std::uint32_t id = 0;                       // dir_id()
+    std::vector<std::int8_t> first_state;       // by first-component id: 0 unknown, 1 absent, 2 look
     std::size_t checked = 0;  // m_tk_names[0, checked) are checked here
   };
   std::map<std::string, Shadow> m_shadow;
@@ -620,6 +710,10 @@ private:
   std::vector<std::string> m_tk_dirs;     // the toolkit include directories, canonical
   std::set<std::string> m_tk_visited;
   std::vector<std::string> m_tk_names;    // names reachable from the toolkit headers reached
+  static constexpr std::uint32_t k_no_first = 0xffffffff;
+  std::vector<std::uint32_t> m_tk_first;  // per name: the id of its first component (k_no_first: absolute)
+  std::unordered_map<std::string, std::uint32_t> m_first_ids;
+  std::vector<std::string> m_first_names;  // by id
   std::set<std::string> m_tk_seen;
   HeaderManifest m_manifest;
 };

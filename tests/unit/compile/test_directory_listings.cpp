@@ -63,7 +63,7 @@ TEST(DirectoryListings, RoundTripsAndRejectsEveryDeviation) {
   auto swapped = text;
   swapped.replace(swapped.find("3:a.h"), 5, "3:z.h");  // then "b" < "z.h": out of order
   EXPECT_FALSE(parse_directory_listings(swapped));
-  for (const std::string bad : {"1:.", "2:..", "3:a/b"}) {
+  for (const std::string& bad : {std::string("1:."), std::string("2:.."), std::string("3:a/b")}) {
     auto t = serialize_directory_listings({a});
     t.replace(t.find("1:b"), 3, bad);
     EXPECT_FALSE(parse_directory_listings(t)) << bad;
@@ -138,7 +138,7 @@ TEST(DirectoryListings, SecondProcessAnswersFromTheFileAndADamagedFileIsIgnored)
   forget_directory_listings();
   EXPECT_EQ(directory_listing(d, stat_of(d), memo, now())->names, planted.names);
   // Damaged: ignored whole, the directory is read.
-  for (const std::string damaged : {text.substr(0, text.size() - 1), std::string("kcache-dir-listings 2\nend\n"),
+  for (const std::string& damaged : {text.substr(0, text.size() - 1), std::string("kcache-dir-listings 2\nend\n"),
                                     std::string(), std::string("\0\0\0", 3)}) {
     test::write_file(memo / "listings", damaged);
     forget_directory_listings();
