@@ -18,6 +18,7 @@
 #include "compile/derivation_memo.hpp"
 #include "compile/directory_listings.hpp"
 #include "compile/scan_directories.hpp"
+#include "compile/scan_inputs.hpp"
 #include "compile/header_manifest.hpp"
 #include "compile/working_directory.hpp"
 #include "compile/macro_expander.hpp"
@@ -38,8 +39,11 @@ constexpr std::size_t k_max_memo_facts = 200000;
 
 std::mutex g_memo_mutex;
 // Per-file facts (stamp, digest, directives): only identities that were not racy.
-std::map<std::string, ManifestHeader>& facts_memo() {
-  static auto* m = new std::map<std::string, ManifestHeader>();  // NOLINT: process lifetime
+// Shared, immutable: a scan and the memo hold the same facts without copying
+// their directives.
+using Facts = std::shared_ptr<const ManifestHeader>;
+std::map<std::string, Facts>& facts_memo() {
+  static auto* m = new std::map<std::string, Facts>();  // NOLINT: process lifetime
   return *m;
 }
 std::map<std::string, std::shared_ptr<const HeaderManifest>>& manifest_memo() {
@@ -147,109 +151,6 @@ std::string join(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-void add_field(util::Sha256& h, std::string_view tag, std::string_view value) {
-  const std::uint64_t n = value.size();
-  h.update(tag);
-  h.update(&n, sizeof n);
-  h.update(value);
-}
-
-// The digest of everything a scan's result depends on besides the files and
-// directories it records: the manifest's name.
-std::string manifest_key(const ScanInput& in, const std::string& cwd) {
-  util::Sha256 h;
-  add_field(h, "format", "kcache-header-scan-1");
-  add_field(h, "cwd", cwd.empty() ? "?" : cwd);
-  add_field(h, "name", in.program_name);
-  add_field(h, "source_path", in.source_path);
-  const std::array<std::uint8_t, 32> none{};
-  const auto sd = in.source_sha256 != none ? in.source_sha256 : util::sha256(in.source);
-  add_field(h, "source", std::string_view(reinterpret_cast<const char*>(sd.data()), sd.size()));
-  if (in.memory_headers != nullptr) {
-    const bool given = in.memory_header_sha256.size() == in.memory_headers->size();
-    for (std::size_t i = 0; i < in.memory_headers->size(); ++i) {
-      const auto& m = (*in.memory_headers)[i];
-      add_field(h, "memory", m.name);
-      const auto md = given ? in.memory_header_sha256[i] : util::sha256(m.bytes);
-      add_field(h, "bytes", std::string_view(reinterpret_cast<const char*>(md.data()), md.size()));
-    }
-  }
-  for (const auto& d : in.include_dirs) {
-    add_field(h, "include", d);
-  }
-  for (const auto& p : in.pre_includes) {
-    add_field(h, "pre_include", p);
-  }
-  for (const auto& d : in.defines) {
-    add_field(h, "define", d);
-  }
-  add_field(h, "toolkit", in.toolkit_root.string());
-  add_field(h, "toolkit_fingerprint", in.toolkit_fingerprint);
-  const auto d = h.finish();
-  return util::to_hex(d.data(), d.size());
-}
-
-// The digest of what decides where names resolve (working directory, search
-// path, toolkit), without the source and the definitions: scans with equal
-// families read the same headers mostly, whatever kernel they scan.
-std::string family_key(const ScanInput& in, const std::string& cwd) {
-  util::Sha256 h;
-  add_field(h, "format", "kcache-header-family-1");
-  add_field(h, "cwd", cwd.empty() ? "?" : cwd);
-  for (const auto& d : in.include_dirs) {
-    add_field(h, "include", d);
-  }
-  add_field(h, "toolkit", in.toolkit_root.string());
-  add_field(h, "toolkit_fingerprint", in.toolkit_fingerprint);
-  const auto d = h.finish();
-  return util::to_hex(d.data(), d.size()).substr(0, 32);
-}
-
-constexpr std::string_view k_family_magic = "kcache-header-family 1\n";
-
-// Where the last manifest of family `family` is named: in the shard of the
-// family's digest, so the shard's caps bound these files too.
-fs::path family_file(const fs::path& memo_dir, const std::string& family) {
-  return memo_dir / family.substr(0, 2) / ("family-" + family);
-}
-
-// The manifest the last scan of family `family` wrote (family_file():
-// "kcache-header-family 1\n" hex64 "\n"), with its details; nothing when
-// there is none or the file is not exactly that.
-std::shared_ptr<const HeaderManifest> family_manifest(const fs::path& memo_dir, const std::string& family) {
-  if (memo_dir.empty()) {
-    return nullptr;
-  }
-  util::Fd fd(::open(family_file(memo_dir, family).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) {
-    return nullptr;
-  }
-  char buf[128];
-  const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-  const std::size_t want = k_family_magic.size() + 65;
-  if (n != static_cast<ssize_t>(want)) {
-    return nullptr;
-  }
-  const std::string_view t(buf, want);
-  const std::string key(t.substr(k_family_magic.size(), 64));
-  if (!t.starts_with(k_family_magic) || t.back() != '\n' ||
-      key.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    return nullptr;
-  }
-  auto m = load_manifest(memo_dir, key, ManifestPart::with_details);
-  return m ? std::make_shared<const HeaderManifest>(std::move(*m)) : nullptr;
-}
-
-void note_family(const fs::path& memo_dir, const std::string& family, const HeaderManifest& m) {
-  if (memo_dir.empty() || m.headers.empty() || m.input.size() != 64) {
-    return;
-  }
-  const fs::path file = family_file(memo_dir, family);
-  std::error_code ec;
-  fs::create_directories(file.parent_path(), ec);
-  (void)util::write_file_atomically(file, std::string(k_family_magic) + m.input + "\n", 0600, util::FileSync::none);
-}
-
 ScanResult result_of(const HeaderManifest& m, bool reused) {
   ScanResult r;
   r.not_cacheable = m.not_cacheable;
@@ -337,8 +238,9 @@ public:
         break;
       }
     }
-    for (auto& [path, h] : m_found) {
-      m_manifest.headers.push_back(h);
+    m_manifest.headers.reserve(m_found.size());
+    for (const auto& [path, h] : m_found) {
+      m_manifest.headers.push_back(*h);
     }
     m_manifest.dirs = m_directories.records();
     return {};
@@ -504,9 +406,10 @@ private:
     if (!facts) {
       return tl::unexpected(facts.error());
     }
-    add_defines(facts->directives.defines);
+    Facts f = std::move(*facts);
+    add_defines(f->directives.defines);
     Work next;
-    next.directives = facts->directives.includes;
+    next.directives = f->directives.includes;
     // Quoted includes search the including file's directory; EDG may also
     // search the directories of the files that included it, so take those too.
     next.includer_dirs = {dir_id(dir_of(path))};
@@ -516,44 +419,50 @@ private:
       }
     }
     next.where = path;
-    facts->stamp = trusted(facts->stamp);
-    m_found.emplace(path, std::move(*facts));
+    if (!(trusted(f->stamp) == f->stamp)) {
+      auto untrusted = std::make_shared<ManifestHeader>(*f);
+      untrusted->stamp = FileStamp{};
+      f = std::move(untrusted);
+    }
+    m_found.emplace(path, std::move(f));
     m_work.push_back(std::move(next));
     return {};
   }
 
   // What `path` (whose stat is `st`) holds: from the process memo or the
   // previous manifest when its identity is the same, else read.
-  Result<ManifestHeader> facts_for(const std::string& path, const struct stat& st) {
+  Result<Facts> facts_for(const std::string& path, const struct stat& st) {
     const FileStamp s = stamp_of(st);
     {
       std::lock_guard lock(g_memo_mutex);
       const auto it = facts_memo().find(path);
-      if (it != facts_memo().end() && it->second.stamp == s) {
+      if (it != facts_memo().end() && it->second->stamp == s) {
         return it->second;
       }
     }
     if (const auto it = m_previous.find(path); it != m_previous.end() && it->second->stamp == s) {
-      remember(*it->second);
-      return *it->second;
+      auto f = std::make_shared<const ManifestHeader>(*it->second);
+      remember(f);
+      return f;
     }
-    ManifestHeader h;
-    if (auto r = load(path, h); !r) {
+    auto h = std::make_shared<ManifestHeader>();
+    if (auto r = load(path, *h); !r) {
       return tl::unexpected(r.error());
     }
-    remember(h);
-    return h;
+    Facts f = std::move(h);
+    remember(f);
+    return f;
   }
 
-  void remember(const ManifestHeader& h) {
-    if (is_racy(h.stamp, m_now)) {
+  void remember(const Facts& h) {
+    if (is_racy(h->stamp, m_now)) {
       return;  // a later write in the same timestamp tick would look unchanged
     }
     std::lock_guard lock(g_memo_mutex);
     if (facts_memo().size() >= k_max_memo_facts) {
       facts_memo().clear();
     }
-    facts_memo()[h.path] = h;
+    facts_memo()[h->path] = h;
   }
 
   // Follows the toolkit headers reached so far to the names they can include,
@@ -651,7 +560,7 @@ private:
     } else if (!m_table.fallback) {
       m_table.fallback = [this](std::string_view name) -> const std::vector<MacroDefinition>* {
         load_toolkit();
-        return m_toolkit->defines.find(name);
+        return m_toolkit->find_define(name);
       };
     }
     for (auto& c : m_computed) {
@@ -688,7 +597,7 @@ private:
   std::set<std::pair<std::string, DirList>> m_expanded;
   MacroTable m_table;
   std::uint64_t m_table_version = 0;
-  std::map<std::string, ManifestHeader> m_found;
+  std::map<std::string, Facts> m_found;
   ScanDirectories m_directories;
   std::unordered_map<std::string, std::uint32_t> m_dir_ids;
   std::vector<std::string> m_dir_names;  // by id
