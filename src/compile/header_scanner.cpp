@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "compile/derivation_memo.hpp"
 #include "compile/directory_listings.hpp"
@@ -346,9 +347,9 @@ private:
     if (!d.name.empty() && d.name.front() == '/') {
       return consider(d.name, includer_dirs);
     }
-    const std::uint32_t name = id_of(m_name_ids, nullptr, d.name);
+    const std::uint32_t name = name_id(d.name);
     for (const auto dir : includer_dirs) {
-      if (!first_try(dir, name)) {
+      if (!first_try(dir, name) || absent_at_first(dir, name)) {
         continue;
       }
       if (auto r = consider_in(m_dir_names[dir], d.name, includer_dirs); !r) {
@@ -367,11 +368,62 @@ private:
             fs::path(canonical_dir(dir) + "/" + d.name).lexically_normal().string());
         continue;
       }
+      if (absent_at_first(m_include_ids[i], name)) {
+        continue;
+      }
       if (auto r = consider_in(dir, d.name, includer_dirs); !r) {
         return r;
       }
     }
     return {};
+  }
+
+  // An include name's id, and what its first component is.
+  std::uint32_t name_id(const std::string& name) {
+    const std::uint32_t id = id_of(m_name_ids, nullptr, name);
+    if (id == m_name_first.size()) {
+      const std::string first = name.substr(0, name.find('/'));
+      const bool usable = !first.empty() && first != "." && first != "..";
+      m_name_first.push_back(usable ? id_of(m_first_ids, &m_first_names, first) : k_no_first);
+    }
+    return id;
+  }
+
+  // The fast path of absent_by_listing() for the candidate (directory `dir`,
+  // name `name`): whether the directory's listing lacks the name's first
+  // component. Records it as absent_by_listing() does, once per directory and
+  // component, without building the candidate's path.
+  bool absent_at_first(std::uint32_t dir, std::uint32_t name) {
+    const std::uint32_t first = m_name_first[name];
+    if (first == k_no_first) {
+      return false;
+    }
+    if (m_dir_listing.size() <= dir) {
+      m_dir_listing.resize(m_dir_names.size());
+    }
+    auto& [looked, listing] = m_dir_listing[dir];
+    if (!looked) {
+      looked = true;
+      listing = m_directories.listing_of(record_dir(m_dir_names[dir]));
+    }
+    if (listing == nullptr || listing->contains(m_first_names[first])) {
+      return false;
+    }
+    if (m_first_recorded.insert(static_cast<std::uint64_t>(dir) << 32 | first).second) {
+      m_directories.note_missing(record_dir(m_dir_names[dir]), m_first_names[first]);
+    }
+    return true;
+  }
+
+  // Directory `dir` as the candidate paths in it name their parent (dir_of(join(dir, name))).
+  static std::string record_dir(const std::string& dir) {
+    if (dir.empty() || dir == ".") {
+      return ".";
+    }
+    if (dir == "/" || dir.back() != '/') {
+      return dir;
+    }
+    return dir.substr(0, dir.size() - 1);
   }
 
   // consider() for include name `name` in directory `dir`.
@@ -602,6 +654,9 @@ private:
   std::unordered_map<std::string, std::uint32_t> m_dir_ids;
   std::vector<std::string> m_dir_names;  // by id
   std::unordered_map<std::string, std::uint32_t> m_name_ids;
+  std::vector<std::uint32_t> m_name_first;  // per name id: its first component's id (k_no_first: none usable)
+  std::vector<std::pair<bool, const DirectoryListing*>> m_dir_listing;  // per dir id, once looked up
+  std::unordered_set<std::uint64_t> m_first_recorded;  // (dir, first component) recorded absent
   DirList m_include_ids;                   // of m_in.include_dirs
   std::vector<std::uint64_t> m_tried;      // (directory, name) pairs tried, plus one; size a power of two
   std::size_t m_tried_count = 0;
@@ -671,7 +726,19 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
     // No manifest for these inputs (another -D, another kernel over the same
     // tree): the last one of the same search path lends its per-header facts,
     // so a header whose identity is unchanged is not read again.
-    previous = family_manifest(input.memo_dir, family);
+    if (const auto name = family_manifest_name(input.memo_dir, family); !name.empty()) {
+      {
+        std::lock_guard lock(g_memo_mutex);
+        if (const auto it = manifest_memo().find(name); it != manifest_memo().end() && it->second->has_details) {
+          previous = it->second;  // written or read by this process: not parsed again
+        }
+      }
+      if (!previous) {
+        if (auto full = load_manifest(input.memo_dir, name, ManifestPart::with_details)) {
+          previous = std::make_shared<const HeaderManifest>(std::move(*full));
+        }
+      }
+    }
   }
   ClosureScan scan(input, previous.get());
   if (auto r = scan.run(); !r) {

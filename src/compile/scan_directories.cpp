@@ -98,6 +98,10 @@ bool ScanDirectories::absent_by_listing(const std::string& path, std::size_t at)
   }
 }
 
+void ScanDirectories::note_missing(const std::string& dir, const std::string& name) {
+  add_name(note_dir(dir), name, 'n');
+}
+
 // When `path` exists (a directory, a FIFO) its directory must keep it a
 // non-file; when it does not, the deepest existing directory above it must
 // keep lacking the next component (or keep it a non-directory).

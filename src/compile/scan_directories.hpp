@@ -55,6 +55,10 @@ public:
   // "." or "..", or that exists but is no readable directory).
   bool absent_by_listing(const std::string& path, std::size_t at);
 
+  // Records that existing directory `dir` lacks `name` (one component), as
+  // absent_by_listing() does for a candidate whose first component is missing.
+  void note_missing(const std::string& dir, const std::string& name);
+
   // `path` is no regular file: records what decides so (by stat'ing it and its parents).
   void note_absent(const std::string& path);
 

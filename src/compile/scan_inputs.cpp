@@ -90,31 +90,28 @@ fs::path family_file(const fs::path& memo_dir, const std::string& family) {
 
 }  // namespace
 
-// The manifest the last scan of family `family` wrote (family_file():
-// "kcache-header-family 1\n" hex64 "\n"), with its details; nothing when
-// there is none or the file is not exactly that.
-std::shared_ptr<const HeaderManifest> family_manifest(const fs::path& memo_dir, const std::string& family) {
+// family_file() holds exactly "kcache-header-family 1\n" hex64 "\n".
+std::string family_manifest_name(const fs::path& memo_dir, const std::string& family) {
   if (memo_dir.empty()) {
-    return nullptr;
+    return {};
   }
   util::Fd fd(::open(family_file(memo_dir, family).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
-    return nullptr;
+    return {};
   }
   char buf[128];
   const ssize_t n = ::read(fd.get(), buf, sizeof buf);
   const std::size_t want = k_family_magic.size() + 65;
   if (n != static_cast<ssize_t>(want)) {
-    return nullptr;
+    return {};
   }
   const std::string_view t(buf, want);
-  const std::string key(t.substr(k_family_magic.size(), 64));
+  std::string key(t.substr(k_family_magic.size(), 64));
   if (!t.starts_with(k_family_magic) || t.back() != '\n' ||
       key.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    return nullptr;
+    return {};
   }
-  auto m = load_manifest(memo_dir, key, ManifestPart::with_details);
-  return m ? std::make_shared<const HeaderManifest>(std::move(*m)) : nullptr;
+  return key;
 }
 
 void note_family(const fs::path& memo_dir, const std::string& family, const HeaderManifest& m) {

@@ -32,10 +32,9 @@ std::string manifest_key(const ScanInput& in, const std::string& cwd);
 // 32 hex: the family of `in` (working directory, -I list, toolkit).
 std::string family_key(const ScanInput& in, const std::string& cwd);
 
-// The family's last manifest, with its details; null when there is none,
-// the pointer or the manifest is malformed, or `memo_dir` is empty.
-std::shared_ptr<const HeaderManifest> family_manifest(const std::filesystem::path& memo_dir,
-                                                      const std::string& family);
+// The name (64 hex) of the family's last manifest; empty when there is none,
+// the file is malformed, or `memo_dir` is empty.
+std::string family_manifest_name(const std::filesystem::path& memo_dir, const std::string& family);
 
 // Names `m` the family's last manifest (best effort; nothing for a manifest
 // without headers, or without a memo directory).
