@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <mutex>
 #include <set>
@@ -14,6 +13,7 @@
 #include "util/atomic_write.hpp"
 #include "util/fd.hpp"
 #include "util/posix_io.hpp"
+#include "compile/memo_reader.hpp"
 
 namespace kcache::jit {
 
@@ -42,48 +42,6 @@ bool valid_name(std::string_view n) {
   return !n.empty() && n != "." && n != ".." && n.find('/') == std::string_view::npos &&
          n.find('\0') == std::string_view::npos;
 }
-
-// A strict cursor: every read matches exactly or fails.
-class Cursor {
-public:
-  explicit Cursor(std::string_view t) : m_t(t) {}
-  bool lit(std::string_view s) {
-    if (m_t.substr(m_i, s.size()) != s) {
-      return false;
-    }
-    m_i += s.size();
-    return true;
-  }
-  bool peek(std::string_view s) const { return m_t.substr(m_i, s.size()) == s; }
-  template <typename T>
-  bool num(T& v) {
-    const char* b = m_t.data() + m_i;
-    const char* e = m_t.data() + m_t.size();
-    if (b == e || *b < '0' || *b > '9' || (*b == '0' && e - b > 1 && b[1] >= '0' && b[1] <= '9')) {
-      return false;  // digits only, no sign, no leading zero
-    }
-    const auto r = std::from_chars(b, e, v);
-    if (r.ec != std::errc{}) {
-      return false;
-    }
-    m_i += static_cast<std::size_t>(r.ptr - b);
-    return true;
-  }
-  bool str(std::string& s) {
-    std::size_t n = 0;
-    if (!num(n) || !lit(":") || n > m_t.size() - m_i) {
-      return false;
-    }
-    s.assign(m_t.substr(m_i, n));
-    m_i += n;
-    return true;
-  }
-  bool at_end() const { return m_i == m_t.size(); }
-
-private:
-  std::string_view m_t;
-  std::size_t m_i = 0;
-};
 
 std::optional<std::string> read_memo_file(const fs::path& file) {
   util::Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
@@ -270,7 +228,7 @@ std::optional<std::vector<DirectoryListing>> parse_directory_listings(std::strin
   if (text.size() > k_max_listings_bytes) {
     return std::nullopt;
   }
-  Cursor c(text);
+  MemoReader c(text);
   if (!c.lit(k_magic)) {
     return std::nullopt;
   }
@@ -278,10 +236,9 @@ std::optional<std::vector<DirectoryListing>> parse_directory_listings(std::strin
   while (c.peek("dir ")) {
     DirectoryListing l;
     std::size_t count = 0;
-    if (!c.lit("dir ") || !c.num(l.stamp.dev) || !c.lit(" ") || !c.num(l.stamp.ino) || !c.lit(" ") ||
-        !c.num(l.stamp.size) || !c.lit(" ") || !c.num(l.stamp.mtime_ns) || !c.lit(" ") ||
-        !c.num(l.stamp.ctime_ns) || !c.lit(" ") || !c.num(count) || !c.lit("\n") || count > k_max_listing_names ||
-        out.size() >= k_max_listings) {
+    if (!c.lit("dir ") || !c.stamp(l.stamp) || !c.lit(" ") || !c.num(count) || !c.lit("\n") ||
+        count > k_max_listing_names || out.size() >= k_max_listings || l.stamp.size < 0 || l.stamp.mtime_ns < 0 ||
+        l.stamp.ctime_ns < 0) {
       return std::nullopt;
     }
     l.names.reserve(count);
