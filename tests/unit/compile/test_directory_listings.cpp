@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "compile/header_scanner.hpp"
+#include "kcache/compiler.hpp"
+#include "kcache/toolkit.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/compile/compile_test_support.hpp"
 
@@ -176,7 +178,8 @@ protected:
         for (int h = 0; h < 10; ++h) {
           std::string text = "#pragma once\n#include \"h" + std::to_string((h + 1) % 10) + ".h\"\n";
           text += "#include <lib" + std::to_string((d + 1) % 5) + "/s" + std::to_string(s) + "/h" +
-                  std::to_string(h) + ".h>\n#include <missing/" + std::to_string(h) + ".h>\n";
+                  std::to_string(h) + ".h>\n#if __has_include(<missing/" + std::to_string(h) + ".h>)\n#include <missing/" +
+                  std::to_string(h) + ".h>\n#endif\n";
           test::write_file(m_dirs[d] + "/" + sub + "/h" + std::to_string(h) + ".h", text);
         }
         all += "#include <" + sub + "/h0.h>\n";
@@ -269,6 +272,48 @@ TEST_F(ListingScan, AMemoThatLiesAboutAnOldIdentityIsNotBelieved) {
   std::tie(with, without) = both();
   EXPECT_EQ(paths(with), paths(without));
   EXPECT_EQ(with.size(), 700u);
+}
+
+// Through the real compiler path: the key a new process derives from the
+// remembered listings (and the family's header facts) equals the key of a
+// process with no memo at all, before and after a header is renamed into an
+// earlier directory; and NVRTC compiles the kernel over that tree.
+TEST_F(ListingScan, KeysEqualAProcessWithoutMemoAndNvrtcCompilesTheTree) {
+  KCACHE_REQUIRE_TOOLKIT();
+  CompileRequest r;
+  r.backend = "nvrtc";
+  r.name = (m_tmp.path() / "k.cu").string();
+  r.source = m_source;
+  r.target_kind = "ptx";
+  r.options = {"-arch=sm_90"};
+  for (const auto& d : m_dirs) {
+    r.options.push_back("-I" + d);
+  }
+  const auto saved = Toolkit::instance().memo_dir();
+  auto key = [&](bool memo, const std::string& define) {
+    auto req = r;
+    req.options.push_back("-DVARIANT=" + define);
+    forget_scan_memos();
+    Toolkit::instance().set_memo_dir(memo ? m_tmp.path() / "cache" / "v1" / "toolkit" : std::filesystem::path());
+    auto k = derive_key(req);
+    EXPECT_TRUE(k) << k.error().describe();
+    return k ? k->key().hex() : std::string();
+  };
+  EXPECT_EQ(key(true, "1"), key(false, "1"));
+  EXPECT_EQ(key(true, "2"), key(false, "2"));  // a second kernel: facts from the family's manifest
+  EXPECT_TRUE(fs::exists(m_tmp.path() / "cache" / "v1" / "headers" / "listings"));
+  {
+    auto out = compile(r, nullptr);
+    EXPECT_TRUE(out) << (out ? "" : out.error().describe() + "\n" + out.error().log);
+  }
+  const auto before = key(true, "3");
+  fs::create_directories(m_dirs[0] + "/lib4/s9");
+  fs::rename(m_dirs[4] + "/lib4/s9/h3.h", m_dirs[0] + "/lib4/s9/h3.h");
+  const auto after = key(true, "3");
+  EXPECT_NE(after, before);
+  EXPECT_EQ(after, key(false, "3"));
+  Toolkit::instance().set_memo_dir(saved);
+  forget_scan_memos();
 }
 
 }  // namespace
