@@ -12,6 +12,7 @@
 #include "util/fd.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
+#include "compile/memo_reader.hpp"
 
 namespace kcache::jit {
 
@@ -31,73 +32,6 @@ void put_stamp(std::string& out, const FileStamp& s) {
   out += std::to_string(s.dev) + ' ' + std::to_string(s.ino) + ' ' + std::to_string(s.size) + ' ' +
          std::to_string(s.mtime_ns) + ' ' + std::to_string(s.ctime_ns);
 }
-
-// A strict cursor over manifest text: every read either matches exactly or fails.
-class Reader {
-public:
-  explicit Reader(std::string_view t) : m_t(t) {}
-
-  bool lit(std::string_view s) {
-    if (m_t.substr(m_i, s.size()) != s) {
-      return false;
-    }
-    m_i += s.size();
-    return true;
-  }
-
-  bool peek(std::string_view s) const { return m_t.substr(m_i, s.size()) == s; }
-
-  template <typename T>
-  bool num(T& v) {
-    const char* b = m_t.data() + m_i;
-    const char* e = m_t.data() + m_t.size();
-    if (b == e || *b == '+') {
-      return false;
-    }
-    const auto r = std::from_chars(b, e, v);
-    if (r.ec != std::errc{}) {
-      return false;
-    }
-    m_i += static_cast<std::size_t>(r.ptr - b);
-    return true;
-  }
-
-  bool str(std::string& s) {
-    std::size_t n = 0;
-    if (!num(n) || !lit(":") || n > m_t.size() - m_i) {
-      return false;
-    }
-    s.assign(m_t.substr(m_i, n));
-    m_i += n;
-    return true;
-  }
-
-  bool hex64(std::string& s) {
-    if (m_t.size() - m_i < 64) {
-      return false;
-    }
-    const std::string_view h = m_t.substr(m_i, 64);
-    for (const char c : h) {
-      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-        return false;
-      }
-    }
-    s.assign(h);
-    m_i += 64;
-    return true;
-  }
-
-  bool stamp(FileStamp& s) {
-    return num(s.dev) && lit(" ") && num(s.ino) && lit(" ") && num(s.size) && lit(" ") && num(s.mtime_ns) &&
-           lit(" ") && num(s.ctime_ns);
-  }
-
-  bool at_end() const { return m_i == m_t.size(); }
-
-private:
-  std::string_view m_t;
-  std::size_t m_i = 0;
-};
 
 // Whether directory `d` still decides its names as recorded.
 bool dir_still_applies(const ManifestDir& d) {
@@ -295,7 +229,7 @@ std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_
   if (text.size() > k_max_manifest_bytes) {
     return std::nullopt;
   }
-  Reader r(text);
+  MemoReader r(text);
   HeaderManifest m;
   if (!r.lit(k_magic) || !r.lit("input ") || !r.hex64(m.input) || !r.lit("\n") || m.input != input) {
     return std::nullopt;

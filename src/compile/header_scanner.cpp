@@ -13,12 +13,18 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "compile/derivation_memo.hpp"
+#include "compile/directory_listings.hpp"
+#include "compile/scan_directories.hpp"
+#include "compile/scan_inputs.hpp"
 #include "compile/header_manifest.hpp"
 #include "compile/working_directory.hpp"
 #include "compile/macro_expander.hpp"
 #include "compile/toolkit_includes.hpp"
+#include "util/atomic_write.hpp"
 #include "util/fd.hpp"
 #include "util/hex.hpp"
 #include "util/sha256.hpp"
@@ -34,8 +40,11 @@ constexpr std::size_t k_max_memo_facts = 200000;
 
 std::mutex g_memo_mutex;
 // Per-file facts (stamp, digest, directives): only identities that were not racy.
-std::map<std::string, ManifestHeader>& facts_memo() {
-  static auto* m = new std::map<std::string, ManifestHeader>();  // NOLINT: process lifetime
+// Shared, immutable: a scan and the memo hold the same facts without copying
+// their directives.
+using Facts = std::shared_ptr<const ManifestHeader>;
+std::map<std::string, Facts>& facts_memo() {
+  static auto* m = new std::map<std::string, Facts>();  // NOLINT: process lifetime
   return *m;
 }
 std::map<std::string, std::shared_ptr<const HeaderManifest>>& manifest_memo() {
@@ -103,10 +112,26 @@ std::string canonical_dir(const std::string& dir) {
       return it->second;
     }
   }
-  std::error_code ec;
-  auto c = fs::weakly_canonical(dir.empty() ? fs::path(".") : fs::path(dir), ec).string();
-  if (ec) {
-    c = dir;
+  // An existing directory: the kernel names the path it resolved (three
+  // system calls where weakly_canonical() reads every component's link).
+  std::string c;
+  if (util::Fd fd(::open(dir.empty() ? "." : dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)); fd) {
+    char buf[4096];
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd.get());
+    const ssize_t n = ::readlink(proc.c_str(), buf, sizeof buf);
+    if (n > 0 && static_cast<std::size_t>(n) < sizeof buf && buf[0] == '/') {
+      c.assign(buf, static_cast<std::size_t>(n));
+      if (c.ends_with(" (deleted)")) {
+        c.clear();
+      }
+    }
+  }
+  if (c.empty()) {
+    std::error_code ec;
+    c = fs::weakly_canonical(dir.empty() ? fs::path(".") : fs::path(dir), ec).string();
+    if (ec) {
+      c = dir;
+    }
   }
   std::lock_guard lock(g_memo_mutex);
   canonical_memo()[dir] = c;
@@ -127,56 +152,6 @@ std::string join(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-std::string dir_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) {
-    return ".";
-  }
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-void add_field(util::Sha256& h, std::string_view tag, std::string_view value) {
-  const std::uint64_t n = value.size();
-  h.update(tag);
-  h.update(&n, sizeof n);
-  h.update(value);
-}
-
-// The digest of everything a scan's result depends on besides the files and
-// directories it records: the manifest's name.
-std::string manifest_key(const ScanInput& in, const std::string& cwd) {
-  util::Sha256 h;
-  add_field(h, "format", "kcache-header-scan-1");
-  add_field(h, "cwd", cwd.empty() ? "?" : cwd);
-  add_field(h, "name", in.program_name);
-  add_field(h, "source_path", in.source_path);
-  const std::array<std::uint8_t, 32> none{};
-  const auto sd = in.source_sha256 != none ? in.source_sha256 : util::sha256(in.source);
-  add_field(h, "source", std::string_view(reinterpret_cast<const char*>(sd.data()), sd.size()));
-  if (in.memory_headers != nullptr) {
-    const bool given = in.memory_header_sha256.size() == in.memory_headers->size();
-    for (std::size_t i = 0; i < in.memory_headers->size(); ++i) {
-      const auto& m = (*in.memory_headers)[i];
-      add_field(h, "memory", m.name);
-      const auto md = given ? in.memory_header_sha256[i] : util::sha256(m.bytes);
-      add_field(h, "bytes", std::string_view(reinterpret_cast<const char*>(md.data()), md.size()));
-    }
-  }
-  for (const auto& d : in.include_dirs) {
-    add_field(h, "include", d);
-  }
-  for (const auto& p : in.pre_includes) {
-    add_field(h, "pre_include", p);
-  }
-  for (const auto& d : in.defines) {
-    add_field(h, "define", d);
-  }
-  add_field(h, "toolkit", in.toolkit_root.string());
-  add_field(h, "toolkit_fingerprint", in.toolkit_fingerprint);
-  const auto d = h.finish();
-  return util::to_hex(d.data(), d.size());
-}
-
 ScanResult result_of(const HeaderManifest& m, bool reused) {
   ScanResult r;
   r.not_cacheable = m.not_cacheable;
@@ -191,7 +166,7 @@ ScanResult result_of(const HeaderManifest& m, bool reused) {
 class ClosureScan {
 public:
   ClosureScan(const ScanInput& in, const HeaderManifest* previous)
-      : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(now_ns()) {
+      : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(now_ns()), m_directories(in.memo_dir, m_now) {
     if (previous != nullptr && previous->has_details) {
       for (const auto& h : previous->headers) {
         m_previous[h.path] = &h;
@@ -208,6 +183,7 @@ public:
     for (const auto& d : in.defines) {
       m_table.add_command_line(d);
     }
+    m_include_ids = dir_ids(in.include_dirs);
   }
 
   // Runs the scan; `m_manifest` then holds the result and its dependencies.
@@ -220,7 +196,7 @@ public:
     // Include directories are recorded too: one that is a symlink moved into
     // or out of the toolkit is then another directory.
     for (const auto& d : m_in.include_dirs) {
-      note_dir_or_ancestor(d);
+      m_directories.note_dir_or_ancestor(d);
     }
     {
       FileDirectives f = scan_file(m_in.source);
@@ -228,7 +204,7 @@ public:
         f.includes.push_back({p, false, false});
       }
       add_defines(f.defines);
-      m_work.push_back({std::move(f.includes), m_main_dirs, m_in.program_name});
+      m_work.push_back({std::move(f.includes), dir_ids(m_main_dirs), m_in.program_name});
     }
     // Every in-memory header is scanned, reached or not: NVRTC gives it to
     // toolkit headers too, which are not scanned (its content is in the key anyway).
@@ -237,8 +213,8 @@ public:
         if (m_memory_done.insert(h.name).second) {
           FileDirectives f = scan_file(h.bytes);
           add_defines(f.defines);
-          auto dirs = m_main_dirs;
-          dirs.push_back(dir_of(h.name));
+          auto dirs = dir_ids(m_main_dirs);
+          dirs.push_back(dir_id(dir_of(h.name)));
           m_work.push_back({std::move(f.includes), std::move(dirs), "in-memory header " + h.name});
         }
       }
@@ -263,28 +239,74 @@ public:
         break;
       }
     }
-    for (auto& [path, h] : m_found) {
-      m_manifest.headers.push_back(h);
+    m_manifest.headers.reserve(m_found.size());
+    for (const auto& [path, h] : m_found) {
+      m_manifest.headers.push_back(*h);
     }
-    for (auto& [path, rec] : m_dirs) {
-      ManifestDir md{path, rec.first, {}};
-      md.names.assign(rec.second.begin(), rec.second.end());
-      m_manifest.dirs.push_back(std::move(md));
-    }
+    m_manifest.dirs = m_directories.records();
     return {};
   }
 
   HeaderManifest& manifest() { return m_manifest; }
 
 private:
+  // Directories and include names are numbered once per scan: a candidate
+  // is a (directory, name) pair, and the same pairs come up from many headers.
+  using DirList = std::vector<std::uint32_t>;
+
+  std::uint32_t id_of(std::unordered_map<std::string, std::uint32_t>& ids, std::vector<std::string>* names,
+                      const std::string& s) {
+    const auto [it, fresh] = ids.try_emplace(s, static_cast<std::uint32_t>(ids.size()));
+    if (fresh && names != nullptr) {
+      names->push_back(s);
+    }
+    return it->second;
+  }
+  std::uint32_t dir_id(const std::string& dir) { return id_of(m_dir_ids, &m_dir_names, dir); }
+  DirList dir_ids(const std::vector<std::string>& dirs) {
+    DirList out;
+    for (const auto& d : dirs) {
+      out.push_back(dir_id(d));
+    }
+    return out;
+  }
+  // Whether (directory, name) is tried for the first time in this scan. An
+  // open-addressing set: hundreds of thousands of pairs, no node each.
+  bool first_try(std::uint32_t dir, std::uint32_t name) {
+    if (2 * (m_tried_count + 1) > m_tried.size()) {
+      std::vector<std::uint64_t> old(std::max<std::size_t>(1024, 2 * m_tried.size()), 0);
+      old.swap(m_tried);
+      m_tried_count = 0;
+      for (const auto k : old) {
+        if (k != 0) {
+          insert_tried(k);
+        }
+      }
+    }
+    return insert_tried((static_cast<std::uint64_t>(dir) << 32 | name) + 1);  // 0 marks a free slot
+  }
+  bool insert_tried(std::uint64_t key) {
+    const std::size_t mask = m_tried.size() - 1;
+    for (std::size_t i = (key * 0x9E3779B97F4A7C15ull) >> 20 & mask;; i = (i + 1) & mask) {
+      if (m_tried[i] == key) {
+        return false;
+      }
+      if (m_tried[i] == 0) {
+        m_tried[i] = key;
+        ++m_tried_count;
+        return true;
+      }
+    }
+  }
+
   struct Work {
     std::vector<IncludeDirective> directives;
-    std::vector<std::string> includer_dirs;
+    DirList includer_dirs;
     std::string where;
   };
   struct Computed {
     std::string tokens;
-    std::vector<std::string> includer_dirs;
+    DirList includer_dirs;
     std::string where;
     std::uint64_t expanded_at = 0;  // m_table_version of the last expansion (0: never)
   };
@@ -300,70 +322,6 @@ private:
   // A stamp too recent to trust is kept as zero, which never matches.
   FileStamp trusted(const FileStamp& s) const { return is_racy(s, m_now) ? FileStamp{} : s; }
 
-  // Records the identity of directory `dir` (which exists); returns its record.
-  std::map<std::string, char>* note_dir(const std::string& dir) {
-    if (const auto it = m_dirs.find(dir); it != m_dirs.end()) {
-      return &it->second.second;
-    }
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return nullptr;
-    }
-    auto& rec = m_dirs[dir];
-    rec.first = trusted(stamp_of(st));
-    return &rec.second;
-  }
-
-  static std::string base_of(const std::string& path) {
-    const auto slash = path.rfind('/');
-    return slash == std::string::npos ? path : path.substr(slash + 1);
-  }
-
-  static void add_name(std::map<std::string, char>* names, const std::string& name, char what) {
-    if (names != nullptr && !name.empty() && name.find('/') == std::string::npos) {
-      names->emplace(name, what);
-    }
-  }
-
-  // `path` is no regular file: records what decides so. When it exists (a
-  // directory, a FIFO) its directory must keep it a non-file; when it does
-  // not, the deepest existing directory above it must keep lacking the next
-  // component (or keep it a non-directory).
-  void note_absent(const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) {
-      add_name(note_dir(dir_of(path)), base_of(path), 'x');
-      return;
-    }
-    std::string p = path;
-    char what = 'n';
-    while (true) {
-      const std::string q = dir_of(p);
-      if (q == p) {
-        return;
-      }
-      struct stat qs {};
-      if (::stat(q.c_str(), &qs) == 0) {
-        if (S_ISDIR(qs.st_mode)) {
-          add_name(note_dir(q), base_of(p), what);
-          return;
-        }
-        what = 'f';  // q exists but is no directory: it must stay one
-      } else {
-        what = 'n';
-      }
-      p = q;
-    }
-  }
-
-  // Records directory `dir`, or what decides that it is none.
-  void note_dir_or_ancestor(const std::string& dir) {
-    const std::string d = dir.empty() ? "." : dir;
-    if (note_dir(d) == nullptr) {
-      note_absent(d);
-    }
-  }
-
   bool in_toolkit_dir(const std::string& path) {
     if (m_toolkit_root.empty()) {
       return false;
@@ -372,8 +330,7 @@ private:
     return cdir == m_toolkit_root || under(cdir, m_toolkit_root);
   }
 
-  Result<void> resolve(const IncludeDirective& d, const std::vector<std::string>& includer_dirs,
-                       const std::string& where) {
+  Result<void> resolve(const IncludeDirective& d, const DirList& includer_dirs, const std::string& where) {
     if (d.computed) {
       m_computed.push_back({d.name, includer_dirs, where, 0});
       return {};
@@ -390,12 +347,20 @@ private:
     if (!d.name.empty() && d.name.front() == '/') {
       return consider(d.name, includer_dirs);
     }
-    for (const auto& dir : includer_dirs) {
-      if (auto r = consider(join(dir, d.name), includer_dirs); !r) {
+    const std::uint32_t name = name_id(d.name);
+    for (const auto dir : includer_dirs) {
+      if (!first_try(dir, name) || absent_at_first(dir, name)) {
+        continue;
+      }
+      if (auto r = consider_in(m_dir_names[dir], d.name, includer_dirs); !r) {
         return r;
       }
     }
-    for (const auto& dir : m_in.include_dirs) {
+    for (std::size_t i = 0; i < m_in.include_dirs.size(); ++i) {
+      const std::string& dir = m_in.include_dirs[i];
+      if (!first_try(m_include_ids[i], name)) {
+        continue;
+      }
       if (m_dirs_in_toolkit.contains(dir)) {
         // Covered by the toolkit fingerprint; what it includes in turn is
         // followed inside the toolkit (check_shadows).
@@ -403,27 +368,89 @@ private:
             fs::path(canonical_dir(dir) + "/" + d.name).lexically_normal().string());
         continue;
       }
-      if (auto r = consider(join(dir, d.name), includer_dirs); !r) {
+      if (absent_at_first(m_include_ids[i], name)) {
+        continue;
+      }
+      if (auto r = consider_in(dir, d.name, includer_dirs); !r) {
         return r;
       }
     }
     return {};
   }
 
-  // A candidate path: takes it when it is a user header.
-  Result<void> consider(const std::string& path, const std::vector<std::string>& includer_dirs) {
+  // An include name's id, and what its first component is.
+  std::uint32_t name_id(const std::string& name) {
+    const std::uint32_t id = id_of(m_name_ids, nullptr, name);
+    if (id == m_name_first.size()) {
+      const std::string first = name.substr(0, name.find('/'));
+      const bool usable = !first.empty() && first != "." && first != "..";
+      m_name_first.push_back(usable ? id_of(m_first_ids, &m_first_names, first) : k_no_first);
+    }
+    return id;
+  }
+
+  // The fast path of absent_by_listing() for the candidate (directory `dir`,
+  // name `name`): whether the directory's listing lacks the name's first
+  // component. Records it as absent_by_listing() does, once per directory and
+  // component, without building the candidate's path.
+  bool absent_at_first(std::uint32_t dir, std::uint32_t name) {
+    const std::uint32_t first = m_name_first[name];
+    if (first == k_no_first) {
+      return false;
+    }
+    if (m_dir_listing.size() <= dir) {
+      m_dir_listing.resize(m_dir_names.size());
+    }
+    auto& [looked, listing] = m_dir_listing[dir];
+    if (!looked) {
+      looked = true;
+      listing = m_directories.listing_of(record_dir(m_dir_names[dir]));
+    }
+    if (listing == nullptr || listing->contains(m_first_names[first])) {
+      return false;
+    }
+    if (m_first_recorded.insert(static_cast<std::uint64_t>(dir) << 32 | first).second) {
+      m_directories.note_missing(record_dir(m_dir_names[dir]), m_first_names[first]);
+    }
+    return true;
+  }
+
+  // Directory `dir` as the candidate paths in it name their parent (dir_of(join(dir, name))).
+  static std::string record_dir(const std::string& dir) {
+    if (dir.empty() || dir == ".") {
+      return ".";
+    }
+    if (dir == "/" || dir.back() != '/') {
+      return dir;
+    }
+    return dir.substr(0, dir.size() - 1);
+  }
+
+  // consider() for include name `name` in directory `dir`.
+  Result<void> consider_in(const std::string& dir, const std::string& name, const DirList& includer_dirs) {
+    const std::string path = join(dir, name);
+    const std::size_t at = name.empty() || name.front() == '/' ? std::string::npos : path.size() - name.size();
+    return consider(path, includer_dirs, at);
+  }
+
+  // A candidate path: takes it when it is a user header. `at`: where the
+  // include name starts in `path` (npos: an absolute name).
+  Result<void> consider(const std::string& path, const DirList& includer_dirs, std::size_t at = std::string::npos) {
     if (m_found.contains(path)) {
+      return {};
+    }
+    if (at != std::string::npos && m_directories.absent_by_listing(path, at)) {
       return {};
     }
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      note_absent(path);
+      m_directories.note_absent(path);
       return {};
     }
     if (in_toolkit_dir(path)) {
       // Reached through a path outside the toolkit (a symlink): record the
       // directory, whose identity changes if the link is pointed elsewhere.
-      note_dir_or_ancestor(dir_of(path));
+      m_directories.note_dir_or_ancestor(dir_of(path));
       m_tk_pending.push_back(canonical_dir(dir_of(path)) + "/" + base_of(path));
       return {};
     }
@@ -431,56 +458,63 @@ private:
     if (!facts) {
       return tl::unexpected(facts.error());
     }
-    add_defines(facts->directives.defines);
+    Facts f = std::move(*facts);
+    add_defines(f->directives.defines);
     Work next;
-    next.directives = facts->directives.includes;
+    next.directives = f->directives.includes;
     // Quoted includes search the including file's directory; EDG may also
     // search the directories of the files that included it, so take those too.
-    next.includer_dirs = {dir_of(path)};
-    for (const auto& dir : includer_dirs) {
+    next.includer_dirs = {dir_id(dir_of(path))};
+    for (const auto dir : includer_dirs) {
       if (std::find(next.includer_dirs.begin(), next.includer_dirs.end(), dir) == next.includer_dirs.end()) {
         next.includer_dirs.push_back(dir);
       }
     }
     next.where = path;
-    facts->stamp = trusted(facts->stamp);
-    m_found.emplace(path, std::move(*facts));
+    if (!(trusted(f->stamp) == f->stamp)) {
+      auto untrusted = std::make_shared<ManifestHeader>(*f);
+      untrusted->stamp = FileStamp{};
+      f = std::move(untrusted);
+    }
+    m_found.emplace(path, std::move(f));
     m_work.push_back(std::move(next));
     return {};
   }
 
   // What `path` (whose stat is `st`) holds: from the process memo or the
   // previous manifest when its identity is the same, else read.
-  Result<ManifestHeader> facts_for(const std::string& path, const struct stat& st) {
+  Result<Facts> facts_for(const std::string& path, const struct stat& st) {
     const FileStamp s = stamp_of(st);
     {
       std::lock_guard lock(g_memo_mutex);
       const auto it = facts_memo().find(path);
-      if (it != facts_memo().end() && it->second.stamp == s) {
+      if (it != facts_memo().end() && it->second->stamp == s) {
         return it->second;
       }
     }
     if (const auto it = m_previous.find(path); it != m_previous.end() && it->second->stamp == s) {
-      remember(*it->second);
-      return *it->second;
+      auto f = std::make_shared<const ManifestHeader>(*it->second);
+      remember(f);
+      return f;
     }
-    ManifestHeader h;
-    if (auto r = load(path, h); !r) {
+    auto h = std::make_shared<ManifestHeader>();
+    if (auto r = load(path, *h); !r) {
       return tl::unexpected(r.error());
     }
-    remember(h);
-    return h;
+    Facts f = std::move(h);
+    remember(f);
+    return f;
   }
 
-  void remember(const ManifestHeader& h) {
-    if (is_racy(h.stamp, m_now)) {
+  void remember(const Facts& h) {
+    if (is_racy(h->stamp, m_now)) {
       return;  // a later write in the same timestamp tick would look unchanged
     }
     std::lock_guard lock(g_memo_mutex);
     if (facts_memo().size() >= k_max_memo_facts) {
       facts_memo().clear();
     }
-    facts_memo()[h.path] = h;
+    facts_memo()[h->path] = h;
   }
 
   // Follows the toolkit headers reached so far to the names they can include,
@@ -500,6 +534,10 @@ private:
       }
       reachable_names(*m_toolkit, m_tk_pending, m_tk_dirs, m_tk_visited, m_tk_names, m_tk_seen);
       m_tk_pending.clear();
+      while (m_tk_first.size() < m_tk_names.size()) {
+        const std::string& n = m_tk_names[m_tk_first.size()];
+        m_tk_first.push_back(n.front() == '/' ? k_no_first : id_of(m_first_ids, &m_first_names, n.substr(0, n.find('/'))));
+      }
     }
     std::vector<std::string> dirs;
     for (const auto& d : m_in.include_dirs) {
@@ -516,20 +554,18 @@ private:
       auto [it, fresh] = m_shadow.try_emplace(dd);
       Shadow& sh = it->second;
       if (fresh) {
+        sh.id = dir_id(dd);
         const auto c = canonical_dir(dd);
         sh.skip = c == m_toolkit_root || under(c, m_toolkit_root);
         if (!sh.skip) {
           // The directory's identity first, then its listing: an entry added
           // after the stat changes the identity, so the next scan looks again.
-          sh.names = note_dir(dd);
+          sh.names = m_directories.note_dir(dd);
           if (sh.names == nullptr) {
-            note_absent(dd);
+            m_directories.note_absent(dd);
             sh.skip = true;
-          } else if (DIR* listing = ::opendir(dd.c_str()); listing != nullptr) {
-            while (const dirent* e = ::readdir(listing)) {
-              sh.entries.emplace(e->d_name);
-            }
-            ::closedir(listing);
+          } else {
+            sh.listing = m_directories.listing_of(dd);  // null (unreadable): every name is stat'ed
           }
         }
       }
@@ -537,17 +573,26 @@ private:
         sh.checked = m_tk_names.size();
         continue;
       }
+      sh.first_state.resize(m_first_names.size(), 0);
       for (; sh.checked < m_tk_names.size(); ++sh.checked) {
-        const std::string& name = m_tk_names[sh.checked];
-        const std::string first = name.substr(0, name.find('/'));
-        if (name.front() == '/') {
-          continue;  // not found through a directory
+        const std::uint32_t f = m_tk_first[sh.checked];
+        if (f == k_no_first) {
+          continue;  // an absolute name: not found through a directory
         }
-        if (first != "." && first != ".." && !sh.entries.contains(first)) {
-          sh.names->emplace(first, 'n');  // the directory must keep lacking it
+        // Decided once per directory and first component: most names a
+        // toolkit header can reach share a few first components.
+        std::int8_t& state = sh.first_state[f];
+        if (state == 0) {
+          const std::string& first = m_first_names[f];
+          state = first != "." && first != ".." && sh.listing != nullptr && !sh.listing->contains(first) ? 1 : 2;
+          if (state == 1) {
+            sh.names->emplace(first, 'n');  // the directory must keep lacking it
+          }
+        }
+        if (state == 1) {
           continue;
         }
-        if (auto r = consider(join(dd, name), {dd}); !r) {
+        if (auto r = consider_in(dd, m_tk_names[sh.checked], {sh.id}); !r) {
           return r;
         }
       }
@@ -567,7 +612,7 @@ private:
     } else if (!m_table.fallback) {
       m_table.fallback = [this](std::string_view name) -> const std::vector<MacroDefinition>* {
         load_toolkit();
-        return m_toolkit->defines.find(name);
+        return m_toolkit->find_define(name);
       };
     }
     for (auto& c : m_computed) {
@@ -601,15 +646,26 @@ private:
   std::set<std::string> m_memory_done;
   std::deque<Work> m_work;
   std::vector<Computed> m_computed;
-  std::set<std::pair<std::string, std::vector<std::string>>> m_expanded;
+  std::set<std::pair<std::string, DirList>> m_expanded;
   MacroTable m_table;
   std::uint64_t m_table_version = 0;
-  std::map<std::string, ManifestHeader> m_found;
-  std::map<std::string, std::pair<FileStamp, std::map<std::string, char>>> m_dirs;
+  std::map<std::string, Facts> m_found;
+  ScanDirectories m_directories;
+  std::unordered_map<std::string, std::uint32_t> m_dir_ids;
+  std::vector<std::string> m_dir_names;  // by id
+  std::unordered_map<std::string, std::uint32_t> m_name_ids;
+  std::vector<std::uint32_t> m_name_first;  // per name id: its first component's id (k_no_first: none usable)
+  std::vector<std::pair<bool, const DirectoryListing*>> m_dir_listing;  // per dir id, once looked up
+  std::unordered_set<std::uint64_t> m_first_recorded;  // (dir, first component) recorded absent
+  DirList m_include_ids;                   // of m_in.include_dirs
+  std::vector<std::uint64_t> m_tried;      // (directory, name) pairs tried, plus one; size a power of two
+  std::size_t m_tried_count = 0;
   struct Shadow {
     bool skip = false;
-    std::map<std::string, char>* names = nullptr;  // the directory's record in m_dirs
-    std::set<std::string, std::less<>> entries;
+    ScanDirectories::Names* names = nullptr;    // the directory's record in m_directories
+    const DirectoryListing* listing = nullptr;  // owned by m_directories
+    std::uint32_t id = 0;                       // dir_id()
+    std::vector<std::int8_t> first_state;       // by first-component id: 0 unknown, 1 absent, 2 look
     std::size_t checked = 0;  // m_tk_names[0, checked) are checked here
   };
   std::map<std::string, Shadow> m_shadow;
@@ -618,6 +674,10 @@ private:
   std::vector<std::string> m_tk_dirs;     // the toolkit include directories, canonical
   std::set<std::string> m_tk_visited;
   std::vector<std::string> m_tk_names;    // names reachable from the toolkit headers reached
+  static constexpr std::uint32_t k_no_first = 0xffffffff;
+  std::vector<std::uint32_t> m_tk_first;  // per name: the id of its first component (k_no_first: absolute)
+  std::unordered_map<std::string, std::uint32_t> m_first_ids;
+  std::vector<std::string> m_first_names;  // by id
   std::set<std::string> m_tk_seen;
   HeaderManifest m_manifest;
 };
@@ -626,7 +686,7 @@ private:
 
 namespace {
 
-Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string& key,
+Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string& key, const std::string& family,
                                       std::shared_ptr<const HeaderManifest>& used) {
   std::shared_ptr<const HeaderManifest> previous;
   {
@@ -662,6 +722,24 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
       }
     }
   }
+  if (!previous) {
+    // No manifest for these inputs (another -D, another kernel over the same
+    // tree): the last one of the same search path lends its per-header facts,
+    // so a header whose identity is unchanged is not read again.
+    if (const auto name = family_manifest_name(input.memo_dir, family); !name.empty()) {
+      {
+        std::lock_guard lock(g_memo_mutex);
+        if (const auto it = manifest_memo().find(name); it != manifest_memo().end() && it->second->has_details) {
+          previous = it->second;  // written or read by this process: not parsed again
+        }
+      }
+      if (!previous) {
+        if (auto full = load_manifest(input.memo_dir, name, ManifestPart::with_details)) {
+          previous = std::make_shared<const HeaderManifest>(std::move(*full));
+        }
+      }
+    }
+  }
   ClosureScan scan(input, previous.get());
   if (auto r = scan.run(); !r) {
     return tl::unexpected(r.error());
@@ -673,6 +751,8 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
   // zero, so such a header is re-read next time, and the others are not.
   auto shared = std::make_shared<const HeaderManifest>(std::move(m));
   store_manifest(input.memo_dir, *shared);
+  note_family(input.memo_dir, family, *shared);
+  save_directory_listings(input.memo_dir);
   std::lock_guard lock(g_memo_mutex);
   if (manifest_memo().size() >= k_max_memo_manifests) {
     manifest_memo().clear();
@@ -687,7 +767,7 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
 Result<ScanResult> scan_headers(const ScanInput& input) {
   const std::string cwd = current_directory();
   std::shared_ptr<const HeaderManifest> used;
-  auto result = scan_with_manifest(input, manifest_key(input, cwd), used);
+  auto result = scan_with_manifest(input, manifest_key(input, cwd), family_key(input, cwd), used);
   if (result && used && !cwd.empty()) {
     result->checks = reuse_checks(*used, input.toolkit_root.string());
     result->working_directory = cwd;
@@ -731,6 +811,7 @@ void forget_scan_memos() {
     facts_memo().clear();
     manifest_memo().clear();
   }
+  forget_directory_listings();
   DerivationMemo::instance().clear();
 }
 

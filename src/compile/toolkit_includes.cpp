@@ -190,9 +190,7 @@ Raw scan_toolkit(const fs::path& root) {
 std::shared_ptr<const ToolkitIncludes> build(Raw& raw) {
   auto t = std::make_shared<ToolkitIncludes>();
   t->names_of = std::move(raw.names_of);
-  for (const auto& d : raw.defines) {
-    t->defines.add(d);
-  }
+  t->raw_defines = std::move(raw.defines);
   return t;
 }
 
@@ -233,6 +231,15 @@ std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, co
   auto t = build(*raw);
   (*memo)[id] = t;
   return t;
+}
+
+const std::vector<MacroDefinition>* ToolkitIncludes::find_define(std::string_view name) const {
+  std::call_once(m_indexed, [this] {
+    for (const auto& d : raw_defines) {
+      m_defines.add(d);
+    }
+  });
+  return m_defines.find(name);
 }
 
 void reachable_names(const ToolkitIncludes& toolkit, const std::vector<std::string>& entries,

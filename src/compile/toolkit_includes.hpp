@@ -30,6 +30,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <string_view>
 #include <set>
 #include <string>
 #include <vector>
@@ -43,8 +45,15 @@ inline constexpr std::size_t k_max_toolkit_files = 200000;
 struct ToolkitIncludes {
   // Canonical path of each toolkit header -> the names it includes.
   std::map<std::string, std::vector<std::string>, std::less<>> names_of;
-  // Every #define of every toolkit header.
-  MacroTable defines;
+  // Every #define of every toolkit header, as read; find_define() indexes
+  // them on first use (most scans expand no computed include that needs one).
+  std::vector<MacroDefinition> raw_defines;
+  // The toolkit's definitions of `name`; null when it has none. Thread-safe.
+  const std::vector<MacroDefinition>* find_define(std::string_view name) const;
+
+private:
+  mutable std::once_flag m_indexed;
+  mutable MacroTable m_defines;
 };
 
 // Adds to `names` every name the toolkit headers in `entries` (canonical

@@ -1,0 +1,286 @@
+// bench_miss: what kcache adds to a miss over a big header tree, against
+// plain NVRTC on the same kernel in the same run (issue 23 item 2).
+//
+// Every figure comes from a fresh process (this program re-executed as
+// `bench_miss child ...`):
+//   plain      NVRTC alone: canonical options, one compile (the library's
+//              first load included, as in kcache's NVRTC time).
+//   empty      kcache::compile through the configured store (memory + file,
+//              background put, flushed and counted) in an empty cache
+//              directory.
+//   warm       the same in a cache directory where one process compiled the
+//              same kernel with another -D before (a second miss).
+//   hit_key    then a fresh process that hits that entry: its key derivation.
+// cost = everything compile() did besides the NVRTC call (key derivation,
+// lookup, the check after the compile, the put and its flush).
+// Kernels: `cupy` (#include <cupy/carray.cuh>, C++17, CuPy's five include
+// directories), `cccl` (#include <cub/block/block_reduce.cuh> from a copy of
+// the toolkit's include/cccl outside the toolkit, as a checkout is), and the
+// bench corpus (trivial, medium, heavy_cub). Then the "CuPy-like program":
+// 50 distinct small kernels over CuPy's headers in one process and in 50
+// processes, with and without kcache (empty cache directory).
+//
+//   KCACHE_BENCH_CUPY=<dir holding cupy/carray.cuh>   (scripts/fetch-cupy-headers.sh)
+//   cmake --build --preset ci --target bench_miss
+//   build/ci/bench/bench_miss [rounds=3] [program_kernels=50]
+//
+// `strace -f -c -e trace=newfstatat,statx,stat,lstat` around one child gives
+// the stat calls per miss (docs/performance-jit.md, "Misses over large header trees").
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "compile/backends.hpp"
+#include "kcache/compile_options.hpp"
+#include "kcache/compiler.hpp"
+#include "kcache/config.hpp"
+#include "kcache/toolkit.hpp"
+#include "kcache/write_behind_store.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double us_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t).count();
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The request for kernel `kind`, variant `v` (distinct source and -D).
+kcache::CompileRequest request(const std::string& kind, int v) {
+  const fs::path cuda_include = kcache::Toolkit::instance().cuda_home() / "include";
+  const std::string n = std::to_string(v);
+  kcache::CompileRequest r;
+  r.backend = "nvrtc";
+  r.target_kind = "cubin";
+  r.options = {"-arch=sm_90", "-DKCACHE_BENCH_VARIANT=" + n};
+  if (kind == "cupy") {
+    const std::string inc = env("KCACHE_BENCH_CUPY");
+    r.name = "cupy_kernel_" + n + ".cu";
+    r.source = "#include <cupy/carray.cuh>\n"
+               "extern \"C\" __global__ void cupy_kernel_" + n +
+               "(CArray<float, 1, true, true> x, CArray<float, 1, true, true> y) {\n"
+               "  CUPY_FOR(i, y.size()) { y[i] = x[i] * " + n + ".5f + 1.0f; }\n}\n";
+    // CuPy's own options: its include directory, its bundled CCCL, the toolkit's.
+    r.options.insert(r.options.end(), {"--std=c++17", "-I" + inc, "-I" + inc + "/cupy/_cccl/cub",
+                                       "-I" + inc + "/cupy/_cccl/thrust", "-I" + inc + "/cupy/_cccl/libcudacxx",
+                                       "-I" + cuda_include.string()});
+  } else if (kind == "cccl") {
+    r.name = "cccl_kernel_" + n + ".cu";
+    r.source = "#include <cub/block/block_reduce.cuh>\n"
+               "extern \"C\" __global__ void cccl_kernel_" + n + "(const int* in, int* out) {\n"
+               "  using R = cub::BlockReduce<int, 128>;\n  __shared__ typename R::TempStorage t;\n"
+               "  int s = R(t).Sum(in[threadIdx.x] * " + n + ");\n  if (threadIdx.x == 0) *out = s;\n}\n";
+    r.options.insert(r.options.end(), {"--std=c++17", "-I" + env("KCACHE_BENCH_CCCL")});
+  } else {
+    r.name = kind + ".cu";
+    r.source = read_text(fs::path(KCACHE_SOURCE_DIR) / "bench" / "corpus" / (kind + ".cu")) + "\n// variant " + n + "\n";
+    if (kind == "heavy_cub") {
+      r.options.push_back("-I" + (cuda_include / "cccl").string());
+      r.options.push_back("-I" + cuda_include.string());
+    }
+  }
+  return r;
+}
+
+struct Miss {
+  double cost_us = 0;     // compile() besides NVRTC, plus the background put
+  double nvrtc_us = 0;    // the NVRTC call
+  double key_us = 0;
+  bool ok = false;
+};
+
+// One child: `plain` or `kcache` compiles of kernels [first, first + count).
+int child(const std::string& mode, const std::string& kind, int first, int count, const std::string& cache) {
+  std::vector<kcache::CompileRequest> requests;
+  for (int i = 0; i < count; ++i) {
+    requests.push_back(request(kind, first + i));
+  }
+  double cost = 0;
+  double nvrtc = 0;
+  double key = 0;
+  const auto all = Clock::now();
+  if (mode == "key") {  // key derivation alone (for profiles)
+    kcache::Toolkit::instance().set_memo_dir(fs::path(cache) / "v1" / "toolkit");
+    for (const auto& r : requests) {
+      const auto t = Clock::now();
+      if (!kcache::derive_key(r)) {
+        return 1;
+      }
+      key += us_since(t);
+    }
+  } else if (mode == "plain") {
+    for (const auto& r : requests) {
+      auto canon = kcache::canonicalize_nvrtc_options(r.options);
+      if (!canon) {
+        std::fprintf(stderr, "%s\n", canon.error().describe().c_str());
+        return 1;
+      }
+      const auto t = Clock::now();
+      auto out = kcache::jit::run_nvrtc(r, canon->options);
+      nvrtc += us_since(t);
+      if (!out) {
+        std::fprintf(stderr, "%s\n%s\n", out.error().describe().c_str(), out.error().log.c_str());
+        return 1;
+      }
+    }
+  } else {
+    kcache::Toolkit::instance().set_memo_dir(fs::path(cache) / "v1" / "toolkit");
+    kcache::Config config;
+    config.cache_dir = cache;
+    auto store = kcache::open_configured_store(config);
+    if (!store) {
+      std::fprintf(stderr, "%s\n", store.error().describe().c_str());
+      return 1;
+    }
+    auto* behind = dynamic_cast<kcache::WriteBehindStore*>(store->get());
+    for (const auto& r : requests) {
+      kcache::CompileInfo info;
+      const auto t = Clock::now();
+      auto a = kcache::compile(r, store->get(), &info);
+      if (behind != nullptr) {
+        (void)behind->flush();
+      }
+      const double total = us_since(t);
+      if (mode == "hit") {  // a fresh process that hits: its key derivation
+        if (!a || !info.hit) {
+          std::fprintf(stderr, "not a hit\n");
+          return 1;
+        }
+        key += static_cast<double>(info.key_us);
+        continue;
+      }
+      if (!a || info.hit || !info.stored) {
+        std::fprintf(stderr, "not a stored miss: %s\n", a ? info.not_cacheable_reason.c_str() : a.error().describe().c_str());
+        return 1;
+      }
+      nvrtc += static_cast<double>(info.compile_us);
+      cost += total - static_cast<double>(info.compile_us);
+      key += static_cast<double>(info.key_us);
+    }
+  }
+  std::printf("%.1f %.1f %.1f %.1f\n", cost, nvrtc, key, us_since(all));
+  return 0;
+}
+
+std::string self;
+
+// Runs a child and reads its four figures.
+std::vector<double> run_child(const std::string& mode, const std::string& kind, int first, int count,
+                              const std::string& cache) {
+  const std::string cmd = self + " child " + mode + " " + kind + " " + std::to_string(first) + " " +
+                          std::to_string(count) + " " + (cache.empty() ? "-" : cache);
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::vector<double> v(4, -1);
+  if (p == nullptr) {
+    return v;
+  }
+  if (std::fscanf(p, "%lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3]) != 4) {
+    v.assign(4, -1);
+  }
+  ::pclose(p);
+  return v;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  self = fs::canonical("/proc/self/exe").string();
+  if (argc >= 7 && std::string(argv[1]) == "child") {
+    return child(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]), argv[6]);
+  }
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+  const int program_kernels = argc > 2 ? std::atoi(argv[2]) : 50;
+  const fs::path dir = fs::temp_directory_path() / ("kcache-bench-miss-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path cuda_include = kcache::Toolkit::instance().cuda_home() / "include";
+  if (env("KCACHE_BENCH_CCCL").empty() && fs::exists(cuda_include / "cccl")) {
+    // A CCCL tree outside the toolkit, as a checkout is.
+    fs::copy(cuda_include / "cccl", dir / "cccl", fs::copy_options::recursive);
+    ::setenv("KCACHE_BENCH_CCCL", (dir / "cccl").c_str(), 1);
+  }
+  std::vector<std::string> kinds;
+  if (!env("KCACHE_BENCH_CUPY").empty()) {
+    kinds.emplace_back("cupy");
+  } else {
+    std::fprintf(stderr, "KCACHE_BENCH_CUPY is not set: no CuPy rows (scripts/fetch-cupy-headers.sh)\n");
+  }
+  kinds.insert(kinds.end(), {"cccl", "trivial", "medium", "heavy_cub"});
+  // The trees' identities must be older than the racy window before they are trusted.
+  ::sleep(3);
+  std::printf("%-10s %10s %12s %10s %12s %10s %10s\n", "kernel", "plain_ms", "empty_cost", "empty_%", "warm_cost", "warm_%",
+              "hit_key");
+  int serial = 0;
+  for (const auto& kind : kinds) {
+    std::vector<double> plain;
+    std::vector<double> empty;
+    std::vector<double> warm;
+    std::vector<double> hit;
+    for (int round = 0; round < rounds; ++round) {
+      const int v = 100 + round;
+      plain.push_back(run_child("plain", kind, v, 1, "")[1]);
+      const std::string fresh = (dir / ("empty" + std::to_string(serial++))).string();
+      empty.push_back(run_child("kcache", kind, v, 1, fresh)[0]);
+      const std::string warmed = (dir / ("warm" + std::to_string(serial++))).string();
+      run_child("kcache", kind, v + 1000, 1, warmed);
+      warm.push_back(run_child("kcache", kind, v, 1, warmed)[0]);
+      hit.push_back(run_child("hit", kind, v, 1, warmed)[2]);
+    }
+    const double p = median(plain);
+    std::printf("%-10s %10.1f %10.2fms %9.1f%% %10.2fms %9.1f%% %8.2fms\n", kind.c_str(), p / 1e3, median(empty) / 1e3,
+                100 * median(empty) / p, median(warm) / 1e3, 100 * median(warm) / p, median(hit) / 1e3);
+    std::fflush(stdout);
+  }
+  if (!env("KCACHE_BENCH_CUPY").empty() && program_kernels > 0) {
+    const int n = program_kernels;
+    auto timed = [&](const std::string& mode, bool one_process) {
+      const std::string cache = (dir / ("program" + std::to_string(serial++))).string();
+      const auto t = Clock::now();
+      if (one_process) {
+        run_child(mode, "cupy", 0, n, cache);
+      } else {
+        for (int i = 0; i < n; ++i) {
+          run_child(mode, "cupy", i, 1, cache);
+        }
+      }
+      return us_since(t) / 1e3;
+    };
+    const double plain1 = timed("plain", true);
+    const double kc1 = timed("kcache", true);
+    const double plainn = timed("plain", false);
+    const double kcn = timed("kcache", false);
+    std::printf("cupy program, %d kernels: one process plain %.0f ms, kcache %.0f ms (%.2fx); "
+                "%d processes plain %.0f ms, kcache %.0f ms (%.2fx)\n",
+                n, plain1, kc1, kc1 / plain1, n, plainn, kcn, kcn / plainn);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return 0;
+}
