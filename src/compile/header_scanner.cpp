@@ -261,10 +261,13 @@ public:
       if (auto r = check_shadows(); !r) {
         return r;
       }
+      const auto version = m_table_version;
       if (m_work.empty()) {
         expand_computed();
       }
-      if ((m_work.empty() && m_tk_pending.empty()) || !m_manifest.not_cacheable.empty()) {
+      // Predefined macros added by expand_computed() expand everything again.
+      if ((m_work.empty() && m_tk_pending.empty() && version == m_table_version) ||
+          !m_manifest.not_cacheable.empty()) {
         break;
       }
     }
@@ -607,7 +610,8 @@ private:
   bool add_predefined(const Computed& c, const std::vector<std::string>& identifiers) {
     std::vector<std::string> ask;
     for (const auto& id : identifiers) {
-      if (id == "defined" || id == "__VA_ARGS__" || id == "__VA_OPT__" || !m_asked.insert(id).second) {
+      if (id == "defined" || id == "__VA_ARGS__" || id == "__VA_OPT__" || !may_be_predefined(id) ||
+          !m_asked.insert(id).second) {
         continue;
       }
       if (const auto why = unkeyable_macro_reason(id); !why.empty()) {

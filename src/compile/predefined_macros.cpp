@@ -276,6 +276,14 @@ std::string_view unkeyable_macro_reason(std::string_view name) {
   return {};
 }
 
+bool may_be_predefined(std::string_view name) {
+  static constexpr std::array<std::string_view, 8> k_unreserved{"NULL",  "va_start", "va_end", "va_arg",
+                                                                "va_copy", "linux",  "unix",   "i386"};
+  return name.find("__") != std::string_view::npos ||
+         (name.size() > 1 && name[0] == '_' && name[1] >= 'A' && name[1] <= 'Z') ||
+         std::find(k_unreserved.begin(), k_unreserved.end(), name) != k_unreserved.end();
+}
+
 void forget_predefined_answers() {
   std::lock_guard lock(g_mutex);
   memo().clear();

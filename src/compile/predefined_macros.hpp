@@ -71,6 +71,13 @@ Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedC
 // operators); empty for any other name.
 std::string_view unkeyable_macro_reason(std::string_view name);
 
+// Whether NVRTC may predefine `name`: an identifier the C++ standard
+// reserves to the implementation (one holding `__`, or `_` and an upper-case
+// letter first), or one of the few others NVRTC documents or GNU modes
+// define (`NULL`, `va_start`, `va_end`, `va_arg`, `va_copy`, `linux`, `unix`,
+// `i386`). Only those are asked: the others are the program's own.
+bool may_be_predefined(std::string_view name);
+
 // Forgets the answers kept in memory; for tests.
 void forget_predefined_answers();
 

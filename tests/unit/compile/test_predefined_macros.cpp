@@ -167,9 +167,9 @@ TEST(PredefinedMacros, AnswersAreRememberedOnDiskAndADamagedFileIsIgnored) {
   }
 }
 
-// The reproduction, through the library, for each documented macro
-// that expands to a token a header name can hold: the computed include names
-// `m_<value>.h`, which must be in the key (a stale hit otherwise).
+// For each documented macro that expands to tokens a header name can hold,
+// through the library: the computed include names `m/<value>.h`, which must be
+// in the key (a stale hit otherwise).
 TEST(PredefinedMacros, ComputedIncludeThroughEachPredefinedMacroKeysTheHeaderNvrtcReads) {
   KCACHE_REQUIRE_TOOLKIT();
   test::TempDir tmp;
@@ -189,11 +189,13 @@ TEST(PredefinedMacros, ComputedIncludeThroughEachPredefinedMacroKeysTheHeaderNvr
                           std::all_of(a.value.begin(), a.value.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; });
       const fs::path dir = tmp.path() / ("case" + std::to_string(checked++));
       fs::create_directories(dir);
-      const std::string header = "m_" + (a.kind == Kind::object_like ? a.value : macro) + ".h";
+      // No pasting (the CLI test pastes): one probe per option set answers every macro.
+      const std::string header = "m/" + (a.kind == Kind::object_like ? a.value : macro) + ".h";
+      fs::create_directories(dir / "m");
       test::write_file((dir / header).string(), "#define VALUE 1\n");
       const std::string source =
-          "#define CAT2(a, b) a##b\n#define CAT(a, b) CAT2(a, b)\n#define STR2(x) #x\n#define STR(x) STR2(x)\n"
-          "#include STR(CAT(m_, " + macro + ").h)\nextern \"C\" __global__ void k(int* p) { p[0] = VALUE; }\n";
+          "#define STR2(x) #x\n#define STR(x) STR2(x)\n#define HDR(x) STR(m/x.h)\n"
+          "#include HDR(" + macro + ")\nextern \"C\" __global__ void k(int* p) { p[0] = VALUE; }\n";
       Program program(source, (dir / "k.cu").string());
       for (const auto& o : options) {
         program.add_option(o);
@@ -233,6 +235,15 @@ TEST(PredefinedMacros, LocationMacrosAndOperatorsInAComputedIncludeAreNotCacheab
   }
 }
 
+TEST(PredefinedMacros, OnlyIdentifiersTheImplementationMayDefineAreAsked) {
+  for (const char* yes : {"__CUDA_ARCH__", "_Foo", "ver__CUDACC_VER_MAJOR__", "NULL", "va_start", "unix"}) {
+    EXPECT_TRUE(may_be_predefined(yes)) << yes;
+  }
+  for (const char* no : {"ver13", "swap_ranges", "h", "_foo", "CAT", "STR2", "_"}) {
+    EXPECT_FALSE(may_be_predefined(no)) << no;
+  }
+}
+
 // A scan without a predefined context (a library caller of scan_headers)
 // cannot know: not cacheable, never a guess.
 TEST(PredefinedMacros, ScanWithoutAContextIsNotCacheable) {
@@ -243,7 +254,8 @@ TEST(PredefinedMacros, ScanWithoutAContextIsNotCacheable) {
   in.program_name = (tmp.path() / "k.cu").string();
   auto r = scan_headers(in);
   ASSERT_TRUE(r) << r.error().describe();
-  EXPECT_NE(r->not_cacheable.find("NVRTC may predefine"), std::string::npos) << r->not_cacheable;
+  EXPECT_NE(r->not_cacheable.find("uses __CUDA_ARCH__, which NVRTC may predefine"), std::string::npos)
+      << r->not_cacheable;
   EXPECT_EQ(r->not_cacheable.find("=predefined"), std::string::npos) << r->not_cacheable;
 }
 
