@@ -285,6 +285,8 @@ inline std::size_t print_key_diff(const KeyRecord& a, const KeyRecord& b, const 
     for (const auto& f : r->fields) {
       if (f.name == "not_cacheable") {
         std::printf("%s is not cacheable (never stored, never a hit): %s\n", name->c_str(), f.value.c_str());
+      } else if (f.name == "base_dir" && f.value.rfind("absolute: ", 0) == 0) {
+        std::printf("%s keeps absolute paths (base_dir): %s\n", name->c_str(), f.value.c_str() + 10);
       }
     }
   }
