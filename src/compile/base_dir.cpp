@@ -1,7 +1,6 @@
 #include "compile/base_dir.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
@@ -10,7 +9,6 @@
 #include <mutex>
 
 #include "util/atomic_write.hpp"
-#include "util/fd.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
@@ -34,22 +32,6 @@ bool ident_char(char c) {
   const auto u = static_cast<unsigned char>(c);
   return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || u == '_' || u == '$' ||
          u >= 0x80;
-}
-
-std::optional<std::string> read_small(const std::string& path, std::size_t max_bytes, int flags) {
-  util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags));
-  if (!fd) {
-    return std::nullopt;
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > max_bytes) {
-    return std::nullopt;
-  }
-  std::string bytes;
-  if (util::io::read_bounded(fd.get(), max_bytes, bytes, static_cast<std::size_t>(st.st_size)) != 0) {
-    return std::nullopt;
-  }
-  return bytes;
 }
 
 fs::path verdict_file(const std::string& key_hex, const fs::path& memo_dir) {
@@ -127,7 +109,7 @@ std::string files_name_their_location(const CompileRequest& request, const std::
     }
   }
   for (const auto& h : headers) {
-    const auto bytes = read_small(h.path, k_max_header_bytes, 0);
+    const auto bytes = util::io::read_small_file(h.path, k_max_header_bytes, 0);
     if (!bytes || util::sha256_hex(*bytes) != h.sha256) {
       return relative_to_base(h.path, base) + " changed while kcache read it";
     }
@@ -149,7 +131,7 @@ std::optional<std::string> remembered_verdict(const std::string& key_hex, const 
   if (file.empty()) {
     return std::nullopt;
   }
-  auto text = read_small(file.string(), k_max_verdict_bytes, O_NOFOLLOW);
+  auto text = util::io::read_small_file(file.string(), k_max_verdict_bytes, O_NOFOLLOW);
   if (!text || text->empty() || text->back() != '\n') {
     return std::nullopt;
   }

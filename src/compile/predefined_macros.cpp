@@ -1,7 +1,6 @@
 #include "compile/predefined_macros.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
@@ -11,7 +10,6 @@
 #include "compile/backends.hpp"
 #include "kcache/compile_request.hpp"
 #include "util/atomic_write.hpp"
-#include "util/fd.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
@@ -107,20 +105,8 @@ std::string serialize(const Answers& answers) {
 }
 
 std::optional<Answers> read_answers(const fs::path& file) {
-  util::Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) {
-    return std::nullopt;
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      static_cast<std::uint64_t>(st.st_size) > k_max_file_bytes) {
-    return std::nullopt;
-  }
-  std::string bytes;
-  if (util::io::read_bounded(fd.get(), k_max_file_bytes, bytes, static_cast<std::size_t>(st.st_size)) != 0) {
-    return std::nullopt;
-  }
-  return parse(bytes);
+  const auto bytes = util::io::read_small_file(file.string(), k_max_file_bytes, O_NOFOLLOW);
+  return bytes ? parse(*bytes) : std::nullopt;
 }
 
 // The probe program: one `#pragma message` per name, `D<expansion>` or `U`.
