@@ -79,6 +79,7 @@ struct Config {
   PutMode put = PutMode::background;               // put / KCACHE_PUT
   bool disable = false;                            // disable / KCACHE_DISABLE
   std::string cuda_home;                           // cuda_home / KCACHE_CUDA_HOME
+  std::string base_dir;                            // base_dir / KCACHE_BASE_DIR (docs/keys.md, "Sharing across checkouts")
   unsigned jobs = 0;                               // jobs / KCACHE_JOBS (0 = number of cores)
   std::string log_level = "warning";               // log_level / KCACHE_LOG_LEVEL
   // The team tier (docs/remote-format.md, docs/security.md).

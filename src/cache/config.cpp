@@ -193,6 +193,27 @@ Result<void> parse_cuda_home(Config& c, const std::string& v, const Origin& o) {
   return {};
 }
 
+// An absolute directory (a relative one in the config file is relative to the
+// file); `/` would key every path relative and is refused.
+Result<void> parse_base_dir(Config& c, const std::string& v, const Origin& o) {
+  std::filesystem::path p(v);
+  if (!v.empty() && p.is_relative()) {
+    if (o.base_dir.empty()) {
+      return bad_value(v);
+    }
+    p = o.base_dir / p;
+  }
+  std::string s = v.empty() ? std::string() : p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') {
+    s.pop_back();
+  }
+  if (s == "/") {
+    return bad_value(v);
+  }
+  c.base_dir = s;
+  return {};
+}
+
 Result<void> parse_jobs(Config& c, const std::string& v, const Origin&) {
   unsigned n = 0;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
@@ -298,7 +319,7 @@ Result<void> parse_small_count(std::uint32_t& out, const std::string& v, std::ui
 }
 
 // THE table. Order here is the order of `kcache config` and of the docs.
-const std::array<Setting, 22> k_settings{{
+const std::array<Setting, 23> k_settings{{
     {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
      "Directory of the on-disk cache (never defaults to /tmp)",
      "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
@@ -327,6 +348,10 @@ const std::array<Setting, 22> k_settings{{
     {"cuda_home", "KCACHE_CUDA_HOME", "(search CUDA_HOME, CUDA_PATH, /usr/local/cuda)",
      "Where to look for the CUDA toolkit libraries", "a directory path, or empty to search", parse_cuda_home,
      [](const Config& c) { return c.cuda_home; }},
+    {"base_dir", "KCACHE_BASE_DIR", "(none)",
+     "Checkout root: NVRTC paths under it are keyed relative to it where the output does not name them",
+     "an absolute directory other than /, or empty for none", parse_base_dir,
+     [](const Config& c) { return c.base_dir; }},
     {"jobs", "KCACHE_JOBS", "0", "Parallel compiles and builds; 0 means one per CPU core",
      "a whole number from 0 to 4096", parse_jobs, [](const Config& c) { return std::to_string(c.jobs); }},
     {"log_level", "KCACHE_LOG_LEVEL", "warning", "How much kcache reports on stderr",

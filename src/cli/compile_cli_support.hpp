@@ -221,6 +221,12 @@ inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, b
   if (!env.config.cuda_home.empty()) {
     ::setenv("KCACHE_CUDA_HOME", env.config.cuda_home.c_str(), 1);
   }
+  // Read by the key derivation (compile/base_dir.hpp), in this process and its workers.
+  if (env.config.base_dir.empty()) {
+    ::unsetenv("KCACHE_BASE_DIR");
+  } else {
+    ::setenv("KCACHE_BASE_DIR", env.config.base_dir.c_str(), 1);
+  }
   // A disabled or untrusted cache gets nothing written: no memo, no lock, no entry.
   if (env.config.disable || !problems.empty() || env.config.cache_dir.empty()) {
     no_cache = true;
@@ -301,6 +307,16 @@ inline nlohmann::json info_json(const CompileInfo& info) {
 // Prints the fields that differ between two key records; returns how many.
 inline std::size_t print_key_diff(const KeyRecord& a, const KeyRecord& b, const std::string& left_name,
                                   const std::string& right_name) {
+  // A request compiled without the cache says why in its key record.
+  for (const auto& [r, name] : {std::pair{&a, &left_name}, std::pair{&b, &right_name}}) {
+    for (const auto& f : r->fields) {
+      if (f.name == "not_cacheable") {
+        std::printf("%s is not cacheable (never stored, never a hit): %s\n", name->c_str(), f.value.c_str());
+      } else if (f.name == "base_dir" && f.value.rfind("absolute: ", 0) == 0) {
+        std::printf("%s keeps absolute paths (base_dir): %s\n", name->c_str(), f.value.c_str() + 10);
+      }
+    }
+  }
   const auto d = diff(a, b);
   if (d.empty()) {
     std::printf("the key records are equal\n");

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "compile/backends.hpp"
+#include "compile/base_dir.hpp"
 #include "compile/derivation_memo.hpp"
 #include "compile/elf_file.hpp"
 #include "compile/header_scanner.hpp"
@@ -99,19 +100,13 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   d.library = ToolkitLibrary::nvrtc;
   d.version = id->version;
   d.arch = canon->arch;
-  d.key = KeyBuilder("nvrtc");
-  KeyBuilder& kb = d.key;
-  add_identity(kb, *id);
-  kb.add("toolkit.headers", *fingerprint);
-  kb.add("input_kind", "cuda");
-  kb.add("target_kind", r.target_kind);
-  kb.add("name", r.name);
   // Only where NVRTC writes it into the output (docs/keys.md), so release
   // builds of a relocated project still share entries.
   std::string location_problem;
+  std::string keyed_cwd;
   if (const auto why = jit::working_directory_embedded_because(r, *canon); !why.empty()) {
     if (auto cwd = jit::nvrtc_working_directory()) {
-      kb.add("working_directory", *cwd);
+      keyed_cwd = *cwd;
       d.keyed_directory = *cwd;
     } else {
       location_problem = "NVRTC writes the working directory into this output (" + why +
@@ -121,19 +116,9 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   // The digests also name the header manifest (scan.*_sha256): hashed once.
   jit::ScanInput scan;
   scan.source_sha256 = util::sha256(r.source);
-  kb.add_digest("source", scan.source_sha256);
-  for (const auto& o : canon->options) {
-    kb.add("option", o);
-  }
   for (const auto& h : r.headers) {
     scan.memory_header_sha256.push_back(util::sha256(h.bytes));
-    kb.add_digest("header:" + h.name, scan.memory_header_sha256.back());
   }
-  for (const auto& e : r.name_expressions) {
-    kb.add("name_expression", e);
-  }
-  kb.add_content("extra_digest", r.extra_digest);
-
   scan.source = r.source;
   scan.program_name = r.name;
   scan.source_path = r.source_path;
@@ -150,6 +135,11 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   }
   scan.toolkit_fingerprint = *fingerprint;
   scan.memo_dir = header_memo_dir(tk);
+  // Asked of NVRTC only when a computed include uses an identifier (and then
+  // once per context: compile/predefined_macros.hpp).
+  const auto predefined =
+      jit::predefined_context(id->version + "\n" + id->build_id, *fingerprint, canon->options, scan.memo_dir);
+  scan.predefined = &predefined;
   auto scanned = jit::scan_headers(scan);
   if (!scanned) {
     return tl::unexpected(scanned.error());
@@ -158,28 +148,89 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   if (!location_problem.empty()) {
     d.not_cacheable = location_problem;
   }
-  if (scanned->headers.size() <= k_max_header_fields) {
-    for (const auto& h : scanned->headers) {
-      kb.add_digest("disk_header:" + h.path, digest_of_hex(h.sha256));
+
+  // The key, with the paths under `base` keyed relative to it (none when
+  // empty) and `verdict` as the base_dir field (none when empty).
+  auto build = [&](const std::string& base, const std::string& verdict) {
+    auto keyed = [&](const std::string& path) { return jit::relative_to_base(path, base); };
+    KeyBuilder kb("nvrtc");
+    add_identity(kb, *id);
+    kb.add("toolkit.headers", *fingerprint);
+    kb.add("input_kind", "cuda");
+    kb.add("target_kind", r.target_kind);
+    kb.add("name", keyed(r.name));
+    if (!keyed_cwd.empty()) {
+      kb.add("working_directory", keyed_cwd);
     }
-  } else {
-    // A large tree keys as one digest over the sorted (path, SHA-256) list:
-    // the same information, without a passport that grows by a field per
-    // header and is parsed on every hit. `--json` still lists the headers.
-    util::Sha256 list;
-    for (const auto& h : scanned->headers) {
-      const std::uint64_t n = h.path.size();
-      list.update(&n, sizeof n);
-      list.update(h.path);
-      list.update(h.sha256);
+    kb.add_digest("source", scan.source_sha256);
+    for (const auto& o : canon->options) {
+      const auto eq = o.find('=');
+      const bool path_option = o.rfind("--include-path=", 0) == 0 || o.rfind("--pre-include=", 0) == 0;
+      kb.add("option", path_option ? o.substr(0, eq + 1) + keyed(o.substr(eq + 1)) : o);
     }
-    kb.add("disk_headers.count", std::to_string(scanned->headers.size()));
-    kb.add_digest("disk_headers", list.finish());
+    for (std::size_t i = 0; i < r.headers.size(); ++i) {
+      kb.add_digest("header:" + keyed(r.headers[i].name), scan.memory_header_sha256[i]);
+    }
+    for (const auto& e : r.name_expressions) {
+      kb.add("name_expression", e);
+    }
+    kb.add_content("extra_digest", r.extra_digest);
+    std::vector<std::pair<std::string, const std::string*>> headers;  // keyed path, SHA-256
+    for (const auto& h : scanned->headers) {
+      headers.emplace_back(keyed(h.path), &h.sha256);
+    }
+    if (!base.empty()) {
+      std::sort(headers.begin(), headers.end());
+    }
+    if (headers.size() <= k_max_header_fields) {
+      for (const auto& [path, sha] : headers) {
+        kb.add_digest("disk_header:" + path, digest_of_hex(*sha));
+      }
+    } else {
+      // A large tree keys as one digest over the sorted (path, SHA-256) list:
+      // the same information, without a passport that grows by a field per
+      // header and is parsed on every hit. `--json` still lists the headers.
+      util::Sha256 list;
+      for (const auto& [path, sha] : headers) {
+        const std::uint64_t n = path.size();
+        list.update(&n, sizeof n);
+        list.update(path);
+        list.update(*sha);
+      }
+      kb.add("disk_headers.count", std::to_string(headers.size()));
+      kb.add_digest("disk_headers", list.finish());
+    }
+    if (!verdict.empty()) {
+      kb.add("base_dir", verdict);
+    }
+    return kb;
+  };
+  d.key = build({}, {});
+  d.base_dir_setting = jit::base_dir_setting();
+  if (const auto& base = d.base_dir_setting; !base.empty() && d.not_cacheable.empty()) {
+    KeyBuilder relative = build(base, "relative");
+    // Nothing under base_dir: the key is the same either way.
+    if (build(base, {}).key() != d.key.key()) {
+      const std::string rel_hex = relative.key().hex();
+      auto verdict = jit::remembered_verdict(rel_hex, scan.memo_dir);
+      if (!verdict) {
+        std::string why = jit::paths_reach_output_because(r, *canon);
+        if (why.empty()) {
+          why = jit::files_name_their_location(r, scanned->headers, base);
+        }
+        verdict = why.empty() ? std::string("relative") : "absolute: " + why;
+        jit::remember_verdict(rel_hex, scan.memo_dir, *verdict);
+      }
+      d.key = *verdict == "relative" ? std::move(relative) : build({}, *verdict);
+      d.base_dir = *verdict == "relative" ? base : std::string();
+      d.relative_key = rel_hex;
+    }
   }
   d.headers = std::move(scanned->headers);
   d.options = std::move(canon->options);
   d.checks = std::move(scanned->checks);
   d.scan_directory = std::move(scanned->working_directory);
+  d.memo_dir = std::move(scan.memo_dir);
   return d;
 }
 
@@ -284,7 +335,7 @@ Result<std::shared_ptr<const Derived>> derive_shared(const CompileRequest& r) {
   auto& memo = jit::DerivationMemo::instance();
   const bool remembered = r.backend == "nvrtc";
   if (remembered) {
-    if (auto d = memo.find(r, generation)) {
+    if (auto d = memo.find(r, generation); d && d->base_dir_setting == jit::base_dir_setting()) {
       return d;
     }
   }
@@ -341,6 +392,16 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
   }
   bool cacheable = d.not_cacheable.empty();
   std::string reason = d.not_cacheable;
+  if (cacheable && !d.base_dir.empty() && jit::output_names_base(out->payload, d.base_dir)) {
+    // Keyed relative to base_dir, yet the output names a path under it (a
+    // macro kcache did not see): never shared. Keyed absolute from now on.
+    jit::remember_verdict(d.relative_key, d.memo_dir,
+                          "absolute: the output names a path under base_dir");
+    jit::DerivationMemo::instance().clear();
+    cacheable = false;
+    reason = "the output names a path under base_dir (" + d.base_dir +
+             "), so it cannot be shared; the next compile keys it with absolute paths";
+  }
   if (cacheable && r.backend == "nvrtc") {
     // A header edited while the compile ran would leave a binary that matches
     // neither version: derive again and keep the result out of the cache if

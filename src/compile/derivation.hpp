@@ -1,6 +1,7 @@
 // compile/derivation.hpp: everything deriving a request's key learns about it (private).
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,13 @@ struct Derivation {
   std::shared_ptr<const HeaderManifest> checks;
   std::string scan_directory;
   std::string keyed_directory;
+  // base_dir (compile/base_dir.hpp): the setting when derived, the base the
+  // key's paths are relative to (empty: absolute), the relative key whose
+  // verdict decided it, and where verdicts are remembered.
+  std::string base_dir_setting;
+  std::string base_dir;
+  std::string relative_key;
+  std::filesystem::path memo_dir;
 };
 
 }  // namespace kcache::jit

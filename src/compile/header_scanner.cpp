@@ -35,6 +35,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A manifest whose scan met a computed include that uses identifiers NVRTC
+// may predefine: its result is under the manifest named with the predefined
+// context too (scan_headers()). Never a real reason (those start with a location).
+constexpr std::string_view k_needs_predefined = "=predefined: ";
+
 constexpr std::size_t k_max_memo_manifests = 4096;
 constexpr std::size_t k_max_memo_facts = 200000;
 
@@ -165,8 +170,9 @@ ScanResult result_of(const HeaderManifest& m, bool reused) {
 // One full scan: finds the closure and records what it depends on.
 class ClosureScan {
 public:
-  ClosureScan(const ScanInput& in, const HeaderManifest* previous)
-      : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(now_ns()), m_directories(in.memo_dir, m_now) {
+  ClosureScan(const ScanInput& in, const HeaderManifest* previous, bool with_predefined)
+      : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(now_ns()), m_with_predefined(with_predefined),
+        m_directories(in.memo_dir, m_now) {
     if (previous != nullptr && previous->has_details) {
       for (const auto& h : previous->headers) {
         m_previous[h.path] = &h;
@@ -232,10 +238,13 @@ public:
       if (auto r = check_shadows(); !r) {
         return r;
       }
+      const auto version = m_table_version;
       if (m_work.empty()) {
         expand_computed();
       }
-      if ((m_work.empty() && m_tk_pending.empty()) || !m_manifest.not_cacheable.empty()) {
+      // Predefined macros added by expand_computed() expand everything again.
+      if ((m_work.empty() && m_tk_pending.empty() && version == m_table_version) ||
+          !m_manifest.not_cacheable.empty()) {
         break;
       }
     }
@@ -625,6 +634,9 @@ private:
         m_manifest.not_cacheable = c.where + ": #include " + c.tokens + ": " + e.error;
         return;
       }
+      if (!add_predefined(c, e.identifiers)) {
+        return;
+      }
       std::vector<IncludeDirective> names;
       for (auto& n : e.names) {
         if (m_expanded.insert({n.name, c.includer_dirs}).second) {
@@ -637,9 +649,65 @@ private:
     }
   }
 
+  // Adds what NVRTC predefines for the `identifiers` computed include `c`
+  // looked up, as more definitions (the table's version moves, so every
+  // computed include is expanded again). False (not_cacheable set) when that
+  // cannot be known, or must be asked in the predefined pass.
+  bool add_predefined(const Computed& c, const std::vector<std::string>& identifiers) {
+    std::vector<std::string> ask;
+    for (const auto& id : identifiers) {
+      if (id == "defined" || id == "__VA_ARGS__" || id == "__VA_OPT__" || !may_be_predefined(id) ||
+          !m_asked.insert(id).second) {
+        continue;
+      }
+      if (const auto why = unkeyable_macro_reason(id); !why.empty()) {
+        m_manifest.not_cacheable = c.where + ": #include " + c.tokens + ": uses " + id + ", and " + std::string(why);
+        return false;
+      }
+      ask.push_back(id);
+    }
+    if (ask.empty()) {
+      return true;
+    }
+    const std::string where = c.where + ": #include " + c.tokens + ": ";
+    if (!m_with_predefined) {
+      std::string names;
+      for (std::size_t i = 0; i < ask.size() && i < 4; ++i) {
+        names += (i == 0 ? "" : ", ") + ask[i];
+      }
+      m_manifest.not_cacheable = std::string(k_needs_predefined) + where + "uses " + names +
+                                 (ask.size() > 4 ? " ..." : "") +
+                                 ", which NVRTC may predefine, and kcache cannot ask NVRTC here";
+      return false;
+    }
+    auto answers = ask_predefined(*m_in.predefined, ask);
+    if (!answers) {
+      m_manifest.not_cacheable = where + "cannot ask NVRTC which of its identifiers it predefines: " +
+                                 answers.error().message;
+      return false;
+    }
+    for (const auto& [name, a] : *answers) {
+      if (a.kind == PredefinedAnswer::Kind::other) {
+        m_manifest.not_cacheable = where + "NVRTC predefines " + name + " as a macro kcache does not expand";
+        return false;
+      }
+      if (a.kind == PredefinedAnswer::Kind::object_like) {
+        // The toolkit's definitions stay alternatives once the table has its own.
+        if (const auto* known = m_table.find(name)) {
+          const auto copy = *known;
+          add_defines(copy);
+        }
+        add_defines({MacroDefinition{name, false, {}, a.value}});
+      }
+    }
+    return true;
+  }
+
   const ScanInput& m_in;
   std::string m_toolkit_root;
   std::int64_t m_now;
+  bool m_with_predefined;
+  std::set<std::string> m_asked;  // identifiers whose predefinition is known (or being asked)
   std::map<std::string, const ManifestHeader*> m_previous;
   std::set<std::string> m_dirs_in_toolkit;
   std::vector<std::string> m_main_dirs;
@@ -687,7 +755,7 @@ private:
 namespace {
 
 Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string& key, const std::string& family,
-                                      std::shared_ptr<const HeaderManifest>& used) {
+                                      std::shared_ptr<const HeaderManifest>& used, bool with_predefined) {
   std::shared_ptr<const HeaderManifest> previous;
   {
     std::lock_guard lock(g_memo_mutex);
@@ -740,7 +808,7 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
       }
     }
   }
-  ClosureScan scan(input, previous.get());
+  ClosureScan scan(input, previous.get(), with_predefined);
   if (auto r = scan.run(); !r) {
     return tl::unexpected(r.error());
   }
@@ -767,7 +835,20 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
 Result<ScanResult> scan_headers(const ScanInput& input) {
   const std::string cwd = current_directory();
   std::shared_ptr<const HeaderManifest> used;
-  auto result = scan_with_manifest(input, manifest_key(input, cwd), family_key(input, cwd), used);
+  const std::string key = manifest_key(input, cwd);
+  const std::string family = family_key(input, cwd);
+  auto result = scan_with_manifest(input, key, family, used, false);
+  if (result && result->not_cacheable.rfind(k_needs_predefined, 0) == 0) {
+    // The result depends on what NVRTC predefines for these options: it is
+    // kept under a manifest named by the predefined context too.
+    if (input.predefined == nullptr) {
+      result->not_cacheable.erase(0, k_needs_predefined.size());
+      return result;
+    }
+    used.reset();
+    result = scan_with_manifest(input, util::sha256_hex(key + "\npredefined\n" + input.predefined->id), family, used,
+                                true);
+  }
   if (result && used && !cwd.empty()) {
     result->checks = reuse_checks(*used, input.toolkit_root.string());
     result->working_directory = cwd;

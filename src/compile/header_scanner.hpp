@@ -17,6 +17,14 @@
 // the command line (compile/macro_expander.hpp), and every header name that
 // forms is resolved like a literal one. More definitions found later (in a
 // header a computed include reached) expand them again, to a fixed point.
+// Every identifier such an expansion looks up may also be predefined by
+// NVRTC (`__CUDACC_VER_MAJOR__`, `__CUDA_ARCH__`, `__cplusplus` ...): NVRTC
+// is asked (compile/predefined_macros.hpp) and each predefined value is one
+// more definition. Such a scan depends on the request's options, so its
+// manifest is named by the predefined context too: the manifest named without
+// it only says "look there". An identifier whose value depends on where it is
+// expanded (`__FILE__`, `__LINE__`), an operator, a function-like predefined
+// macro, or a probe that fails make the request not cacheable.
 //
 // Files under the toolkit root are not scanned: the toolkit fingerprint covers
 // them. But their includes resolve through the user's search path too, so
@@ -45,6 +53,7 @@
 #include <vector>
 
 #include "compile/directive_scanner.hpp"
+#include "compile/predefined_macros.hpp"
 #include "kcache/compile_request.hpp"
 #include "kcache/compiler.hpp"
 #include "kcache/error.hpp"
@@ -66,6 +75,9 @@ struct ScanInput {
   std::filesystem::path toolkit_root;   // canonical; empty when unknown
   std::string toolkit_fingerprint;      // names the toolkit's headers (Toolkit::headers_fingerprint)
   std::filesystem::path memo_dir;       // where manifests are kept across processes; empty: memory only
+  // What decides the macros NVRTC predefines for this request. Null: a
+  // computed include that uses an identifier makes the request not cacheable.
+  const PredefinedContext* predefined = nullptr;
 };
 
 struct HeaderManifest;

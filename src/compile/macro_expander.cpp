@@ -199,6 +199,7 @@ public:
         if (t.kind != TokKind::ident || hidden(t, t.text)) {
           continue;
         }
+        m_looked_up.insert(t.text);
         const auto* defs = m_table.find(t.text);
         if (defs == nullptr) {
           continue;
@@ -237,6 +238,7 @@ public:
   }
 
   const std::string& error() const { return m_error; }
+  const std::set<std::string>& looked_up() const { return m_looked_up; }
 
 private:
   // Expands the macro named at rest[at] with each of its definitions. Returns
@@ -434,6 +436,7 @@ private:
   const MacroTable& m_table;
   std::size_t m_steps = 0;
   std::string m_error;
+  std::set<std::string> m_looked_up;
 };
 
 // The header name a fully expanded directive forms, if any.
@@ -501,6 +504,7 @@ Expansion expand_include(std::string_view tokens, const MacroTable& table) {
   Expansion out;
   Expander e(table);
   const auto results = e.expand(lex(tokens));
+  out.identifiers.assign(e.looked_up().begin(), e.looked_up().end());
   if (!results) {
     out.error = e.error();
     return out;

@@ -13,7 +13,8 @@
 // The expansion follows the C preprocessor: object-like and function-like
 // macros, argument pre-expansion, `#` (stringizing) and `##` (pasting),
 // variadic macros, rescanning with hide sets (Prosser's algorithm). An
-// identifier with no definition stays as it is. A result that is no header
+// identifier with no definition stays as it is (the caller learns which
+// identifiers were looked up, to ask what NVRTC predefines). A result that is no header
 // name (`"..."` or `<...>`) is dropped: the compiler would reject that line,
 // so a compile that reads it cannot succeed.
 //
@@ -59,6 +60,9 @@ inline constexpr std::size_t k_max_steps = 20000;
 struct Expansion {
   std::vector<IncludeDirective> names;  // literal header names (computed = false), unique
   std::string error;                    // non-empty: the expansion was cut off (why)
+  // Every identifier the expansion looked up as a macro name (defined here or
+  // not), sorted: NVRTC may predefine any of them (compile/predefined_macros.hpp).
+  std::vector<std::string> identifiers;
 };
 
 // Expands the tokens of a computed include (`tokens`, e.g. `HEADER(x.h)`) with

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -44,6 +45,12 @@ int write_all(int fd, std::string_view data) noexcept;
 // "larger than max_size" from "exactly max_size". `size_hint` sizes the first
 // allocation. Returns 0 or an errno.
 int read_bounded(int fd, std::size_t max_size, std::string& out, std::size_t size_hint = 0);
+
+// The whole content of `path` when it is a regular file of at most
+// `max_size` bytes (opened with O_RDONLY | O_CLOEXEC | `open_flags`, e.g.
+// O_NOFOLLOW); nullopt when it cannot be opened or read, is no regular file,
+// or is larger.
+std::optional<std::string> read_small_file(const std::string& path, std::size_t max_size, int open_flags = 0);
 
 // flock() retried on EINTR. Returns 0 or an errno (EWOULDBLOCK with LOCK_NB).
 int lock(int fd, int operation) noexcept;

@@ -332,5 +332,160 @@ TEST(KeySoundnessHeaders, DamagedManifestIsIgnored) {
   EXPECT_TRUE(holds(p.output(), "6")) << p.output();
 }
 
+// Computed includes through macros NVRTC predefines (issue 23 item 1).
+const std::string k_cat_str =
+    "#define CAT2(a, b) a##b\n#define CAT(a, b) CAT2(a, b)\n#define STR2(x) #x\n#define STR(x) STR2(x)\n";
+
+std::string nvrtc_major() {
+  const auto v = Toolkit::instance().identify(ToolkitLibrary::nvrtc)->version;
+  return v.substr(0, v.find('.'));
+}
+
+// The issue's reproduction: `ver<major>.h` is what NVRTC reads, so editing it
+// is a miss with the new value, and a hit in a new process loads no NVRTC.
+TEST(KeySoundnessHeaders, ComputedIncludeThroughThePredefinedVersionIsNoStaleHit) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const fs::path dir = tmp.path();
+  const std::string ver = "ver" + nvrtc_major() + ".h";
+  test::write_file((dir / "k.cu").string(), k_cat_str + "#include STR(CAT(ver, __CUDACC_VER_MAJOR__).h)\n"
+                                            "extern \"C\" __global__ void k(int* p) { p[0] = VALUE; }\n");
+  test::write_file((dir / ver).string(), "#define VALUE 1\n");
+  Project p(dir, "--target ptx --arch sm_90");
+  EXPECT_FALSE(p.compile_checked("first"));
+  EXPECT_TRUE(holds(p.output(), "1")) << p.output();
+  EXPECT_TRUE(p.compile_checked("second process"));
+  test::write_file((dir / ver).string(), "#define VALUE 2\n");
+  EXPECT_FALSE(p.compile_checked(ver + " edited"));
+  EXPECT_TRUE(holds(p.output(), "2")) << p.output() << "\na stale hit still says 1";
+  wait_until_trusted();
+  EXPECT_TRUE(p.compile_checked("remembered manifest"));
+  // The hit used the remembered manifest and answers: NVRTC is not loaded.
+  auto traced =
+      run_cli(dir / "cache", "compile k.cu --target ptx --arch sm_90 --explain -o traced.ptx", dir, "LD_DEBUG=files");
+  ASSERT_EQ(traced.status, 0) << traced.out;
+  EXPECT_NE(traced.out.find(": hit"), std::string::npos) << traced.out;
+  EXPECT_EQ(traced.out.find("libnvrtc.so"), std::string::npos) << "a hit must not load NVRTC";
+  // The answers were remembered beside the manifests.
+  bool remembered = false;
+  for (const auto& e : fs::directory_iterator(dir / "cache" / "v1" / "headers")) {
+    remembered = remembered || e.path().filename().string().rfind("predefined-", 0) == 0;
+  }
+  EXPECT_TRUE(remembered);
+}
+
+// Per arch and per -std: each request keys the header its own macro names.
+TEST(KeySoundnessHeaders, ComputedIncludeThroughArchAndStdMacrosPerRequest) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const fs::path dir = tmp.path();
+  test::write_file((dir / "k.cu").string(), k_cat_str + "#include STR(CAT(arch, __CUDA_ARCH__).h)\n"
+                                            "#include STR(CAT(std, __cplusplus).h)\n"
+                                            "extern \"C\" __global__ void k(int* p) { p[0] = A * S; }\n");
+  const std::vector<std::pair<std::string, std::string>> archs = {{"sm_80", "800"}, {"sm_90", "900"},
+                                                                   {"sm_90a", "900"}, {"sm_100a", "1000"}};
+  const std::vector<std::pair<std::string, std::string>> stds = {
+      {"c++11", "201103L"}, {"c++14", "201402L"}, {"c++17", "201703L"}, {"c++20", "202002L"}};
+  for (const auto& [arch, value] : archs) {
+    test::write_file((dir / ("arch" + value + ".h")).string(), "#define A 1\n");
+  }
+  for (const auto& [std_, value] : stds) {
+    test::write_file((dir / ("std" + value + ".h")).string(), "#define S 1\n");
+  }
+  auto project = [&](const std::string& arch, const std::string& std_) {
+    return Project(dir, "--target ptx --arch " + arch + " -X -std=" + std_);
+  };
+  for (const auto& [arch, value] : archs) {
+    auto p = project(arch, "c++17");
+    p.compile_checked(arch);
+    EXPECT_TRUE(p.compile_checked(arch + " again"));
+  }
+  // arch900.h edited: sm_90 and sm_90a miss and read it, sm_80 and sm_100a still hit.
+  test::write_file((dir / "arch900.h").string(), "#define A 3\n");
+  for (const auto& [arch, value] : archs) {
+    auto p = project(arch, "c++17");
+    const bool reads = value == "900";
+    EXPECT_EQ(p.compile_checked(arch + " after arch900.h edited"), !reads) << arch;
+    EXPECT_TRUE(holds(p.output(), reads ? "3" : "1")) << arch << "\n" << p.output();
+  }
+  for (const auto& [std_, value] : stds) {
+    auto p = project("sm_80", std_);
+    p.compile_checked(std_);
+    test::write_file((dir / ("std" + value + ".h")).string(), "#define S 5\n");
+    EXPECT_FALSE(p.compile_checked(std_ + ": its header edited")) << std_;
+    EXPECT_TRUE(holds(p.output(), "5")) << std_ << "\n" << p.output();
+  }
+}
+
+// `#if __CUDA_ARCH__ >= 900` chooses the header: both branches are keyed, so
+// editing either is never a stale hit.
+TEST(KeySoundnessHeaders, ConditionalIncludeOnAPredefinedMacroIsSound) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const fs::path dir = tmp.path();
+  test::write_file((dir / "k.cu").string(),
+                   "#if __CUDA_ARCH__ >= 900 && __has_include(\"hopper.h\")\n#include \"hopper.h\"\n"
+                   "#elif __cplusplus >= 202002L\n#include \"cxx20.h\"\n#else\n#include \"older.h\"\n#endif\n"
+                   "extern \"C\" __global__ void k(int* p) { p[0] = V; }\n");
+  test::write_file((dir / "hopper.h").string(), "#define V 9\n");
+  test::write_file((dir / "cxx20.h").string(), "#define V 20\n");
+  test::write_file((dir / "older.h").string(), "#define V 8\n");
+  // Both projects write cached.out in `dir`: each output is checked right after its compile.
+  Project hopper(dir, "--target ptx --arch sm_90");
+  Project ampere(dir, "--target ptx --arch sm_80 -X -std=c++20");
+  hopper.compile_checked("hopper");
+  EXPECT_TRUE(holds(hopper.output(), "9"));
+  ampere.compile_checked("ampere");
+  EXPECT_TRUE(holds(ampere.output(), "20"));
+  for (const auto& [file, v] : std::vector<std::pair<std::string, std::string>>{{"hopper.h", "19"}, {"cxx20.h", "21"}}) {
+    test::write_file((dir / file).string(), "#define V " + v + "\n");
+    EXPECT_FALSE(hopper.compile_checked("hopper after " + file));
+    EXPECT_TRUE(holds(hopper.output(), "19")) << hopper.output();
+    EXPECT_FALSE(ampere.compile_checked("ampere after " + file));
+    EXPECT_TRUE(holds(ampere.output(), file == "hopper.h" ? "20" : "21")) << ampere.output();
+  }
+  fs::remove(dir / "hopper.h");
+  hopper.compile_checked("hopper.h removed: __has_include takes the other branch");
+  EXPECT_TRUE(holds(hopper.output(), "8")) << hopper.output();
+}
+
+// `__LINE__` has another value on every line: not cacheable, and the reason
+// is in --json, in --explain and in the passport's key record (why-miss).
+TEST(KeySoundnessHeaders, ComputedIncludeThroughALocationMacroIsNotCacheableWithAReason) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const fs::path dir = tmp.path();
+  test::write_file((dir / "k.cu").string(), k_cat_str + "#include STR(CAT(line, __LINE__).h)\n"
+                                            "extern \"C\" __global__ void k(int* p) { p[0] = VALUE; }\n");
+  test::write_file((dir / "line5.h").string(), "#define VALUE 5\n");
+  auto first = run_cli(dir / "cache", "compile k.cu --target ptx --arch sm_90 --json -o a.ptx", dir);
+  ASSERT_EQ(first.status, 0) << first.out;
+  const auto j = nlohmann::json::parse(first.out);
+  EXPECT_FALSE(j["cacheable"].get<bool>());
+  EXPECT_FALSE(j["hit"].get<bool>());
+  const std::string reason = j["not_cacheable_reason"].get<std::string>();
+  EXPECT_NE(reason.find("uses __LINE__"), std::string::npos) << reason;
+  EXPECT_TRUE(holds(test::read_file((dir / "a.ptx").string()), "5"));
+  auto explained = run_cli(dir / "cache", "compile k.cu --target ptx --arch sm_90 --explain -o b.ptx", dir);
+  ASSERT_EQ(explained.status, 0) << explained.out;
+  EXPECT_NE(explained.out.find("not cacheable: "), std::string::npos) << explained.out;
+  EXPECT_NE(explained.out.find("__LINE__"), std::string::npos) << explained.out;
+  // why-miss between the passport of this compile and of another: the
+  // `not_cacheable` field carries the reason.
+  test::write_file((dir / "a.json").string(), j["passport"].dump());
+  auto second = run_cli(dir / "cache", "compile k.cu --target ptx --arch sm_90 --json -o c.ptx", dir);
+  ASSERT_EQ(second.status, 0) << second.out;
+  test::write_file((dir / "c.json").string(), nlohmann::json::parse(second.out)["passport"].dump());
+  auto why = run_cli(dir / "cache", "why-miss a.json c.json", dir);
+  EXPECT_EQ(why.status, 0) << why.out;
+  EXPECT_NE(why.out.find("nonce"), std::string::npos) << why.out;
+  EXPECT_NE(why.out.find("A is not cacheable (never stored, never a hit): "), std::string::npos) << why.out;
+  EXPECT_NE(why.out.find("uses __LINE__"), std::string::npos) << why.out;
+  test::write_file((dir / "line5.h").string(), "#define VALUE 6\n");
+  auto edited = run_cli(dir / "cache", "compile k.cu --target ptx --arch sm_90 -o d.ptx", dir);
+  ASSERT_EQ(edited.status, 0) << edited.out;
+  EXPECT_TRUE(holds(test::read_file((dir / "d.ptx").string()), "6")) << "never a hit";
+}
+
 }  // namespace
 }  // namespace kcache

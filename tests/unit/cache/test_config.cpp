@@ -272,6 +272,24 @@ TEST(Config, RelativeCacheDirInFileIsRelativeToTheFile) {
   EXPECT_EQ(c->file_store_options().root, dir.path() / "store");
 }
 
+TEST(Config, BaseDirIsAnAbsoluteDirectoryOtherThanRoot) {
+  kcache::test::TempDir dir;
+  auto env = Config::load_from(inputs({{"HOME", "/h"}, {"KCACHE_BASE_DIR", "/src/team/"}}));
+  ASSERT_TRUE(env.has_value()) << env.error().describe();
+  EXPECT_EQ(env->base_dir, "/src/team");
+  EXPECT_EQ(value_of(*env, "base_dir"), "/src/team");
+  write(dir.path() / "conf" / "k.toml", "base_dir = \"../checkouts\"\n");
+  auto file = Config::load_from(inputs({{"HOME", "/h"}}, {}, dir.path() / "conf" / "k.toml"));
+  ASSERT_TRUE(file.has_value()) << file.error().describe();
+  EXPECT_EQ(file->base_dir, (dir.path() / "checkouts").string());
+  auto root = Config::load_from(inputs({{"HOME", "/h"}, {"KCACHE_BASE_DIR", "/"}}));
+  ASSERT_FALSE(root.has_value());
+  EXPECT_NE(root.error().message.find("KCACHE_BASE_DIR"), std::string::npos) << root.error().message;
+  auto unset = Config::load_from(inputs({{"HOME", "/h"}}));
+  ASSERT_TRUE(unset.has_value());
+  EXPECT_EQ(unset->base_dir, "");
+}
+
 TEST(Config, EveryRowValueParsesBackToTheSameSettings) {
   auto c = Config::load_from(inputs({{"HOME", "/h"},
                                 {"KCACHE_MAX_SIZE", "1536M"},
@@ -279,7 +297,8 @@ TEST(Config, EveryRowValueParsesBackToTheSameSettings) {
                                 {"KCACHE_SHARING", "group"},
                                 {"KCACHE_JOBS", "7"},
                                 {"KCACHE_LOG_LEVEL", "debug"},
-                                {"KCACHE_DISABLE", "yes"}}));
+                                {"KCACHE_DISABLE", "yes"},
+                                {"KCACHE_BASE_DIR", "/src/team"}}));
   ASSERT_TRUE(c.has_value()) << c.error().describe();
   std::map<std::string, std::string> again;
   for (const auto& row : c->rows()) {
