@@ -5,6 +5,24 @@
 
 namespace kcache {
 
+namespace {
+
+// The breaker, budget and counters every remote store of `config` shares:
+// one state file per server under v1/stats/, one budget per process and
+// cache directory.
+void share_state(const Config& config, remote::RemoteStoreOptions& options) {
+  options.breaker_failures = config.remote_breaker_failures;
+  options.breaker_seconds = config.remote_breaker_seconds;
+  options.budget = remote::RemoteBudget::for_process(config.cache_dir.string(),
+                                                     std::chrono::milliseconds(config.remote_budget_ms));
+  if (!config.cache_dir.empty() && std::filesystem::is_directory(config.cache_dir / "v1" / "stats")) {
+    options.stats_dir = config.cache_dir / "v1" / "stats";
+    options.stats_group_shared = config.sharing == Sharing::group;
+  }
+}
+
+}  // namespace
+
 std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
     const Config& config, const std::function<void(const std::string&)>& warn) {
   std::vector<std::unique_ptr<remote::RemoteStore>> out;
@@ -38,12 +56,7 @@ std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
     remote::RemoteStoreOptions options;
     options.spec = std::move(*spec);
     options.codec = codec;
-    options.breaker_failures = config.remote_breaker_failures;
-    options.breaker_seconds = config.remote_breaker_seconds;
-    if (!config.cache_dir.empty() && std::filesystem::is_directory(config.cache_dir / "v1" / "stats")) {
-      options.stats_dir = config.cache_dir / "v1" / "stats";
-      options.stats_group_shared = config.sharing == Sharing::group;
-    }
+    share_state(config, options);
     auto store = remote::RemoteStore::open(std::move(options));
     if (!store) {
       warn(store.error().message + "; this remote is left out");
@@ -72,8 +85,7 @@ std::shared_ptr<RemoteLease> open_configured_lease(const Config& config) {
     }
     remote::RemoteStoreOptions options;
     options.spec = std::move(*spec);
-    options.breaker_failures = config.remote_breaker_failures;
-    options.breaker_seconds = config.remote_breaker_seconds;
+    share_state(config, options);
     options.warn = [](const std::string&) {};  // the data tier of this remote warns, once
     auto store = remote::RemoteStore::open(std::move(options));
     if (!store || !(*store)->supports_leases()) {

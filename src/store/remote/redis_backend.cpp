@@ -122,4 +122,13 @@ Result<std::unique_ptr<RemoteBackend>> make_backend(const RemoteSpec& spec) {
                                 spec.masked()));
 }
 
+Result<std::optional<LeaseInfo>> RedisBackend::lease_inspect(std::string_view name) {
+  return redis_lease_inspect([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, m_spec.masked());
+}
+
+Result<bool> RedisBackend::lease_take_foreign(std::string_view name, std::string_view seen, std::string_view token,
+                                      std::uint64_t ttl_ms) {
+  return redis_lease_take_foreign([this](const std::vector<std::string_view>& argv) { return command(argv); }, name, seen, token, ttl_ms, m_spec.masked());
+}
+
 }  // namespace kcache::remote

@@ -522,4 +522,13 @@ ClusterRoutingStats RedisClusterBackend::routing_stats() const {
   return m_stats;
 }
 
+Result<std::optional<LeaseInfo>> RedisClusterBackend::lease_inspect(std::string_view name) {
+  return redis_lease_inspect([this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, m_spec.masked());
+}
+
+Result<bool> RedisClusterBackend::lease_take_foreign(std::string_view name, std::string_view seen, std::string_view token,
+                                      std::uint64_t ttl_ms) {
+  return redis_lease_take_foreign([this, name](const std::vector<std::string_view>& argv) { return command_for_key(name, argv); }, name, seen, token, ttl_ms, m_spec.masked());
+}
+
 }  // namespace kcache::remote

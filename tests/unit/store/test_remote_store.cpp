@@ -182,13 +182,13 @@ TEST_F(RemoteStoreTest, KilledHungAndRestartedServerDegradesToMissesThenRecovers
   ASSERT_TRUE(got.has_value());
   EXPECT_FALSE(got->has_value());
   EXPECT_LT(took, std::chrono::seconds(3));  // a bound on a hang, not a performance figure
-  // Second failure opens the breaker; the next get does not touch the network.
-  EXPECT_FALSE(store->get(a.passport.key)->has_value());
+  // A failure that waited out its timeout (a hung server) opens the breaker
+  // at once, though breaker_failures is 2: the next get does not touch the network.
   start = std::chrono::steady_clock::now();
   EXPECT_FALSE(store->get(a.passport.key)->has_value());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
   auto st = store->remote_stats();
-  EXPECT_EQ(st.errors, 2U);
+  EXPECT_EQ(st.errors, 1U);
   EXPECT_GE(st.skipped, 1U);
   EXPECT_EQ(st.breaker_opened, 1U);
   m_server->resume();
