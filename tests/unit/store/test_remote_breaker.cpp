@@ -138,7 +138,7 @@ TEST(RemoteBreaker, ADamagedFileIsRebuilt) {
   TempDir dir;
   const auto spec = spec_of("redis://10.0.0.4:6379");
   const auto path = dir.path() / kr::RemoteBreaker::file_name(spec);
-  for (const std::string junk : {std::string("short"), std::string(1024, 'x'), std::string(4096, '\0')}) {
+  for (const std::string& junk : {std::string("short"), std::string(1024, 'x'), std::string(4096, '\0')}) {
     kcache::test::write_file(path, junk);
     EXPECT_EQ(kr::RemoteBreaker::open_for_reading(path), nullptr);
     auto b = kr::RemoteBreaker::open(dir.path(), spec);
