@@ -1,5 +1,6 @@
 #include "cache/remote_tiers.hpp"
 
+#include "cache/store_warnings.hpp"
 #include "store/remote/redis_lease.hpp"
 #include "store/remote/team_key.hpp"
 
@@ -86,7 +87,10 @@ std::shared_ptr<RemoteLease> open_configured_lease(const Config& config) {
     remote::RemoteStoreOptions options;
     options.spec = std::move(*spec);
     share_state(config, options);
-    options.warn = [](const std::string&) {};  // the data tier of this remote warns, once
+    // The data tier of this remote says its failures, once; the lease store
+    // says only that the process's budget is spent, when it spends the last of it.
+    options.warn_failures = false;
+    options.warn = [](const std::string& line) { store_warnings::warn(store_warnings::Source::tier, line); };
     auto store = remote::RemoteStore::open(std::move(options));
     if (!store || !(*store)->supports_leases()) {
       continue;

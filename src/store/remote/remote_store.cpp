@@ -95,6 +95,9 @@ struct RemoteStore::Impl {
     }
     // Opened by another process (or an earlier store of this one): say once
     // why this process does not use the remote.
+    if (!options.warn_failures) {
+      return false;
+    }
     std::call_once(warned_down, [&] {
       const BreakerState st = breaker->state();
       const std::uint64_t now = RemoteBreaker::now_ms();
@@ -142,12 +145,18 @@ struct RemoteStore::Impl {
         count(RemoteCounter::breaker_opened);
       }
     }
-    std::call_once(warned_down, [&] {
-      warn(fmt::format("remote {} failed ({}: {}); compiles go on without it (after {} failures in a row, or one "
-                       "timeout, every process of this cache directory skips it for {} s; see `kcache stats`)",
-                       options.spec.masked(), op, without_url(error.describe(), options.spec),
-                       options.breaker_failures, options.breaker_seconds));
-    });
+    if (options.warn_failures) {
+      std::call_once(warned_down, [&] {
+        const std::string what_next =
+            options.breaker_failures == 0
+                ? std::string("its circuit breaker is off: remote_breaker_failures = 0")
+                : fmt::format("after {} failures in a row, or one timeout, every process of this cache directory "
+                              "skips it for {} s; see `kcache stats`",
+                              options.breaker_failures, options.breaker_seconds);
+        warn(fmt::format("remote {} failed ({}: {}); compiles go on without it ({})", options.spec.masked(), op,
+                         without_url(error.describe(), options.spec), what_next));
+      });
+    }
     spend(elapsed, true);
   }
 

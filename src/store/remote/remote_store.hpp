@@ -60,6 +60,11 @@ struct RemoteStoreOptions {
   bool stats_group_shared = false;
   // The process's remote budget (RemoteBudget::for_process); null: none.
   std::shared_ptr<RemoteBudget> budget;
+  // Whether this store warns about the remote's failures and its open
+  // breaker (false for the store a RedisLease uses: the data tier of the same
+  // remote says it once). The line that the process's budget is spent is
+  // said by whichever store spends the last of it.
+  bool warn_failures = true;
   // Receives the one warning line of this remote. Default: stderr with a
   // "kcache: warning: " prefix.
   std::function<void(const std::string&)> warn;
