@@ -91,6 +91,7 @@ struct Config {
   std::uint32_t remote_breaker_failures = 3;       // remote_breaker_failures / KCACHE_REMOTE_BREAKER_FAILURES
   std::uint32_t remote_breaker_seconds = 30;       // remote_breaker_seconds / KCACHE_REMOTE_BREAKER_SECONDS
   std::uint32_t remote_flush_timeout_ms = 10000;   // remote_flush_timeout_ms / KCACHE_REMOTE_FLUSH_TIMEOUT_MS (0 = no bound)
+  std::uint32_t remote_budget_ms = 5000;           // remote_budget_ms / KCACHE_REMOTE_BUDGET_MS (0 = no bound)
   std::uint32_t remote_lease_ttl_ms = 10000;       // remote_lease_ttl_ms / KCACHE_REMOTE_LEASE_TTL_MS (0: no leases)
   std::uint32_t remote_lease_wait_ms = 300000;     // remote_lease_wait_ms / KCACHE_REMOTE_LEASE_WAIT_MS
   std::filesystem::path remote_ca_file;            // remote_ca_file / KCACHE_REMOTE_CA_FILE (empty: the system's CAs)

@@ -319,7 +319,7 @@ Result<void> parse_small_count(std::uint32_t& out, const std::string& v, std::ui
 }
 
 // THE table. Order here is the order of `kcache config` and of the docs.
-const std::array<Setting, 23> k_settings{{
+const std::array<Setting, 24> k_settings{{
     {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
      "Directory of the on-disk cache (never defaults to /tmp)",
      "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
@@ -409,6 +409,12 @@ const std::array<Setting, 23> k_settings{{
        return parse_small_count(c.remote_flush_timeout_ms, v, 3'600'000);
      },
      [](const Config& c) { return std::to_string(c.remote_flush_timeout_ms); }},
+    {"remote_budget_ms", "KCACHE_REMOTE_BUDGET_MS", "5000",
+     "The most time one process loses to remote operations that fail or are slow (lookups, uploads, the exit "
+     "flush, leases, every remote together); then it skips the remotes (0: no bound)",
+     "a whole number of milliseconds from 0 to 86400000",
+     [](Config& c, const std::string& v, const Origin&) { return parse_small_count(c.remote_budget_ms, v, 86'400'000); },
+     [](const Config& c) { return std::to_string(c.remote_budget_ms); }},
     {"remote_lease_ttl_ms", "KCACHE_REMOTE_LEASE_TTL_MS", "10000",
      "Cross-host lease on a Redis remote (one compile per key across hosts): how long a lease lives unless its "
      "owner renews it; a dead owner's lease is taken over after this. 0 turns leases off",

@@ -1,9 +1,28 @@
 #include "cache/remote_tiers.hpp"
 
+#include "cache/store_warnings.hpp"
 #include "store/remote/redis_lease.hpp"
 #include "store/remote/team_key.hpp"
 
 namespace kcache {
+
+namespace {
+
+// The breaker, budget and counters every remote store of `config` shares:
+// one state file per server under v1/stats/, one budget per process and
+// cache directory.
+void share_state(const Config& config, remote::RemoteStoreOptions& options) {
+  options.breaker_failures = config.remote_breaker_failures;
+  options.breaker_seconds = config.remote_breaker_seconds;
+  options.budget = remote::RemoteBudget::for_process(config.cache_dir.string(),
+                                                     std::chrono::milliseconds(config.remote_budget_ms));
+  if (!config.cache_dir.empty() && std::filesystem::is_directory(config.cache_dir / "v1" / "stats")) {
+    options.stats_dir = config.cache_dir / "v1" / "stats";
+    options.stats_group_shared = config.sharing == Sharing::group;
+  }
+}
+
+}  // namespace
 
 Result<remote::RemoteSpec> configured_remote_spec(const Config& config, const std::string& url) {
   auto spec = remote::parse_remote_url(url);
@@ -54,12 +73,7 @@ std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
     remote::RemoteStoreOptions options;
     options.spec = std::move(*spec);
     options.codec = codec;
-    options.breaker_failures = config.remote_breaker_failures;
-    options.breaker_seconds = config.remote_breaker_seconds;
-    if (!config.cache_dir.empty() && std::filesystem::is_directory(config.cache_dir / "v1" / "stats")) {
-      options.stats_dir = config.cache_dir / "v1" / "stats";
-      options.stats_group_shared = config.sharing == Sharing::group;
-    }
+    share_state(config, options);
     auto store = remote::RemoteStore::open(std::move(options));
     if (!store) {
       warn(store.error().message + "; this remote is left out");
@@ -88,9 +102,11 @@ std::shared_ptr<RemoteLease> open_configured_lease(const Config& config) {
     }
     remote::RemoteStoreOptions options;
     options.spec = std::move(*spec);
-    options.breaker_failures = config.remote_breaker_failures;
-    options.breaker_seconds = config.remote_breaker_seconds;
-    options.warn = [](const std::string&) {};  // the data tier of this remote warns, once
+    share_state(config, options);
+    // The data tier of this remote says its failures, once; the lease store
+    // says only that the process's budget is spent, when it spends the last of it.
+    options.warn_failures = false;
+    options.warn = [](const std::string& line) { store_warnings::warn(store_warnings::Source::tier, line); };
     auto store = remote::RemoteStore::open(std::move(options));
     if (!store || !(*store)->supports_leases()) {
       continue;

@@ -1,4 +1,5 @@
 // kcache stats [--json]: the shared counters of the on-disk cache.
+#include <chrono>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -7,10 +8,75 @@
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
+#include "kcache/remote_stats.hpp"
 #include "store/remote/remote_counters.hpp"
 
 namespace kcache::cli {
 namespace {
+
+nlohmann::json remote_json(const RemoteTierStats& r) {
+  return {{"server", r.server},
+          {"breaker", r.breaker},
+          {"open_until_ms", r.open_until_ms},
+          {"consecutive_failures", r.consecutive_failures},
+          {"breaker_opened", r.breaker_opened},
+          {"last_failure_ms", r.last_failure_ms},
+          {"hits", r.hits},
+          {"misses", r.misses},
+          {"errors", r.errors},
+          {"skipped", r.skipped},
+          {"budget_skipped", r.budget_skipped},
+          {"puts", r.puts},
+          {"puts_already_present", r.puts_already_present},
+          {"bytes_in", r.bytes_in},
+          {"bytes_out", r.bytes_out},
+          {"rejected", r.rejected},
+          {"compile_us_saved", r.compile_us_saved},
+          {"get_p50_us", r.get_p50_us},
+          {"get_p99_us", r.get_p99_us},
+          {"lease_taken", r.lease_taken},
+          {"lease_waits", r.lease_waits},
+          {"lease_waited_hits", r.lease_waited_hits},
+          {"lease_takeovers", r.lease_takeovers},
+          {"lease_foreign_takeovers", r.lease_foreign_takeovers},
+          {"lease_timeouts", r.lease_timeouts},
+          {"lease_errors", r.lease_errors},
+          {"lease_lost", r.lease_lost},
+          {"lease_stalls", r.lease_stalls}};
+}
+
+// What a remote's breaker does now, in words.
+std::string breaker_words(const RemoteTierStats& r) {
+  const std::uint64_t now = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  std::string state;
+  if (r.breaker == "open") {
+    state = fmt::format("open: skipped for {} s more", (r.open_until_ms - std::min(now, r.open_until_ms) + 999) / 1000);
+  } else if (r.breaker == "half-open") {
+    state = "half-open: the next operation (in one process) probes it";
+  } else {
+    state = "closed: in use";
+  }
+  return fmt::format("{} ({} failure(s) in a row; opened {} time(s))", state, r.consecutive_failures,
+                     r.breaker_opened);
+}
+
+void add_remote_rows(std::vector<std::vector<std::string>>& rows, const RemoteTierStats& r) {
+  rows.push_back({"remote " + r.server, breaker_words(r)});
+  rows.push_back({"  hits / misses", fmt::format("{} / {}", r.hits, r.misses)});
+  rows.push_back({"  errors", fmt::format("{} ({} operations skipped, {} of them for the spent remote_budget_ms)",
+                                          r.errors, r.skipped, r.budget_skipped)});
+  rows.push_back({"  uploads", fmt::format("{} ({} already there), {} rejected entries", r.puts,
+                                           r.puts_already_present, r.rejected)});
+  rows.push_back({"  bytes in / out", format_size(r.bytes_in) + " / " + format_size(r.bytes_out)});
+  rows.push_back({"  get p50 / p99", fmt::format("<= {} / <= {}", format_duration_us(r.get_p50_us),
+                                                 format_duration_us(r.get_p99_us))});
+  rows.push_back({"  leases", fmt::format("{} taken ({} after a dead owner, {} foreign taken over), {} waits ({} "
+                                          "said why after 1 s), {} lease errors",
+                                          r.lease_taken, r.lease_takeovers, r.lease_foreign_takeovers,
+                                          r.lease_waits, r.lease_stalls, r.lease_errors)});
+}
 
 int run_stats(const Context& ctx) {
   auto config = ctx.config();
@@ -34,6 +100,7 @@ int run_stats(const Context& ctx) {
     rc = remote::RemoteCounters::open(config->cache_dir / "v1" / "stats");
   }
   using RC = remote::RemoteCounter;
+  const std::vector<RemoteTierStats> remotes = remote_tier_stats(config->cache_dir);
   const std::uint64_t lookups = s->hits + s->misses;
   const double hit_ratio = lookups == 0 ? 0.0 : static_cast<double>(s->hits) / static_cast<double>(lookups);
   if (ctx.json) {
@@ -79,8 +146,18 @@ int run_stats(const Context& ctx) {
                      {"lease_takeovers", rc->get(RC::lease_takeovers)},
                      {"lease_timeouts", rc->get(RC::lease_timeouts)},
                      {"lease_errors", rc->get(RC::lease_errors)},
-                     {"lease_lost", rc->get(RC::lease_lost)}};
+                     {"lease_lost", rc->get(RC::lease_lost)},
+                     {"lease_foreign_takeovers", rc->get(RC::lease_foreign_takeovers)},
+                     {"lease_stalls", rc->get(RC::lease_stalls)},
+                     {"budget_skipped", rc->get(RC::budget_skipped)},
+                     {"breaker_opened", rc->get(RC::breaker_opened)}};
     }
+    // Per remote: its breaker (shared by every process of this directory) and counters.
+    nlohmann::json per = nlohmann::json::array();
+    for (const RemoteTierStats& r : remotes) {
+      per.push_back(remote_json(r));
+    }
+    j["remotes"] = per;
     std::printf("%s\n", j.dump(2).c_str());
     return k_exit_ok;
   }
@@ -133,6 +210,9 @@ int run_stats(const Context& ctx) {
                                                       "errors)",
                                                       rc->get(RC::lease_waits), rc->get(RC::lease_waited_hits),
                                                       rc->get(RC::lease_timeouts), rc->get(RC::lease_errors))});
+  }
+  for (const RemoteTierStats& r : remotes) {
+    add_remote_rows(rows, r);
   }
   print_table(rows);
   return k_exit_ok;

@@ -145,4 +145,13 @@ Result<std::unique_ptr<RemoteBackend>> make_backend(const RemoteSpec& spec) {
                                 spec.masked()));
 }
 
+Result<std::optional<LeaseInfo>> RedisBackend::lease_inspect(std::string_view name) {
+  return redis_lease_inspect(sender(*this, operation_deadline()), name, m_spec.masked());
+}
+
+Result<bool> RedisBackend::lease_take_foreign(std::string_view name, std::string_view seen, std::string_view token,
+                                              std::uint64_t ttl_ms) {
+  return redis_lease_take_foreign(sender(*this, operation_deadline()), name, seen, token, ttl_ms, m_spec.masked());
+}
+
 }  // namespace kcache::remote

@@ -40,6 +40,9 @@ class RedisBackend final : public RemoteBackend {
   Result<bool> lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
   Result<bool> lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
   Result<bool> lease_release(std::string_view name, std::string_view token) override;
+  Result<std::optional<LeaseInfo>> lease_inspect(std::string_view name) override;
+  Result<bool> lease_take_foreign(std::string_view name, std::string_view seen, std::string_view token,
+                                  std::uint64_t ttl_ms) override;
 
   // Runs one command on a pooled connection (tests, benchmarks), within one
   // operation's deadline; a reply may hold up to max_entry_size + 1 bytes.

@@ -673,4 +673,17 @@ ClusterRoutingStats RedisClusterBackend::routing_stats() const {
   return m_stats;
 }
 
+Result<std::optional<LeaseInfo>> RedisClusterBackend::lease_inspect(std::string_view name) {
+  // A waiter's poll: rides out a failover as lease_take does.
+  return redis_lease_inspect(sender(name, lease_operation(m_lease_ttl_ms.load(), RideOut::failover)), name,
+                             m_spec.masked());
+}
+
+Result<bool> RedisClusterBackend::lease_take_foreign(std::string_view name, std::string_view seen,
+                                                     std::string_view token, std::uint64_t ttl_ms) {
+  m_lease_ttl_ms.store(ttl_ms);
+  return redis_lease_take_foreign(sender(name, lease_operation(ttl_ms, RideOut::failover)), name, seen, token, ttl_ms,
+                                  m_spec.masked());
+}
+
 }  // namespace kcache::remote

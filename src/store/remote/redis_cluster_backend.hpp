@@ -100,6 +100,9 @@ class RedisClusterBackend final : public RemoteBackend {
   Result<bool> lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
   Result<bool> lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
   Result<bool> lease_release(std::string_view name, std::string_view token) override;
+  Result<std::optional<LeaseInfo>> lease_inspect(std::string_view name) override;
+  Result<bool> lease_take_foreign(std::string_view name, std::string_view seen, std::string_view token,
+                                  std::uint64_t ttl_ms) override;
 
   // Runs one command on the master serving `key`'s slot, with redirects
   // (leases, tests). A Redis error reply other than a redirect is returned as

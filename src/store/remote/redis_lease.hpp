@@ -10,6 +10,11 @@
 //            held elsewhere: wait, polling (5 ms doubling to 50 ms)
 //              EXISTS kcache:v1:<key> -> the owner published: peek, done
 //              SET ... NX PX again    -> the owner released or died: take over
+//            after 1 s: one line says who holds it (GET, PTTL) and how long
+//              this may wait; a foreign lease (no expiry, or one longer than
+//              ttl_ms: kcache never writes such a lease) is taken over once
+//              it has held the same value for ttl_ms (an atomic script:
+//              compare the value and the PTTL, then SET token PX ttl)
 //            until `wait_ms` has passed: then compile without the lease
 //   renew    EVAL "if GET == token then PEXPIRE" (heartbeat thread)
 //   release  EVAL "if GET == token then DEL"     (after the remote publish)
@@ -28,7 +33,9 @@
 // Thread-safety: every method is thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -49,12 +56,17 @@ struct RedisLeaseOptions {
   // When not empty: also count into <stats_dir>/remote (RemoteCounter::lease_*).
   std::filesystem::path stats_dir;
   bool stats_group_shared = false;
+  // After this long waiting for another owner, one line says who holds the
+  // key and how long this may wait (`stall`).
+  std::chrono::milliseconds stall_notice{1000};
+  // Receives that line. Default: stderr with a "kcache: " prefix.
+  std::function<void(const std::string&)> stall;
 };
 
 // Counters of one RedisLease (this process).
 struct RedisLeaseStats {
   std::uint64_t taken = 0, waits = 0, waited_hits = 0, takeovers = 0, timeouts = 0, errors = 0, lost = 0,
-                renewals = 0;
+                renewals = 0, foreign_takeovers = 0, stalls = 0;
 };
 
 class RedisLease final : public RemoteLease {
@@ -76,6 +88,12 @@ class RedisLease final : public RemoteLease {
  private:
   void count(RemoteCounter counter, std::uint64_t RedisLeaseStats::*field);
   void heartbeat();
+  // True for a lease kcache never writes: no expiry, or longer than ttl_ms.
+  bool is_foreign(const LeaseInfo& info) const noexcept;
+  // Records `key` as held and starts the heartbeat.
+  void hold(const Key& key);
+  // The stall line for `key`, held as `info` (null: unknown).
+  std::string stall_line(const Key& key, const LeaseInfo* info, std::chrono::steady_clock::duration left) const;
 
   std::unique_ptr<RemoteStore> m_store;
   RedisLeaseOptions m_options;

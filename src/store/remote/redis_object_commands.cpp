@@ -155,4 +155,34 @@ Result<bool> redis_lease_release(const RedisSend& send, std::string_view name, s
   return *n > 0;
 }
 
+Result<std::optional<LeaseInfo>> redis_lease_inspect(const RedisSend& send, std::string_view name,
+                                                     std::string_view where) {
+  auto r = send({"EVAL", k_lease_inspect_script, "1", name}, k_small_reply);
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->type == RedisReply::Type::error) {
+    return make_error(ErrorCode::io, fmt::format("EVAL (lease inspect) on {}: {}", where, r->str));
+  }
+  if (r->type == RedisReply::Type::nil) {
+    return std::optional<LeaseInfo>{};
+  }
+  if (r->type != RedisReply::Type::array || r->elements.size() != 2 ||
+      r->elements[1].type != RedisReply::Type::integer) {
+    return make_error(ErrorCode::io, fmt::format("EVAL (lease inspect) on {}: unexpected reply", where));
+  }
+  return std::optional<LeaseInfo>(LeaseInfo{r->elements[0].str, r->elements[1].integer});
+}
+
+Result<bool> redis_lease_take_foreign(const RedisSend& send, std::string_view name, std::string_view seen,
+                                      std::string_view token, std::uint64_t ttl_ms, std::string_view where) {
+  const std::string ttl = std::to_string(ttl_ms);
+  auto n = integer_reply(send, {"EVAL", k_lease_foreign_script, "1", name, seen, token, ttl},
+                         "EVAL (foreign lease takeover)", where);
+  if (!n) {
+    return tl::unexpected(n.error());
+  }
+  return *n > 0;
+}
+
 }  // namespace kcache::remote

@@ -15,6 +15,10 @@
 //   take     SET name token NX PX ttl_ms                   "OK" taken; nil: another owner holds it
 //   renew    EVAL k_lease_renew_script 1 name token ttl_ms  1 renewed; 0 not (or no longer) the owner
 //   release  EVAL k_lease_release_script 1 name token       1 deleted; 0 not the owner (left alone)
+//   inspect  EVAL k_lease_inspect_script 1 name             nil: no lease; else {value, PTTL}
+//   foreign  EVAL k_lease_foreign_script 1 name seen token ttl_ms
+//            1: the lease still held `seen` with no expiry (PTTL -1) or one
+//            longer than ttl_ms, and now holds token PX ttl_ms; 0: left alone
 //
 // Renew and release compare the value with the token and act only when they
 // match, atomically (a script runs without interleaving), so an owner whose
@@ -38,6 +42,7 @@
 
 #include "kcache/error.hpp"
 #include "store/remote/redis_connection.hpp"
+#include "store/remote/remote_backend.hpp"
 
 namespace kcache::remote {
 
@@ -77,6 +82,15 @@ inline constexpr std::string_view k_lease_renew_script =
 inline constexpr std::string_view k_lease_release_script =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 
+inline constexpr std::string_view k_lease_inspect_script =
+    "local v = redis.call('GET', KEYS[1]) if not v then return false end "
+    "return {v, redis.call('PTTL', KEYS[1])}";
+inline constexpr std::string_view k_lease_foreign_script =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
+    "local t = redis.call('PTTL', KEYS[1]) "
+    "if t ~= -1 and t <= tonumber(ARGV[3]) then return 0 end "
+    "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1";
+
 // True when this call took the lease `name` for `token` (expiring after
 // `ttl_ms` unless renewed), false when another owner holds it.
 Result<bool> redis_lease_take(const RedisSend& send, std::string_view name, std::string_view token,
@@ -87,5 +101,12 @@ Result<bool> redis_lease_renew(const RedisSend& send, std::string_view name, std
 // True when `token` owned the lease and it was deleted.
 Result<bool> redis_lease_release(const RedisSend& send, std::string_view name, std::string_view token,
                                  std::string_view where);
+
+// The lease's value and PTTL; std::nullopt when there is none.
+Result<std::optional<LeaseInfo>> redis_lease_inspect(const RedisSend& send, std::string_view name,
+                                                     std::string_view where);
+// True when the foreign lease holding `seen` was replaced by `token` (see k_lease_foreign_script).
+Result<bool> redis_lease_take_foreign(const RedisSend& send, std::string_view name, std::string_view seen,
+                                      std::string_view token, std::uint64_t ttl_ms, std::string_view where);
 
 }  // namespace kcache::remote

@@ -31,6 +31,12 @@ namespace kcache::remote {
 // rejection), not a failure of the server.
 inline constexpr ErrorCode k_object_too_large = ErrorCode::corrupt;
 
+// What a lease holds now (RemoteBackend::lease_inspect).
+struct LeaseInfo {
+  std::string value;         // the owner's token (kcache's) or whatever else is stored there
+  std::int64_t pttl_ms = 0;  // milliseconds to live; -1: no expiry
+};
+
 class RemoteBackend {
  public:
   virtual ~RemoteBackend() = default;
@@ -91,11 +97,31 @@ class RemoteBackend {
     (void)name, (void)token;
     return no_leases();
   }
+  // The lease's value and time to live; std::nullopt when there is none.
+  virtual Result<std::optional<LeaseInfo>> lease_inspect(std::string_view name) {
+    (void)name;
+    return no_leases();
+  }
+  // Takes over a foreign lease: true when the lease `name` still holds
+  // `seen` and has no expiry or one longer than `ttl_ms` (kcache never writes
+  // such a lease), and now holds `token`, expiring after `ttl_ms`. Atomic.
+  virtual Result<bool> lease_take_foreign(std::string_view name, std::string_view seen, std::string_view token,
+                                          std::uint64_t ttl_ms) {
+    (void)name, (void)seen, (void)token, (void)ttl_ms;
+    return no_leases();
+  }
 
  private:
-  static Result<bool> no_leases() {
-    return make_error(ErrorCode::unsupported, "this remote has no leases (only redis:// and redis+cluster:// do)");
+  static Error no_leases_error() {
+    return Error{ErrorCode::unsupported, "this remote has no leases (only redis:// and redis+cluster:// do)", {}};
   }
+  struct NoLeases {
+    template <class T>
+    operator Result<T>() const {  // NOLINT(google-explicit-constructor): any lease call's failure
+      return tl::unexpected(no_leases_error());
+    }
+  };
+  static NoLeases no_leases() { return {}; }
 };
 
 // Connects lazily: returns a backend for `spec` without touching the network

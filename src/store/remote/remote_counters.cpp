@@ -39,12 +39,22 @@ std::unique_ptr<RemoteCounters> RemoteCounters::open(const std::filesystem::path
       }
       if (std::memcmp(bytes, k_magic, 8) == 0 && std::memcmp(bytes + 8, header, sizeof header) == 0) {
         c->m_mapped = m;
+        c->m_words = reinterpret_cast<std::uint64_t*>(bytes + 16);
+        c->m_shared = true;
         return c;
       }
       ::munmap(m, k_file_size);
     }
   }
   c->m_local = std::make_unique<std::uint64_t[]>(k_words);
+  c->m_words = c->m_local.get();
+  return c;
+}
+
+std::unique_ptr<RemoteCounters> RemoteCounters::over(std::uint64_t* words, bool shared) {
+  std::unique_ptr<RemoteCounters> c(new RemoteCounters());
+  c->m_words = words;
+  c->m_shared = shared;
   return c;
 }
 
@@ -52,13 +62,6 @@ RemoteCounters::~RemoteCounters() {
   if (m_mapped != nullptr) {
     ::munmap(m_mapped, k_file_size);
   }
-}
-
-std::uint64_t* RemoteCounters::word(unsigned index) const noexcept {
-  if (m_mapped != nullptr) {
-    return reinterpret_cast<std::uint64_t*>(static_cast<unsigned char*>(m_mapped) + 16) + index;
-  }
-  return m_local.get() + index;
 }
 
 void RemoteCounters::add(RemoteCounter counter, std::uint64_t value) noexcept {

@@ -39,6 +39,11 @@ enum class RemoteCounter : unsigned {
   lease_errors,                  // lease commands that failed (server down, breaker open): compiled without
   lease_lost,                    // renewals that found the lease gone or taken over while compiling
   puts_too_large,                // entries not uploaded: larger than max_entry_size as a remote object
+  // Added later (zero in older files).
+  budget_skipped,                // operations skipped because the process spent its remote_budget_ms
+  breaker_opened,                // times a breaker opened (a failure in this directory's processes)
+  lease_foreign_takeovers,       // foreign leases (no expiry, or longer than the ttl) taken over
+  lease_stalls,                  // waits that lasted past stall_notice (and said so)
   count_
 };
 
@@ -49,6 +54,10 @@ class RemoteCounters {
 
   // Opens or creates `stats_dir`/remote (mode 0600 | `group_mode`). Never fails.
   static std::unique_ptr<RemoteCounters> open(const std::filesystem::path& stats_dir, bool group_shared = false);
+  // Counters over `words` (k_words of them, 8-byte aligned, owned by the
+  // caller and outliving the result): the per-remote counters in a
+  // RemoteBreaker's file.
+  static std::unique_ptr<RemoteCounters> over(std::uint64_t* words, bool shared);
   ~RemoteCounters();
   RemoteCounters(const RemoteCounters&) = delete;
   RemoteCounters& operator=(const RemoteCounters&) = delete;
@@ -61,13 +70,15 @@ class RemoteCounters {
   // bucket in microseconds; 0 when empty.
   std::uint64_t latency_quantile(double q) const noexcept;
 
-  bool shared() const noexcept { return m_mapped != nullptr; }
+  bool shared() const noexcept { return m_shared; }
 
  private:
   RemoteCounters() = default;
-  std::uint64_t* word(unsigned index) const noexcept;
+  std::uint64_t* word(unsigned index) const noexcept { return m_words + index; }
 
-  void* m_mapped = nullptr;
+  void* m_mapped = nullptr;  // the mapping this object owns (open()), or null
+  std::uint64_t* m_words = nullptr;
+  bool m_shared = false;
   std::unique_ptr<std::uint64_t[]> m_local;
 };
 

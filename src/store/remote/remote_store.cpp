@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <mutex>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,27 +18,49 @@ namespace kcache::remote {
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t k_latency_samples = 4096;
+
+
+// `message` without the URL of the remote it came from, for a line that
+// names the remote once already: the backends name the server in their
+// errors, and nested errors (a cluster's retries) name it again.
+std::string without_url(std::string message, const RemoteSpec& spec) {
+  const std::string masked = spec.masked();
+  const std::string server = masked.substr(0, masked.find('?'));
+  for (const std::string& url : {masked, server}) {
+    const std::pair<std::string, std::string> forms[] = {
+        {" on " + url + ":", ":"}, {" to " + url + ":", ":"}, {" on " + url, ""}, {" to " + url, ""},
+        {" of " + url, ""},        {url + ": ", ""},          {url, "it"}};
+    for (const auto& [form, by] : forms) {
+      for (auto at = message.find(form); at != std::string::npos; at = message.find(form, at + by.size())) {
+        message.replace(at, form.size(), by);
+      }
+    }
+  }
+  return message;
+}
+
 }  // namespace
 
 struct RemoteStore::Impl {
   RemoteStoreOptions options;
   std::unique_ptr<RemoteBackend> backend;
+  std::shared_ptr<RemoteBreaker> breaker;  // never null; shared per server in this process
+  BreakerPolicy policy;
 
   mutable std::mutex mutex;  // guards everything below
   RemoteStats stats;
-  std::uint32_t consecutive_failures = 0;
-  Clock::time_point open_until{};
-  bool probing = false;  // one operation is let through after the breaker's time
   std::unordered_set<Key, KeyHash> rejected_keys;
   std::vector<std::uint32_t> latencies;
   std::size_t latency_next = 0;
   std::unique_ptr<RemoteCounters> shared;  // null without a stats_dir
-  std::once_flag warned_failure;
+  std::once_flag warned_down;  // one line per process: failed, skipped by the breaker, or out of budget
 
+  // Counts into the directory's aggregate counters and this remote's own.
   void count(RemoteCounter c, std::uint64_t v = 1) {
     if (shared) {
       shared->add(c, v);
     }
+    breaker->counters().add(c, v);
   }
   std::once_flag warned_rejected;
 
@@ -49,49 +72,92 @@ struct RemoteStore::Impl {
     }
   }
 
-  // True when the breaker lets an operation through; counts a skip otherwise.
+  std::string skipped_message() const {
+    return "remote " + options.spec.masked() + " is skipped for now after repeated failures (circuit breaker)";
+  }
+
+  // True when an operation may go to the server; counts a skip otherwise.
   bool admit() {
-    std::lock_guard lock(mutex);
-    if (open_until == Clock::time_point{}) {
+    if (options.budget && options.budget->spent()) {
+      std::lock_guard lock(mutex);
+      ++stats.skipped;
+      count(RemoteCounter::skipped);
+      count(RemoteCounter::budget_skipped);
+      return false;
+    }
+    if (breaker->admit(policy) != BreakerAdmit::open) {
       return true;
     }
-    if (Clock::now() >= open_until && !probing) {
-      probing = true;
-      return true;
+    {
+      std::lock_guard lock(mutex);
+      ++stats.skipped;
+      count(RemoteCounter::skipped);
     }
-    ++stats.skipped;
-    count(RemoteCounter::skipped);
+    // Opened by another process (or an earlier store of this one): say once
+    // why this process does not use the remote.
+    if (!options.warn_failures) {
+      return false;
+    }
+    std::call_once(warned_down, [&] {
+      const BreakerState st = breaker->state();
+      const std::uint64_t now = RemoteBreaker::now_ms();
+      const std::uint64_t left = st.open_until_ms > now ? (st.open_until_ms - now + 999) / 1000 : 0;
+      warn(fmt::format("remote {} is skipped: it failed recently ({} failure(s) in a row, seen by the processes "
+                       "of this cache directory); compiles go on without it, and it is tried again in {} s (see "
+                       "`kcache stats`)",
+                       options.spec.masked(), st.failures, left));
+    });
     return false;
   }
 
-  void succeeded() {
-    std::lock_guard lock(mutex);
-    consecutive_failures = 0;
-    open_until = {};
-    probing = false;
+  // Spends a failed or slow operation's time from the process's budget.
+  void spend(Clock::duration elapsed, bool failed_op) {
+    if (!options.budget) {
+      return;
+    }
+    const auto timeout = std::chrono::milliseconds(options.spec.timeout_ms);
+    if (!failed_op && elapsed * 2 < timeout) {
+      return;
+    }
+    if (options.budget->spend(elapsed)) {
+      std::call_once(warned_down, [&] {});  // this line says it all
+      warn(fmt::format("remote work of this process has cost {} ms (remote_budget_ms = {}); every remote is "
+                       "skipped for the rest of this process (last: {})",
+                       options.budget->spent_ms(), options.budget->limit_ms(), options.spec.masked()));
+    }
   }
 
-  void failed(const Error& error, std::string_view op) {
+  void succeeded(Clock::duration elapsed) {
+    breaker->succeeded();
+    spend(elapsed, false);
+  }
+
+  void failed(const Error& error, std::string_view op, Clock::duration elapsed) {
+    const bool hung = error.code == ErrorCode::timeout ||
+                      elapsed >= std::chrono::milliseconds(options.spec.timeout_ms);
+    const bool opened = breaker->failed(policy, hung);
     {
       std::lock_guard lock(mutex);
       ++stats.errors;
       count(RemoteCounter::errors);
-      ++consecutive_failures;
-      probing = false;
-      const std::uint32_t n = options.breaker_failures;
-      if (n > 0 && consecutive_failures >= n) {
-        if (open_until == Clock::time_point{} || Clock::now() >= open_until) {
-          ++stats.breaker_opened;
-        }
-        open_until = Clock::now() + std::chrono::seconds(options.breaker_seconds);
+      if (opened) {
+        ++stats.breaker_opened;
+        count(RemoteCounter::breaker_opened);
       }
     }
-    std::call_once(warned_failure, [&] {
-      warn(fmt::format("remote {} failed ({}: {}); compiles go on without it (after {} failures in a row it is "
-                       "skipped for {} s; see `kcache stats`)",
-                       options.spec.masked(), op, error.describe(), options.breaker_failures,
-                       options.breaker_seconds));
-    });
+    if (options.warn_failures) {
+      std::call_once(warned_down, [&] {
+        const std::string what_next =
+            options.breaker_failures == 0
+                ? std::string("its circuit breaker is off: remote_breaker_failures = 0")
+                : fmt::format("after {} failures in a row, or one timeout, every process of this cache directory "
+                              "skips it for {} s; see `kcache stats`",
+                              options.breaker_failures, options.breaker_seconds);
+        warn(fmt::format("remote {} failed ({}: {}); compiles go on without it ({})", options.spec.masked(), op,
+                         without_url(error.describe(), options.spec), what_next));
+      });
+    }
+    spend(elapsed, true);
   }
 
   void record_latency(Clock::duration d) {
@@ -133,22 +199,23 @@ struct RemoteStore::Impl {
 
   // Runs one small operation (a lease command, EXISTS) through the breaker.
   // `lease`: refused as unsupported where this remote takes no leases.
-  Result<bool> guarded(std::string_view what, bool lease, const std::function<Result<bool>()>& op) {
+  template <class Op>
+  auto guarded(std::string_view what, bool lease, const Op& op) -> decltype(op()) {
     if (lease && (!backend->supports_leases() || options.spec.read_only)) {
       return make_error(ErrorCode::unsupported, "remote " + options.spec.masked() + " takes no leases");
     }
     if (!admit()) {
-      return make_error(ErrorCode::busy, "remote " + options.spec.masked() +
-                                             " is skipped for now after repeated failures (circuit breaker)");
+      return make_error(ErrorCode::busy, skipped_message());
     }
+    const auto start = Clock::now();
     auto r = op();
     if (!r) {
       if (r.error().code != ErrorCode::unsupported) {
-        failed(r.error(), what);
+        failed(r.error(), what, Clock::now() - start);
       }
       return r;
     }
-    succeeded();
+    succeeded(Clock::now() - start);
     return r;
   }
 
@@ -158,14 +225,14 @@ struct RemoteStore::Impl {
                         "remote " + options.spec.masked() + " is read_only; nothing is written to it");
     }
     if (!admit()) {
-      return make_error(ErrorCode::busy, "remote " + options.spec.masked() +
-                                             " is skipped for now after repeated failures (circuit breaker)");
+      return make_error(ErrorCode::busy, skipped_message());
     }
     const std::string object = encode_object(artifact, options.codec);
     if (object.size() > options.spec.max_entry_size) {
-      // Not a failure of the remote: the entry is simply not shared. Said
-      // once per process (whatever the remote), counted every time.
-      succeeded();
+      // Not a failure of the remote: the entry is simply not shared (and a
+      // half-open probe claimed by admit() is given back). Said once per
+      // process (whatever the remote), counted every time.
+      breaker->succeeded();
       const std::string why = fmt::format(
           "entry {} is {} bytes as a remote object, above max_entry_size ({} bytes); not uploaded to {}",
           artifact.passport.key.hex(), object.size(), options.spec.max_entry_size, options.spec.masked());
@@ -181,12 +248,13 @@ struct RemoteStore::Impl {
       }
       return make_error(ErrorCode::invalid_argument, why);
     }
+    const auto start = Clock::now();
     auto r = backend->put(object_name(artifact.passport.key), object, options.spec.ttl_s);
     if (!r) {
-      failed(r.error(), "put");
+      failed(r.error(), "put", Clock::now() - start);
       return tl::unexpected(r.error());
     }
-    succeeded();
+    succeeded(Clock::now() - start);
     std::lock_guard lock(mutex);
     if (*r) {
       ++stats.puts;
@@ -214,9 +282,16 @@ RemoteStore::RemoteStore(RemoteStoreOptions options, std::unique_ptr<RemoteBacke
   m_impl->options = std::move(options);
   m_impl->options.codec.max_entry_size = m_impl->options.spec.max_entry_size;
   m_impl->backend = std::move(backend);
-  if (!m_impl->options.stats_dir.empty()) {
-    m_impl->shared = RemoteCounters::open(m_impl->options.stats_dir, m_impl->options.stats_group_shared);
+  const RemoteStoreOptions& o = m_impl->options;
+  if (!o.stats_dir.empty()) {
+    m_impl->shared = RemoteCounters::open(o.stats_dir, o.stats_group_shared);
   }
+  m_impl->breaker = RemoteBreaker::open(o.stats_dir, o.spec, o.stats_group_shared);
+  m_impl->policy.failures = o.breaker_failures;
+  m_impl->policy.seconds = o.breaker_seconds;
+  // A probe is one operation: bounded by its connect and operation timeouts
+  // (twice for a cluster's retries), plus slack for a loaded machine.
+  m_impl->policy.probe_ms = std::uint64_t{o.spec.connect_timeout_ms} + 2 * std::uint64_t{o.spec.timeout_ms} + 1000;
 }
 
 RemoteStore::~RemoteStore() = default;
@@ -237,18 +312,19 @@ Result<std::optional<Artifact>> RemoteStore::get(const Key& key) {
   }
   const auto start = Clock::now();
   auto got = m.backend->get(object_name(key), m.options.spec.max_entry_size);
-  m.record_latency(Clock::now() - start);
+  const auto elapsed = Clock::now() - start;
+  m.record_latency(elapsed);
   if (!got && got.error().code == k_object_too_large) {
     // Larger than max_entry_size, refused before it was downloaded
     // (RemoteBackend::get): a bad object, not a failure of the remote.
-    m.succeeded();
+    m.succeeded(elapsed);
     return m.reject(key, Rejection::too_large, got.error().message, 0);
   }
   if (!got) {
-    m.failed(got.error(), "get");
+    m.failed(got.error(), "get", elapsed);
     return std::optional<Artifact>{};
   }
-  m.succeeded();
+  m.succeeded(elapsed);
   if (!got->has_value()) {
     std::lock_guard lock(m.mutex);
     ++m.stats.misses;
@@ -291,12 +367,13 @@ Result<bool> RemoteStore::remove(const Key& key) {
   if (!m_impl->admit()) {
     return false;
   }
+  const auto start = Clock::now();
   auto r = m_impl->backend->remove(object_name(key));
   if (!r) {
-    m_impl->failed(r.error(), "remove");
+    m_impl->failed(r.error(), "remove", Clock::now() - start);
     return tl::unexpected(r.error());
   }
-  m_impl->succeeded();
+  m_impl->succeeded(Clock::now() - start);
   return *r;
 }
 
@@ -336,6 +413,17 @@ Result<bool> RemoteStore::lease_release(const Key& key, std::string_view token) 
                          [&] { return m_impl->backend->lease_release(lease_name(key), token); });
 }
 
+Result<std::optional<LeaseInfo>> RemoteStore::lease_inspect(const Key& key) {
+  return m_impl->guarded("lease inspect", true, [&] { return m_impl->backend->lease_inspect(lease_name(key)); });
+}
+
+Result<bool> RemoteStore::lease_take_foreign(const Key& key, std::string_view seen, std::string_view token,
+                                             std::uint64_t ttl_ms) {
+  return m_impl->guarded("lease takeover", true, [&] {
+    return m_impl->backend->lease_take_foreign(lease_name(key), seen, token, ttl_ms);
+  });
+}
+
 Result<bool> RemoteStore::exists(const Key& key) {
   return m_impl->guarded("exists", false, [&] { return m_impl->backend->exists(object_name(key)); });
 }
@@ -355,6 +443,8 @@ RemoteStats RemoteStore::remote_stats() const {
   }
   return out;
 }
+
+RemoteBreaker& RemoteStore::breaker() const noexcept { return *m_impl->breaker; }
 
 const RemoteSpec& RemoteStore::spec() const noexcept { return m_impl->options.spec; }
 

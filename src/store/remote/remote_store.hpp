@@ -10,10 +10,17 @@
 // - A failed operation (server down, slow, full, refusing) is counted and
 //   warned about once per process; get() then answers a miss, so the caller
 //   compiles. put() returns the error (WriteBehindStore counts it).
-// - After `breaker_failures` consecutive failures the remote is skipped for
-//   `breaker_seconds` (circuit breaker): get() is a miss and put() fails at
-//   once, without touching the network. After that time one operation is let
-//   through; a success closes the breaker.
+// - After `breaker_failures` consecutive failures, or one that waited out its
+//   timeout (a hung server), the remote is skipped for `breaker_seconds`
+//   (circuit breaker): get() is a miss and put() fails at once, without
+//   touching the network. After that time one operation (in one process: the
+//   half-open probe) is let through; a success closes the breaker. With a
+//   `stats_dir`, the breaker is shared by every process of the cache
+//   directory (remote_breaker.hpp), so the next process skips a dead remote
+//   at once.
+// - With a `budget`, a failed or slow operation spends its time from the
+//   process's remote budget (remote_budget.hpp); once spent, every operation
+//   is skipped, with one warning.
 // - A bad object (any Rejection) is a miss, counted per reason, warned about
 //   once, and its key is not fetched again by this process.
 //
@@ -32,6 +39,8 @@
 
 #include "kcache/store.hpp"
 #include "store/remote/remote_backend.hpp"
+#include "store/remote/remote_breaker.hpp"
+#include "store/remote/remote_budget.hpp"
 #include "store/remote/remote_codec.hpp"
 #include "store/remote/remote_spec.hpp"
 
@@ -44,9 +53,18 @@ struct RemoteStoreOptions {
   std::uint32_t breaker_failures = 3;  // consecutive failures that open the breaker (0: never)
   std::uint32_t breaker_seconds = 30;  // how long an open breaker skips the remote
   // When not empty: also count into <stats_dir>/remote, shared by every
-  // process of the cache directory (remote_counters.hpp), for `kcache stats`.
+  // process of the cache directory (remote_counters.hpp), for `kcache stats`,
+  // and keep the breaker and this remote's own counters in
+  // <stats_dir>/remote-<id> (remote_breaker.hpp).
   std::filesystem::path stats_dir;
   bool stats_group_shared = false;
+  // The process's remote budget (RemoteBudget::for_process); null: none.
+  std::shared_ptr<RemoteBudget> budget;
+  // Whether this store warns about the remote's failures and its open
+  // breaker (false for the store a RedisLease uses: the data tier of the same
+  // remote says it once). The line that the process's budget is spent is
+  // said by whichever store spends the last of it.
+  bool warn_failures = true;
   // Receives the one warning line of this remote. Default: stderr with a
   // "kcache: warning: " prefix.
   std::function<void(const std::string&)> warn;
@@ -57,7 +75,7 @@ struct RemoteStats {
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;
   std::uint64_t errors = 0;           // failed operations (connect, timeout, refused)
-  std::uint64_t skipped = 0;          // operations skipped by the open breaker
+  std::uint64_t skipped = 0;          // operations skipped by the open breaker or the spent budget
   std::uint64_t breaker_opened = 0;   // times the breaker opened
   std::uint64_t puts = 0;             // objects written
   std::uint64_t puts_present = 0;     // puts that found the object already there
@@ -108,10 +126,17 @@ class RemoteStore final : public Store {
   Result<bool> lease_take(const Key& key, std::string_view token, std::uint64_t ttl_ms);
   Result<bool> lease_renew(const Key& key, std::string_view token, std::uint64_t ttl_ms);
   Result<bool> lease_release(const Key& key, std::string_view token);
+  // Who holds the lease of `key` now (value, PTTL); std::nullopt: nobody.
+  Result<std::optional<LeaseInfo>> lease_inspect(const Key& key);
+  // RemoteBackend::lease_take_foreign for the lease of `key`.
+  Result<bool> lease_take_foreign(const Key& key, std::string_view seen, std::string_view token, std::uint64_t ttl_ms);
   // True when the object of `key` exists on the server (not fetched, not verified).
   Result<bool> exists(const Key& key);
 
   RemoteStats remote_stats() const;
+  // The breaker (shared with the other processes of the cache directory when
+  // it has a file) and the per-remote counters it holds.
+  RemoteBreaker& breaker() const noexcept;
   const RemoteSpec& spec() const noexcept;
   // One round trip asking the server who it is (not subject to the breaker).
   Result<std::string> describe();

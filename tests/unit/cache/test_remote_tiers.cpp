@@ -139,7 +139,7 @@ TEST_F(RemoteTiers, HungServerAtExitDelaysTheExitOnlyBoundedlyAndLosesNothingLoc
     return 0;
   });
   EXPECT_EQ(kcache::test::describe_status(kcache::test::wait_child(pid)), "exit 0");
-  // Two timeouts open the breaker; the remaining uploads fail at once.
+  // The first timeout opens the breaker; the remaining uploads fail at once.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   m_server->resume();
   kcache::FileStoreOptions o;

@@ -11,6 +11,7 @@
 #include "store/remote/redis_backend.hpp"
 #include "support/payload.hpp"
 #include "support/redis_server.hpp"
+#include "support/silent_server.hpp"
 #include "support/temp_dir.hpp"
 
 namespace kr = kcache::remote;
@@ -182,13 +183,13 @@ TEST_F(RemoteStoreTest, KilledHungAndRestartedServerDegradesToMissesThenRecovers
   ASSERT_TRUE(got.has_value());
   EXPECT_FALSE(got->has_value());
   EXPECT_LT(took, std::chrono::seconds(3));  // a bound on a hang, not a performance figure
-  // Second failure opens the breaker; the next get does not touch the network.
-  EXPECT_FALSE(store->get(a.passport.key)->has_value());
+  // A failure that waited out its timeout (a hung server) opens the breaker
+  // at once, though breaker_failures is 2: the next get does not touch the network.
   start = std::chrono::steady_clock::now();
   EXPECT_FALSE(store->get(a.passport.key)->has_value());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
   auto st = store->remote_stats();
-  EXPECT_EQ(st.errors, 2U);
+  EXPECT_EQ(st.errors, 1U);
   EXPECT_GE(st.skipped, 1U);
   EXPECT_EQ(st.breaker_opened, 1U);
   m_server->resume();
@@ -259,4 +260,69 @@ TEST(RemoteSpec, ParsesUrlsAndAttributes) {
                           "redis://h?timeout_ms=abc", "redis+unix://relative", "redis://:p@"}) {
     EXPECT_FALSE(kr::parse_remote_url(bad).has_value()) << bad;
   }
+}
+
+// A server that accepts and never answers, with the breaker off: the
+// process's budget stops the remote work after remote_budget_ms of failed
+// operations, with one warning; the stores of one cache directory in one
+// process share that budget.
+TEST(RemoteStoreBudget, ASpentBudgetSkipsEveryRemoteOfTheProcess) {
+  std::string why;
+  auto server = kcache::test::SilentServer::start(&why);
+  ASSERT_NE(server, nullptr) << why;
+  auto budget = kr::RemoteBudget::for_process("budget-test-scope", std::chrono::milliseconds(600));
+  EXPECT_EQ(kr::RemoteBudget::for_process("budget-test-scope", std::chrono::milliseconds(1)).get(), budget.get());
+  std::vector<std::string> warnings;
+  auto open = [&] {
+    kr::RemoteStoreOptions o;
+    o.spec = *kr::parse_remote_url(server->url() + "?timeout_ms=200&connect_timeout_ms=200");
+    o.breaker_failures = 0;  // never opens: only the budget bounds the time
+    o.budget = budget;
+    o.warn = [&](const std::string& line) { warnings.push_back(line); };
+    return std::move(*kr::RemoteStore::open(std::move(o)));
+  };
+  auto data = open();
+  auto lease = open();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_FALSE(data->get(kcache::test::test_key(i))->has_value());
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  // 3 gets of 200 ms spend it; the 7 others are skipped. A bound, not a figure.
+  EXPECT_LT(took, std::chrono::milliseconds(3000));
+  EXPECT_GE(data->remote_stats().errors, 3U);
+  EXPECT_LE(data->remote_stats().errors, 4U);
+  EXPECT_GE(data->remote_stats().skipped, 6U);
+  auto taken = lease->lease_take(kcache::test::test_key(1), "t", 1000);
+  ASSERT_FALSE(taken.has_value());
+  EXPECT_EQ(taken.error().code, kcache::ErrorCode::busy) << "the other store shares the spent budget";
+  int budget_lines = 0;
+  for (const auto& w : warnings) {
+    budget_lines += w.find("remote_budget_ms = 600") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(budget_lines, 1);
+}
+
+// A Redis Cluster none of whose seeds answers: the one warning names the
+// remote once (its backend's errors name it again, nested; before, the URL
+// came three times).
+TEST(RemoteStoreWarning, NamesTheRemoteOnce) {
+  const int a = kcache::test::free_port();
+  const int b = kcache::test::free_port();
+  std::vector<std::string> warnings;
+  kr::RemoteStoreOptions o;
+  o.spec = *kr::parse_remote_url("redis+cluster://127.0.0.1:" + std::to_string(a) + ",127.0.0.1:" +
+                                 std::to_string(b) + "?connect_timeout_ms=100&timeout_ms=100");
+  o.warn = [&](const std::string& line) { warnings.push_back(line); };
+  auto store = std::move(*kr::RemoteStore::open(std::move(o)));
+  EXPECT_FALSE(store->get(kcache::test::test_key(1))->has_value());
+  ASSERT_EQ(warnings.size(), 1U);
+  const std::string url = store->spec().masked();
+  const std::string& w = warnings[0];
+  int n = 0;
+  for (auto at = w.find(url.substr(0, url.find('?'))); at != std::string::npos;
+       at = w.find(url.substr(0, url.find('?')), at + 1)) {
+    ++n;
+  }
+  EXPECT_EQ(n, 1) << w;
 }
