@@ -18,12 +18,13 @@ CHILD = r"""
 import hashlib, os, sys, kcache
 cache_dir, action, copy, memory = sys.argv_args
 cfg = kcache.Config.load(cache_dir=cache_dir, put="sync", memory_size=memory)
-s = kcache.open_store(cfg)
 payload = os.urandom(SIZE)
 art = kcache.Artifact.from_bytes(payload)
-s.put(art)
+with kcache.open_store(cfg) as writer:  # (its memory tier keeps the put's own bytes: not this store's)
+    writer.put(art)
+s = kcache.open_store(cfg)
 if memory != "0":
-    s.get(art.key)  # a first hit fills the memory tier; the next one is served from it
+    s.get(art.key, copy=False)  # a first hit fills the memory tier (with what the file tier read); the next is served from it
 got = s.get(art.key, copy=copy == "copy")
 key = str(art.key)
 path = os.path.join(cache_dir, "v1", "entries", key[:2], key)
