@@ -158,28 +158,31 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
   std::string bytes;  // read into, then handed to *out without a copy
   const bool large = out != nullptr && size >= FileStore::k_map_min_bytes;
   PayloadBuffer lent;
-  if (large && options.large_reads == LargeReads::copied && allocate != nullptr) {
-    lent = (*allocate)(static_cast<std::size_t>(size));
+  if (large && options.large_reads == LargeReads::copied) {
+    if (allocate != nullptr) {
+      lent = (*allocate)(static_cast<std::size_t>(size));
+    }
+    if (lent.data == nullptr) {  // no memory lent: the payload's own, not zero-filled
+      auto own = std::make_shared_for_overwrite<char[]>(static_cast<std::size_t>(size) + 1);
+      lent = PayloadBuffer{std::shared_ptr<const void>(own, own.get()), own.get()};
+    }
   }
   if (large && lent.data != nullptr) {
-    // LargeReads::copied into the caller's memory: read (never mapped: a
-    // truncated file is a short read, not a SIGBUS) and hashed chunk by chunk
-    // while hot; the bytes returned are the bytes checked, in memory no other
-    // process can write.
+    // LargeReads::copied into the caller's memory (or the payload's own): read (never mapped: a
+    // truncated file is a short read, not a SIGBUS), the copy hashed behind
+    // the reading as in the mapped case; the bytes returned are the bytes
+    // checked, in memory no other process can write.
     const auto n = static_cast<std::size_t>(size);
-    for (std::size_t done = 0; done < n && err == 0; done += k_chunk) {
-      const std::size_t len = std::min(k_chunk, n - done);
-      if ((err = read_fully(fd, lent.data + done, len, done)) == 0) {
-        xxh.update(lent.data + done, len);
-        if (!fast) {
-          sha.update(lent.data + done, len);
-        }
-      }
-    }
+    xxh_value = util::fill_and_xxh3(
+        lent.data, n,
+        [fd](char* to, std::size_t offset, std::size_t len) noexcept { return read_fully(fd, to, len, offset); },
+        err);
     if (err == 0) {
-      xxh_value = xxh.digest();
       lent.data[n] = '\0';
       *out = Payload::adopt(std::move(lent.owner), std::string_view(lent.data, n));
+      if (!fast) {
+        sha.update(out->view());
+      }
     }
   } else if (large && options.large_reads == LargeReads::mapped) {
     // Mapped: hashed where the page cache holds it, never copied, and shared
