@@ -238,41 +238,54 @@ Result<bool> remove_local(Store& store, const Key& key) {
   return removed;
 }
 
-// One remote tier's counters in this process, named as in `kcache stats --json`.
-nb::dict remote_stats_dict(const StoreStats& s, std::uint64_t failures) {
-  nb::dict d;
-  d["hits"] = s.hits;
-  d["misses"] = s.misses;
-  d["errors"] = s.errors + failures;
-  d["skipped"] = s.puts_skipped;
-  d["puts"] = s.puts;
-  d["rejected"] = s.corrupt;
-  d["bytes_in"] = s.bytes_read;
-  d["bytes_out"] = s.bytes_written;
-  d["compile_us_saved"] = s.compile_us_saved;
-  return d;
-}
+// The counters Store.stats() reports: one row per dict key (add a row to
+// report a new StoreStats member).
+using Counter = std::pair<const char*, std::uint64_t StoreStats::*>;
+constexpr Counter k_store_counters[] = {
+    {"hits", &StoreStats::hits},
+    {"misses", &StoreStats::misses},
+    {"puts", &StoreStats::puts},
+    {"puts_skipped", &StoreStats::puts_skipped},
+    {"evictions", &StoreStats::evictions},
+    {"corrupt", &StoreStats::corrupt},
+    {"errors", &StoreStats::errors},
+    {"bytes_read", &StoreStats::bytes_read},
+    {"bytes_written", &StoreStats::bytes_written},
+    {"entries", &StoreStats::entries},
+    {"size_bytes", &StoreStats::size_bytes},
+    {"max_size_bytes", &StoreStats::max_size_bytes},
+    {"compile_us_saved", &StoreStats::compile_us_saved},
+    {"metadata_bytes", &StoreStats::metadata_bytes},
+    {"temp_files", &StoreStats::temp_files},
+    {"temp_bytes", &StoreStats::temp_bytes},
+    {"stale_temp_files", &StoreStats::stale_temp_files},
+    {"stale_temp_bytes", &StoreStats::stale_temp_bytes},
+};
+// A remote tier's (RemoteStore::stats), named as in `kcache stats --json`.
+constexpr Counter k_remote_counters[] = {
+    {"hits", &StoreStats::hits},
+    {"misses", &StoreStats::misses},
+    {"errors", &StoreStats::errors},
+    {"skipped", &StoreStats::puts_skipped},
+    {"puts", &StoreStats::puts},
+    {"rejected", &StoreStats::corrupt},
+    {"bytes_in", &StoreStats::bytes_read},
+    {"bytes_out", &StoreStats::bytes_written},
+    {"compile_us_saved", &StoreStats::compile_us_saved},
+};
+// The counters of the tiers on disk that a chain's sum would mix with the
+// memory tier's (a fill counted as a put) and the remote tiers'.
+constexpr std::uint64_t StoreStats::*k_disk_counters[] = {
+    &StoreStats::puts,    &StoreStats::puts_skipped, &StoreStats::evictions,
+    &StoreStats::corrupt, &StoreStats::bytes_read,   &StoreStats::bytes_written,
+};
 
-nb::dict stats_dict(const StoreStats& s) {
+template <std::size_t N>
+nb::dict counters_dict(const StoreStats& s, const Counter (&table)[N]) {
   nb::dict d;
-  d["hits"] = s.hits;
-  d["misses"] = s.misses;
-  d["puts"] = s.puts;
-  d["puts_skipped"] = s.puts_skipped;
-  d["evictions"] = s.evictions;
-  d["corrupt"] = s.corrupt;
-  d["errors"] = s.errors;
-  d["bytes_read"] = s.bytes_read;
-  d["bytes_written"] = s.bytes_written;
-  d["entries"] = s.entries;
-  d["size_bytes"] = s.size_bytes;
-  d["max_size_bytes"] = s.max_size_bytes;
-  d["compile_us_saved"] = s.compile_us_saved;
-  d["metadata_bytes"] = s.metadata_bytes;
-  d["temp_files"] = s.temp_files;
-  d["temp_bytes"] = s.temp_bytes;
-  d["stale_temp_files"] = s.stale_temp_files;
-  d["stale_temp_bytes"] = s.stale_temp_bytes;
+  for (const auto& [name, member] : table) {
+    d[name] = s.*member;
+  }
   return d;
 }
 
@@ -281,13 +294,15 @@ nb::dict stats_dict(const StoreStats& s) {
 // memory tier is no put), and under "remote" one dict per remote tier.
 nb::dict store_stats(Store& store) {
   StoreStats all;
-  std::vector<std::pair<StoreStats, std::uint64_t>> remotes;
+  std::vector<StoreStats> remotes;
   {
     nb::gil_scoped_release release;
     all = unwrap(store.stats());
     const Chain c = chain_of(store);
     if (c.tiers != nullptr) {
-      StoreStats local;
+      for (auto member : k_disk_counters) {
+        all.*member = 0;  // counted again below, from the tiers on disk only
+      }
       for (std::size_t i = 0; i < c.tiers->tier_count(); ++i) {
         // (A remote tier's counters, asked past its upload queue: no wait for uploads.)
         Store& tier = unqueued(c.tiers->tier(i));
@@ -299,29 +314,21 @@ nb::dict store_stats(Store& store) {
           continue;  // counted in the chain's errors
         }
         if (s->remote || is_remote(tier)) {
-          remotes.emplace_back(*s, c.tiers->tier_failures(i));
-          all.errors -= std::min(all.errors, s->errors + c.tiers->tier_failures(i));
+          s->errors += c.tiers->tier_failures(i);
+          all.errors -= std::min(all.errors, s->errors);  // reported with the remote
+          remotes.push_back(*s);
           continue;
         }
-        local.puts += s->puts;
-        local.puts_skipped += s->puts_skipped;
-        local.evictions += s->evictions;
-        local.corrupt += s->corrupt;
-        local.bytes_read += s->bytes_read;
-        local.bytes_written += s->bytes_written;
+        for (auto member : k_disk_counters) {
+          all.*member += (*s).*member;
+        }
       }
-      all.puts = local.puts;
-      all.puts_skipped = local.puts_skipped;
-      all.evictions = local.evictions;
-      all.corrupt = local.corrupt;
-      all.bytes_read = local.bytes_read;
-      all.bytes_written = local.bytes_written;
     }
   }
-  nb::dict d = stats_dict(all);
+  nb::dict d = counters_dict(all, k_store_counters);
   nb::list remote;
-  for (const auto& [s, failures] : remotes) {
-    remote.append(remote_stats_dict(s, failures));
+  for (const auto& s : remotes) {
+    remote.append(counters_dict(s, k_remote_counters));
   }
   d["remote"] = remote;
   return d;
