@@ -22,6 +22,7 @@
 // raised cannot hold a key longer than that. Store.close() abandons every
 // flight of the store and waits for their threads before it lets go of the
 // store (so the last reference, and the flush of queued puts, stays with it).
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -114,7 +115,9 @@ class PyFlight {
     auto handle = store.handle();
     auto registry = handle->flights;
     registry->add(m_state);
-    const auto hold = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(hold_s));
+    constexpr double k_max_hold_s = 30.0 * 24 * 3600;  // (a bound that the conversion below cannot overflow)
+    const auto hold = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::duration<double>(std::min(hold_s, k_max_hold_s)));
     std::thread([state = m_state, handle = std::move(handle), registry, key = m_key, hold]() mutable {
       CacheOutcome outcome = CacheOutcome::compiled;
       auto result = handle->cache->get_or_compile(
