@@ -22,22 +22,21 @@
 // raised cannot hold a key longer than that. Store.close() abandons every
 // flight of the store and waits for their threads before it lets go of the
 // store (so the last reference, and the flush of queued puts, stays with it).
+#include "bindings.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 #include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <nanobind/nanobind.h>
-#include <nanobind/stl/optional.h>
-#include <nanobind/stl/string.h>
-
-#include "bindings.hpp"
 
 namespace kcache::python {
 
@@ -46,11 +45,11 @@ struct FlightState {
   std::mutex mutex;
   std::condition_variable changed;
   Phase phase = Phase::waiting;
-  std::optional<Artifact> compiled;        // set by deliver()
-  std::optional<Result<Artifact>> result;  // set when get_or_compile returned
+  std::optional<Artifact> compiled;       // set by deliver()
+  std::optional<Result<Artifact>> result; // set when get_or_compile returned
   CacheOutcome outcome = CacheOutcome::compiled;
-  bool reached = false;                    // get_or_compile called the compile step
-  bool released = false;                   // the thread has let go of the store
+  bool reached = false;  // get_or_compile called the compile step
+  bool released = false; // the thread has let go of the store
 
   // Ends a flight that was not delivered. Idempotent.
   void abandon() {
@@ -106,7 +105,7 @@ void FlightRegistry::abandon_all_and_wait() {
 namespace {
 
 class PyFlight {
- public:
+public:
   PyFlight(const PyStore& store, nb::handle key, double hold_s)
       : m_state(std::make_shared<FlightState>()), m_key(key_from(key)) {
     if (!(hold_s > 0)) {
@@ -115,10 +114,12 @@ class PyFlight {
     auto handle = store.handle();
     auto registry = handle->flights;
     registry->add(m_state);
-    constexpr double k_max_hold_s = 30.0 * 24 * 3600;  // (a bound that the conversion below cannot overflow)
+    constexpr double k_max_hold_s =
+        30.0 * 24 * 3600; // (a bound that the conversion below cannot overflow)
     const auto hold = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::duration<double>(std::min(hold_s, k_max_hold_s)));
-    std::thread([state = m_state, handle = std::move(handle), registry, key = m_key, hold]() mutable {
+    std::thread([state = m_state, handle = std::move(handle), registry, key = m_key,
+                 hold]() mutable {
       CacheOutcome outcome = CacheOutcome::compiled;
       auto result = handle->cache->get_or_compile(
           key,
@@ -129,10 +130,12 @@ class PyFlight {
               state->phase = FlightState::Phase::compile;
               state->changed.notify_all();
             }
-            state->changed.wait_for(lock, hold, [&] { return state->phase != FlightState::Phase::compile; });
+            state->changed.wait_for(lock, hold,
+                                    [&] { return state->phase != FlightState::Phase::compile; });
             if (state->phase != FlightState::Phase::delivered || !state->compiled) {
               state->phase = FlightState::Phase::abandoned;
-              return make_error(ErrorCode::busy, "the compile of key " + key.hex() + " was abandoned");
+              return make_error(ErrorCode::busy,
+                                "the compile of key " + key.hex() + " was abandoned");
             }
             return CompileOutput{std::move(*state->compiled), true};
           },
@@ -183,7 +186,8 @@ class PyFlight {
   // artifact is put into the store directly.
   std::string deliver(const PyStore& store, const PyArtifact& artifact) {
     if (artifact.artifact->passport.key != m_key) {
-      raise(ErrorCode::invalid_argument, "the artifact's key " + artifact.artifact->passport.key.hex() +
+      raise(ErrorCode::invalid_argument, "the artifact's key " +
+                                             artifact.artifact->passport.key.hex() +
                                              " is not the key of this flight, " + m_key.hex());
     }
     auto h = store.handle();
@@ -195,7 +199,8 @@ class PyFlight {
       m_state->phase = FlightState::Phase::delivered;
       m_state->changed.notify_all();
       m_state->changed.wait(lock, [&] { return m_state->phase == FlightState::Phase::finished; });
-      return m_state->result && *m_state->result ? std::string(to_string(m_state->outcome)) : "compiled_only";
+      return m_state->result && *m_state->result ? std::string(to_string(m_state->outcome))
+                                                 : "compiled_only";
     }
     lock.unlock();
     return h->store->put(*a) ? "compiled" : "compiled_only";
@@ -205,20 +210,22 @@ class PyFlight {
   // waiting holder elsewhere compiles itself. Idempotent.
   void abandon() { m_state->abandon(); }
 
- private:
+private:
   std::shared_ptr<FlightState> m_state;
   Key m_key;
 };
 
-}  // namespace
+} // namespace
 
 void bind_flight(nb::module_& m) {
-  nb::class_<PyFlight>(m, "_Flight",
-                       "Single-flight for a compile Python runs between two calls (see py_flight.cpp).")
-      .def(nb::init<const PyStore&, nb::handle, double>(), nb::arg("store"), nb::arg("key"), nb::arg("hold_s"))
+  nb::class_<PyFlight>(
+      m, "_Flight",
+      "Single-flight for a compile Python runs between two calls (see py_flight.cpp).")
+      .def(nb::init<const PyStore&, nb::handle, double>(), nb::arg("store"), nb::arg("key"),
+           nb::arg("hold_s"))
       .def("wait", &PyFlight::wait)
       .def("deliver", &PyFlight::deliver, nb::arg("store"), nb::arg("artifact"))
       .def("abandon", &PyFlight::abandon);
 }
 
-}  // namespace kcache::python
+} // namespace kcache::python
