@@ -8,7 +8,8 @@ Importing this module imports cuda.core (``import kcache`` alone does not).
       Program(src, "c++", options).compile("cubin", cache=kcache.cuda_core.ProgramCache())
 
   works unchanged, with kcache's verified reads (a damaged entry is a miss,
-  never returned), size cap shared by every process, stats and remote tier.
+  never returned), size cap shared by every process, stats and remote tier,
+  and one compile per key across threads, processes and hosts (single-flight).
   Keys are cuda.core's own (``make_program_cache_key``); values are the raw
   compiled bytes.
 
