@@ -3,8 +3,10 @@
 # Python package from this checkout into it, with the optional dependencies
 # named in $1 ("test" or "cuda-core", from PyPI). The build back end
 # (scikit-build-core, nanobind) is installed into the venv and used without
-# build isolation, so that build/python/ is reused between runs; only the
-# library and the extension module are built, on every core.
+# build isolation, and builds in build/python/ (git-ignored; a plain
+# `pip install .` builds in a temporary directory instead), so that the build is
+# reused between runs; only the library and the extension module are built, on
+# every core.
 # Usage: scripts/python-venv.sh [EXTRAS]     (then use .venv/bin/python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +20,4 @@ target="."
 [ -n "${1:-}" ] && target=".[$1]"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "scikit-build-core>=0.10" "nanobind>=2.0"
 CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-  --no-build-isolation "$target"
+  --no-build-isolation --config-settings=build-dir=build/python/{wheel_tag} "$target"

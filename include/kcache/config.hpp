@@ -96,6 +96,10 @@ struct Config {
   std::uint32_t remote_lease_wait_ms = 300000;     // remote_lease_wait_ms / KCACHE_REMOTE_LEASE_WAIT_MS
   std::filesystem::path remote_ca_file;            // remote_ca_file / KCACHE_REMOTE_CA_FILE (empty: the system's CAs)
 
+  // Not a setting: how the file tier reads large payloads (FileStoreOptions::
+  // large_reads). The Python package sets LargeReads::copied.
+  LargeReads large_reads = LargeReads::mapped;
+
   // For each setting name (the config-file key), where its value came from.
   std::map<std::string, SettingSource> origin;
   std::filesystem::path config_file;  // the file that was read, empty if none

@@ -56,6 +56,23 @@ enum class ReadVerify {
 // Whether FileStore::open() sweeps leftover temporary files.
 enum class OpenSweep { no, yes };
 
+// How get() and get_into() read a payload of FileStore::k_map_min_bytes or more.
+enum class LargeReads {
+  // Mapped (MAP_PRIVATE) and checked where the page cache holds it; get()
+  // returns the mapping as the payload. Fastest, but a mapping of a file shows
+  // what another process later writes into that file in place, and faults
+  // (SIGBUS) where the file was truncated: safe only while nothing but kcache
+  // touches the cache directory (kcache never writes a published file in place).
+  mapped,
+  // Read with pread(2) into memory of the process (or memory get_into lends),
+  // in bounded chunks, each hashed as it arrives; the bytes returned are the
+  // bytes checked, owned by the process: nothing done to the file afterwards
+  // changes them, and a file truncated under the read is a miss, never a
+  // fault. One copy from the page cache. The Python package uses this
+  // (docs/python.md, "Zero-copy reads").
+  copied,
+};
+
 struct FileStoreOptions {
   std::filesystem::path root;                      // the cache directory ($KCACHE_DIR)
   std::uint64_t max_size_bytes = std::uint64_t{5} << 30;  // 0 = no cap
@@ -91,6 +108,8 @@ struct FileStoreOptions {
   // "kcache: warning: cache entry KEY was damaged (WHY) ..." line on stderr for
   // the first such entry of the process.
   std::function<void(const Key&, const std::string&)> damaged;
+  // How large payloads are read (see LargeReads). get_view() always maps.
+  LargeReads large_reads = LargeReads::mapped;
 };
 
 // What verify() found.
@@ -217,9 +236,9 @@ class FileStore final : public Store {
 
   std::string_view name() const noexcept override { return "file"; }
   Result<std::optional<Artifact>> get(const Key& key) override;
-  // get(); a payload of k_map_min_bytes or more is mapped, copied into the
-  // memory `allocate` lends, and checked there (one copy, no zero-fill, the
-  // bytes returned are the bytes checked). Smaller payloads are read as get()
+  // get(); a payload of k_map_min_bytes or more is mapped (LargeReads::copied:
+  // read with pread), copied into the memory `allocate` lends, and checked
+  // there (one copy, no zero-fill, the bytes returned are the bytes checked). Smaller payloads are read as get()
   // reads them: there a caller's copy costs less than asking for memory.
   Result<std::optional<Artifact>> get_into(const Key& key, const PayloadAllocator& allocate) override;
   Result<PutOutcome> put(const Artifact& artifact) override;

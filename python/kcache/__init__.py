@@ -164,6 +164,12 @@ def compile_key(
     )
 
 
+def _refuse_nul(text: str, what: str) -> None:
+    if "\0" in text:
+        raise InvalidArgument(f"{what} contains a NUL byte; pass it without one (a C string would end there)",
+                              "invalid_argument")
+
+
 def link(
     inputs: Iterable[Artifact | tuple[str, str, str | bytes | bytearray | memoryview]],
     *,
@@ -185,6 +191,7 @@ def link(
             items.append((f"{item.key}.{item.kind}", item.kind, item.payload))
         else:
             items.append(item)
+    _refuse_nul(arch, "arch")
     opts = ["-arch=" + arch] if arch else []
     if lto:
         opts.append("-lto")
@@ -207,6 +214,7 @@ def nvvm_compile(
     ``modules`` are extra modules linked in (e.g. libdevice), each ``(name, bytes)``,
     in the key by content. Raises CompileError with libNVVM's log.
     """
+    _refuse_nul(arch, "arch")
     opts = ["-arch=" + arch] if arch else []
     opts.extend(options)
     return _kcache._nvvm_compile(_store_for(store, cache), ir, name, list(modules), opts)

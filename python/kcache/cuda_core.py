@@ -8,7 +8,8 @@ Importing this module imports cuda.core (``import kcache`` alone does not).
       Program(src, "c++", options).compile("cubin", cache=kcache.cuda_core.ProgramCache())
 
   works unchanged, with kcache's verified reads (a damaged entry is a miss,
-  never returned), size cap shared by every process, stats and remote tier.
+  never returned), size cap shared by every process, stats and remote tier,
+  and one compile per key across threads, processes and hosts (single-flight).
   Keys are cuda.core's own (``make_program_cache_key``); values are the raw
   compiled bytes.
 
@@ -22,6 +23,7 @@ Importing this module imports cuda.core (``import kcache`` alone does not).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,11 +77,29 @@ class ProgramCache(ProgramCacheResource):  # type: ignore[misc]
     entry is a miss and is removed). ``__setitem__`` accepts bytes-like values
     or an ObjectCode. ``len()`` and ``clear()`` count and remove the entries
     written through this class (kind "cuda-core"), not the rest of the cache.
-    Thread-safe; the GIL is released during reads and writes.
+
+    Single-flight, as ``kcache.compile``: a miss (``get``, ``[]``) takes the
+    key's lease across threads, processes and, with a Redis remote, hosts, or
+    waits for its holder and returns what the holder published. The caller
+    that got the miss compiles and sets the key (``Program.compile(...,
+    cache=...)`` does exactly that), which publishes it and releases the
+    lease. A miss that is never set (the compile raised) is given up by the
+    thread's next miss, by ``close()``, or after ``compile_timeout`` seconds;
+    then a waiter compiles itself.
+
+    Removing (``del cache[key]``, ``remove``, ``clear``) is local: the entry
+    leaves this machine's tiers and stays on the team's remote, like ``kcache
+    clear``; ``remove(key, remote=True)`` and ``clear(remote=True)`` delete
+    the remote objects too.
+    Thread-safe; the GIL is released during reads, waits and writes.
     """
 
-    def __init__(self, store: Store | None = None, *, config: Config | None = None) -> None:
+    def __init__(
+        self, store: Store | None = None, *, config: Config | None = None, compile_timeout: float = 600.0
+    ) -> None:
         self._owned = False
+        if compile_timeout <= 0:
+            raise ValueError(f"compile_timeout must be > 0 seconds, got {compile_timeout!r}")
         if store is None and config is not None:
             store = open_store(config)
             self._owned = True
@@ -89,6 +109,8 @@ class ProgramCache(ProgramCacheResource):  # type: ignore[misc]
                 raise CacheError("the kcache cache could not be opened (see the warning above)", "io")
         self._store: Store = store
         self._version = _kcache.__version__
+        self._compile_timeout = float(compile_timeout)
+        self._local = threading.local()  # .flights: the misses this thread is to set
 
     @property
     def store(self) -> Store:
@@ -98,38 +120,77 @@ class ProgramCache(ProgramCacheResource):  # type: ignore[misc]
     def _kkey(self, key: object) -> _kcache.Key:
         return _kcache._domain_key(_DOMAIN, _key_bytes(key))
 
+    def _flights(self) -> dict[bytes, _kcache._Flight]:
+        flights: dict[bytes, _kcache._Flight] | None = getattr(self._local, "flights", None)
+        if flights is None:
+            flights = self._local.flights = {}
+        return flights
+
+    def _abandon_flights(self) -> None:
+        flights = self._flights()
+        for flight in flights.values():
+            flight.abandon()
+        flights.clear()
+
+    def _lookup(self, key: object) -> bytes | None:
+        kb = _key_bytes(key)
+        kkey = _kcache._domain_key(_DOMAIN, kb)
+        got = self._store.get(kkey)
+        if got is not None:
+            return got.payload
+        # A miss this thread took before and never set: its compile failed.
+        self._abandon_flights()
+        flight = _kcache._Flight(self._store, kkey, self._compile_timeout)
+        got = flight.wait()
+        if got is not None:
+            return got.payload  # published by the holder we waited for
+        self._flights()[kb] = flight
+        return None
+
     def __getitem__(self, key: bytes | str) -> bytes:
-        got = self._store.get(self._kkey(key))
+        got = self._lookup(key)
         if got is None:
             raise KeyError(key)
-        return got.payload
+        return got
 
     def get(self, key: bytes | str, default: bytes | None = None) -> bytes | None:
-        """Return the cached bytes of ``key``, or ``default`` on a miss."""
-        got = self._store.get(self._kkey(key))
-        return default if got is None else got.payload
+        """Return the cached bytes of ``key``, or ``default`` on a miss (then set the key)."""
+        got = self._lookup(key)
+        return default if got is None else got
 
     def __setitem__(self, key: bytes | str, value: Any) -> None:
-        artifact = _kcache._domain_artifact(
-            _DOMAIN, _key_bytes(key), ENTRY_KIND, _value_bytes(value), "cuda.core", self._version
-        )
-        self._store.put(artifact)
+        kb = _key_bytes(key)
+        artifact = _kcache._domain_artifact(_DOMAIN, kb, ENTRY_KIND, _value_bytes(value), "cuda.core", self._version)
+        flight = self._flights().pop(kb, None)
+        if flight is not None:
+            flight.deliver(self._store, artifact)
+        else:
+            self._store.put(artifact)
 
     def __delitem__(self, key: bytes | str) -> None:
         if not self._store.remove(self._kkey(key)):
             raise KeyError(key)
 
+    def remove(self, key: bytes | str, *, remote: bool = False) -> bool:
+        """Remove ``key`` from this machine's tiers (and, with ``remote=True``, from the remote); True when held."""
+        return self._store.remove(self._kkey(key), remote=remote)
+
     def __len__(self) -> int:
         return sum(1 for e in self._store.list() if e.kind == ENTRY_KIND)
 
-    def clear(self) -> None:
-        """Remove every entry written through ProgramCache (kind "cuda-core")."""
+    def clear(self, *, remote: bool = False) -> None:
+        """Remove every local entry written through ProgramCache (kind "cuda-core").
+
+        ``remote=True`` deletes their objects on the remote tiers too (only the
+        entries this machine lists: a remote is not enumerated).
+        """
         for e in self._store.list():
             if e.kind == ENTRY_KIND:
-                self._store.remove(e.key)
+                self._store.remove(e.key, remote=remote)
 
     def close(self) -> None:
-        """Publish queued writes; close the store if this cache opened it."""
+        """Give up this thread's unset misses, publish queued writes; close the store if this cache opened it."""
+        self._abandon_flights()
         if self._owned:
             self._store.close()
         elif not self._store.closed:

@@ -8,11 +8,14 @@
 // Python objects are converted to C++ values before, and back after.
 #pragma once
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include <nanobind/nanobind.h>
 
@@ -75,11 +78,32 @@ class BytesLender {
   std::shared_ptr<const void> m_last;  // the last one lent, alive until bytes_of looks
 };
 
+struct FlightState;
+
+// The single-flight compiles run by Python (kcache._Flight, py_flight.cpp) on
+// one store. Thread-safe.
+class FlightRegistry {
+ public:
+  void add(const std::shared_ptr<FlightState>& flight);
+  // Called by a flight's thread once it has let go of the store.
+  void released(FlightState& flight);
+  // Abandons every flight and waits until each has let go of the store,
+  // except those still waiting for another holder's lease. REQUIRES: no GIL.
+  void abandon_all_and_wait();
+
+ private:
+  std::mutex m_mutex;
+  std::condition_variable m_idle;
+  std::vector<std::weak_ptr<FlightState>> m_flights;
+};
+
 // A store and its single-flight cache. Destroyed (the cache first, then the
 // store, which flushes queued puts) when the last user lets go.
 struct StoreHandle {
   std::unique_ptr<Store> store;
   std::unique_ptr<Cache> cache;
+  // Shared with the flights' threads, which outlive their hold on the store.
+  std::shared_ptr<FlightRegistry> flights = std::make_shared<FlightRegistry>();
   ~StoreHandle() {
     cache.reset();
     store.reset();
@@ -112,6 +136,9 @@ class PyStore {
 
 // Text of a str, bytes or buffer argument.
 std::string text_or_bytes(nb::handle value, const char* what);
+// Raises InvalidArgument (a ValueError) naming `what` when `text` holds a NUL
+// byte: the C++ side would cut the text there (options, paths, names).
+void refuse_nul(std::string_view text, const char* what);
 // A Key from a kcache.Key or its hex str.
 Key key_from(nb::handle value);
 
@@ -119,5 +146,6 @@ void bind_artifact(nb::module_& m);
 void bind_store(nb::module_& m);
 void bind_compile(nb::module_& m);
 void bind_plan(nb::module_& m);
+void bind_flight(nb::module_& m);
 
 }  // namespace kcache::python

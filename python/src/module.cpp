@@ -33,6 +33,13 @@ std::string text_or_bytes(nb::handle value, const char* what) {
                            .c_str());
 }
 
+void refuse_nul(std::string_view text, const char* what) {
+  if (text.find('\0') != std::string_view::npos) {
+    raise(ErrorCode::invalid_argument,
+          std::string(what) + " contains a NUL byte; pass it without one (a C string would end there)");
+  }
+}
+
 namespace {
 
 // Sets the Python exception for `error` through kcache._errors.from_code.
@@ -68,4 +75,5 @@ NB_MODULE(_kcache, m) {
   bind_store(m);
   bind_compile(m);
   bind_plan(m);
+  bind_flight(m);
 }

@@ -31,6 +31,7 @@ std::vector<std::string> strings(nb::handle seq, const char* what) {
     } else {
       out.push_back(text_or_bytes(item, what));
     }
+    refuse_nul(out.back(), what);
   }
   return out;
 }
@@ -56,6 +57,11 @@ PyArtifact run(std::optional<PyStore*> store, const CompileRequest& request) {
 CompileRequest nvrtc_request(nb::handle source, const std::string& target, const std::string& arch,
                              nb::handle options, nb::handle name_expressions, nb::handle headers,
                              nb::handle include_paths, const std::string& name, std::optional<std::string> source_path) {
+  refuse_nul(arch, "arch");
+  refuse_nul(name, "name");
+  if (source_path) {
+    refuse_nul(*source_path, "source_path");
+  }
   CompileRequest r;
   r.backend = "nvrtc";
   r.name = name;
@@ -75,7 +81,9 @@ CompileRequest nvrtc_request(nb::handle source, const std::string& target, const
     nb::object items = headers.attr("items")();
     for (nb::handle kv : items) {
       auto t = nb::borrow<nb::tuple>(kv);
-      r.headers.push_back({text_or_bytes(t[0], "header name"), "header", text_or_bytes(t[1], "header content")});
+      std::string header_name = text_or_bytes(t[0], "header name");
+      refuse_nul(header_name, "header name");
+      r.headers.push_back({std::move(header_name), "header", text_or_bytes(t[1], "header content")});
     }
   }
   if (source_path) {
@@ -131,8 +139,11 @@ void bind_compile(nb::module_& m) {
           if (t.size() != 3) {
             throw nb::type_error("each link input must be (name, kind, bytes)");
           }
-          r.inputs.push_back({text_or_bytes(t[0], "input name"), text_or_bytes(t[1], "input kind"),
-                              text_or_bytes(t[2], "input bytes")});
+          std::string input_name = text_or_bytes(t[0], "input name");
+          std::string input_kind = text_or_bytes(t[1], "input kind");
+          refuse_nul(input_name, "input name");
+          refuse_nul(input_kind, "input kind");
+          r.inputs.push_back({std::move(input_name), std::move(input_kind), text_or_bytes(t[2], "input bytes")});
         }
         return run(store, r);
       },
@@ -141,6 +152,7 @@ void bind_compile(nb::module_& m) {
       "_nvvm_compile",
       [](std::optional<PyStore*> store, nb::handle ir, const std::string& name, nb::handle modules,
          nb::handle options) {
+        refuse_nul(name, "name");
         CompileRequest r;
         r.backend = "nvvm";
         r.name = name;
@@ -152,7 +164,9 @@ void bind_compile(nb::module_& m) {
           if (t.size() != 2) {
             throw nb::type_error("each extra module must be (name, bytes)");
           }
-          r.inputs.push_back({text_or_bytes(t[0], "module name"), "nvvm", text_or_bytes(t[1], "module bytes")});
+          std::string module_name = text_or_bytes(t[0], "module name");
+          refuse_nul(module_name, "module name");
+          r.inputs.push_back({std::move(module_name), "nvvm", text_or_bytes(t[1], "module bytes")});
         }
         return run(store, r);
       },

@@ -42,6 +42,10 @@ void bind_plan(nb::module_& m) {
       "_plan_build",
       [](const std::string& path, std::optional<std::string> host_spec, unsigned jobs, bool keep_going,
          std::optional<PyStore*> store, nb::object on_event) {
+        refuse_nul(path, "path");
+        if (host_spec) {
+          refuse_nul(*host_spec, "host");
+        }
         std::shared_ptr<StoreHandle> h;
         if (store && *store != nullptr) {
           h = (*store)->handle();

@@ -1,8 +1,10 @@
 // python/src/py_store.cpp: kcache.Config and kcache.Store (open_store).
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -13,6 +15,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "kcache/tiered_store.hpp"
 #include "kcache/toolkit.hpp"
 #include "kcache/write_behind_store.hpp"
 
@@ -69,7 +72,20 @@ nb::object BytesLender::bytes_of(const Payload& payload) const {
 
 namespace {
 
+std::string setting_text_of(nb::handle value, const std::string& name);
+
+// A setting's value as text; a NUL byte in it is refused, naming the setting.
 std::string setting_text(nb::handle value, const std::string& name) {
+  std::string text = setting_text_of(value, name);
+  if (text.find('\0') != std::string::npos) {
+    throw PyKcacheError{Error{ErrorCode::invalid_argument,
+                              "setting '" + name + "' contains a NUL byte; pass the value without it", {}},
+                        "config"};
+  }
+  return text;
+}
+
+std::string setting_text_of(nb::handle value, const std::string& name) {
   if (nb::isinstance<nb::bool_>(value)) {
     return nb::cast<bool>(value) ? "true" : "false";
   }
@@ -143,7 +159,13 @@ void open_handle(StoreHandle& h, const Config& c) {
   } else if (!c.cache_dir.empty()) {
     Toolkit::instance().set_memo_dir(c.cache_dir / "v1" / "toolkit");
   }
-  h.store = unwrap(open_configured_store(c));
+  // Large payloads are read into memory of this process, never mapped: a
+  // mapping would show what another process writes into the entry's file
+  // after the check, and fault (SIGBUS, the end of the interpreter) where
+  // the file was truncated (docs/python.md, "Zero-copy reads").
+  Config copied = c;
+  copied.large_reads = LargeReads::copied;
+  h.store = unwrap(open_configured_store(copied));
   CacheOptions options;
   if (!c.disable && !c.cache_dir.empty()) {
     options.lock_dir = c.cache_dir / "v1" / "locks";
@@ -152,27 +174,175 @@ void open_handle(StoreHandle& h, const Config& c) {
   h.cache = std::make_unique<Cache>(*h.store, std::move(options));
 }
 
-nb::dict stats_dict(const StoreStats& s) {
+// The layers of a store opened by open_configured_store: the write-behind
+// queue (when puts are in the background) around the chain of tiers. A
+// disabled store has neither.
+struct Chain {
+  WriteBehindStore* queue = nullptr;
+  TieredStore* tiers = nullptr;
+};
+
+Chain chain_of(Store& store) {
+  Chain c;
+  Store* s = &store;
+  if (auto* wb = dynamic_cast<WriteBehindStore*>(s)) {
+    c.queue = wb;
+    s = &wb->inner();
+  }
+  c.tiers = dynamic_cast<TieredStore*>(s);
+  return c;
+}
+
+// A tier without the upload queue a writable remote tier has around it.
+Store& unqueued(Store& tier) {
+  if (auto* wb = dynamic_cast<WriteBehindStore*>(&tier)) {
+    return wb->inner();
+  }
+  return tier;
+}
+
+bool is_remote(Store& tier) { return unqueued(tier).name() == "remote"; }
+
+// Removes `key` from the tiers of this machine (memory, file), leaving the
+// remote tiers alone; true when one of them held it. Errors only when every
+// local tier failed.
+Result<bool> remove_local(Store& store, const Key& key) {
+  const Chain c = chain_of(store);
+  if (c.tiers == nullptr) {
+    return store.remove(key);
+  }
+  if (c.queue != nullptr) {
+    (void)c.queue->flush();  // a queued put of the key must not land after the removal
+  }
+  bool removed = false;
+  std::size_t asked = 0;
+  std::size_t failed = 0;
+  Error last;
+  for (std::size_t i = 0; i < c.tiers->tier_count(); ++i) {
+    Store& tier = c.tiers->tier(i);
+    if (is_remote(tier)) {
+      continue;
+    }
+    ++asked;
+    auto r = tier.remove(key);
+    if (!r) {
+      ++failed;
+      last = std::move(r.error());
+      continue;
+    }
+    removed = removed || *r;
+  }
+  if (asked > 0 && failed == asked) {
+    return tl::unexpected(std::move(last));
+  }
+  return removed;
+}
+
+// The counters Store.stats() reports: one row per dict key (add a row to
+// report a new StoreStats member).
+using Counter = std::pair<const char*, std::uint64_t StoreStats::*>;
+constexpr Counter k_store_counters[] = {
+    {"hits", &StoreStats::hits},
+    {"misses", &StoreStats::misses},
+    {"puts", &StoreStats::puts},
+    {"puts_skipped", &StoreStats::puts_skipped},
+    {"evictions", &StoreStats::evictions},
+    {"corrupt", &StoreStats::corrupt},
+    {"errors", &StoreStats::errors},
+    {"bytes_read", &StoreStats::bytes_read},
+    {"bytes_written", &StoreStats::bytes_written},
+    {"entries", &StoreStats::entries},
+    {"size_bytes", &StoreStats::size_bytes},
+    {"max_size_bytes", &StoreStats::max_size_bytes},
+    {"compile_us_saved", &StoreStats::compile_us_saved},
+    {"metadata_bytes", &StoreStats::metadata_bytes},
+    {"temp_files", &StoreStats::temp_files},
+    {"temp_bytes", &StoreStats::temp_bytes},
+    {"stale_temp_files", &StoreStats::stale_temp_files},
+    {"stale_temp_bytes", &StoreStats::stale_temp_bytes},
+};
+// A remote tier's (RemoteStore::stats), named as in `kcache stats --json`.
+constexpr Counter k_remote_counters[] = {
+    {"hits", &StoreStats::hits},
+    {"misses", &StoreStats::misses},
+    {"errors", &StoreStats::errors},
+    {"skipped", &StoreStats::puts_skipped},
+    {"puts", &StoreStats::puts},
+    {"rejected", &StoreStats::corrupt},
+    {"bytes_in", &StoreStats::bytes_read},
+    {"bytes_out", &StoreStats::bytes_written},
+    {"compile_us_saved", &StoreStats::compile_us_saved},
+};
+// The counters of the tiers on disk that a chain's sum would mix with the
+// memory tier's (a fill counted as a put) and the remote tiers'.
+constexpr std::uint64_t StoreStats::*k_disk_counters[] = {
+    &StoreStats::puts,    &StoreStats::puts_skipped, &StoreStats::evictions,
+    &StoreStats::corrupt, &StoreStats::bytes_read,   &StoreStats::bytes_written,
+};
+
+template <std::size_t N>
+nb::dict counters_dict(const StoreStats& s, const Counter (&table)[N]) {
   nb::dict d;
-  d["hits"] = s.hits;
-  d["misses"] = s.misses;
-  d["puts"] = s.puts;
-  d["puts_skipped"] = s.puts_skipped;
-  d["evictions"] = s.evictions;
-  d["corrupt"] = s.corrupt;
-  d["errors"] = s.errors;
-  d["bytes_read"] = s.bytes_read;
-  d["bytes_written"] = s.bytes_written;
-  d["entries"] = s.entries;
-  d["size_bytes"] = s.size_bytes;
-  d["max_size_bytes"] = s.max_size_bytes;
-  d["compile_us_saved"] = s.compile_us_saved;
-  d["metadata_bytes"] = s.metadata_bytes;
-  d["temp_files"] = s.temp_files;
-  d["temp_bytes"] = s.temp_bytes;
-  d["stale_temp_files"] = s.stale_temp_files;
-  d["stale_temp_bytes"] = s.stale_temp_bytes;
+  for (const auto& [name, member] : table) {
+    d[name] = s.*member;
+  }
   return d;
+}
+
+// Store.stats(): the chain's hits and misses (this process), the other
+// counters of the tiers on disk (shared by every process; a fill of the
+// memory tier is no put), and under "remote" one dict per remote tier.
+nb::dict store_stats(Store& store) {
+  StoreStats all;
+  std::vector<StoreStats> remotes;
+  {
+    nb::gil_scoped_release release;
+    all = unwrap(store.stats());
+    const Chain c = chain_of(store);
+    if (c.tiers != nullptr) {
+      for (auto member : k_disk_counters) {
+        all.*member = 0;  // counted again below, from the tiers on disk only
+      }
+      for (std::size_t i = 0; i < c.tiers->tier_count(); ++i) {
+        // (A remote tier's counters, asked past its upload queue: no wait for uploads.)
+        Store& tier = unqueued(c.tiers->tier(i));
+        if (tier.name() == "memory") {
+          continue;
+        }
+        auto s = tier.stats();
+        if (!s) {
+          continue;  // counted in the chain's errors
+        }
+        if (s->remote || is_remote(tier)) {
+          s->errors += c.tiers->tier_failures(i);
+          all.errors -= std::min(all.errors, s->errors);  // reported with the remote
+          remotes.push_back(*s);
+          continue;
+        }
+        for (auto member : k_disk_counters) {
+          all.*member += (*s).*member;
+        }
+      }
+    }
+  }
+  nb::dict d = counters_dict(all, k_store_counters);
+  nb::list remote;
+  for (const auto& s : remotes) {
+    remote.append(counters_dict(s, k_remote_counters));
+  }
+  d["remote"] = remote;
+  return d;
+}
+
+// Store.close(): ends the single-flight compiles Python left open on the
+// store (their threads let go of it), then lets go of it: the last reference
+// flushes queued puts, without the GIL.
+void close_handle(std::shared_ptr<StoreHandle> h) {
+  nb::gil_scoped_release release;
+  if (h) {
+    h->flights->abandon_all_and_wait();
+  }
+  h.reset();
 }
 
 const char* to_text(PutOutcome o) {
@@ -282,8 +452,9 @@ void bind_store(nb::module_& m) {
           "The verified artifact of `key` (a Key or its hex str), or None on a miss.\n"
           "A damaged entry is a miss (counted, removed). Raises CacheError when the store cannot be read.\n"
           "copy=True (default): a large payload is read into the bytes object `.payload` returns\n"
-          "and checked there. copy=False: it is mapped and checked where it lies, for `.view`\n"
-          "without any copy (`.payload` then makes one).")
+          "and checked there. copy=False: it is read into memory the artifact owns and checked there,\n"
+          "for `.view` without a second copy (`.payload` then makes one). Either way the bytes are\n"
+          "this process's: what happens to the entry's file afterwards never changes them.")
       .def(
           "put",
           [](const PyStore& s, const PyArtifact& a) {
@@ -297,13 +468,15 @@ void bind_store(nb::module_& m) {
           "background thread). Raises CorruptEntry when it does not verify, CacheError when it cannot be written.")
       .def(
           "remove",
-          [](const PyStore& s, nb::handle key) {
+          [](const PyStore& s, nb::handle key, bool remote) {
             const Key k = key_from(key);
             auto h = s.handle();
             nb::gil_scoped_release release;
-            return unwrap(h->store->remove(k));
+            return unwrap(remote ? h->store->remove(k) : remove_local(*h->store, k));
           },
-          nb::arg("key"), "Removes the entry of `key`; True when there was one.")
+          nb::arg("key"), nb::kw_only(), nb::arg("remote") = false,
+          "Removes the entry of `key` from this machine's tiers (memory, disk); True when one held it.\n"
+          "remote=True also deletes the team's object on every remote tier (as `kcache clear` never does).")
       .def(
           "list",
           [](const PyStore& s) {
@@ -316,15 +489,12 @@ void bind_store(nb::module_& m) {
           "stats",
           [](const PyStore& s) {
             auto h = s.handle();
-            StoreStats st;
-            {
-              nb::gil_scoped_release release;
-              st = unwrap(h->store->stats());
-            }
-            return stats_dict(st);
+            return store_stats(*h->store);
           },
-          "Counters shared by every process using the cache: hits, misses, puts, corrupt, entries,\n"
-          "size_bytes, max_size_bytes, compile_us_saved ...")
+          "Counters: hits and misses of this process's lookups; puts, corrupt, entries, size_bytes,\n"
+          "max_size_bytes, ... of the cache on disk, shared by every process (a copy into the memory\n"
+          "tier is no put); \"remote\": one dict per remote tier with this process's hits, misses,\n"
+          "errors, skipped, puts, rejected, bytes_in, bytes_out, compile_us_saved.")
       .def(
           "flush",
           [](const PyStore& s) {
@@ -337,11 +507,7 @@ void bind_store(nb::module_& m) {
           "Waits until every put so far is published; raises CacheError for the first that failed.")
       .def(
           "close",
-          [](PyStore& s) {
-            auto h = s.take();
-            nb::gil_scoped_release release;
-            h.reset();
-          },
+          [](PyStore& s) { close_handle(s.take()); },
           "Publishes queued puts and releases the store. Idempotent.")
       .def(
           "_abandon",
@@ -360,11 +526,7 @@ void bind_store(nb::module_& m) {
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def(
           "__exit__",
-          [](PyStore& s, nb::args) {
-            auto h = s.take();
-            nb::gil_scoped_release release;
-            h.reset();
-          })
+          [](PyStore& s, nb::args) { close_handle(s.take()); })
       .def("__repr__", [](const PyStore& s) { return "kcache.Store(cache_dir='" + s.config().cache_dir.string() + "')"; });
 
   m.def("open_store", &open_store, nb::arg("config") = nb::none(),

@@ -59,3 +59,75 @@ def run_python(code: str, env: dict[str, str] | None = None, timeout: int = 120)
     return subprocess.run(
         [sys.executable, "-c", code], env=full_env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def slow_kernel_source(name: str) -> str:
+    """A kernel NVRTC takes a few hundred milliseconds over (40 deep template
+    instances; tests/support/slow_kernel.hpp), long enough to race against. A
+    new `name` gives a new source, so a cold key."""
+    src = (
+        "template <int N> __device__ float f(float x) { return f<N - 1>(x * 1.0001f + N); }\n"
+        "template <> __device__ float f<0>(float x) { return x; }\n"
+        f'extern "C" __global__ void {name}(float* p) {{\n  float v = p[threadIdx.x];\n'
+    )
+    for i in range(40):
+        src += f"  v += f<{100 + i}>(v);\n"
+    return src + "  p[threadIdx.x] = v;\n}\n"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _redis_ping(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path):
+    """A real redis-server on 127.0.0.1 and a free port, for this test only
+    (stopped by its pid); yields its redis:// URL. Skips when redis-server is
+    not installed (scripts/bootstrap.sh installs it)."""
+    import shutil
+    import time
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (scripts/bootstrap.sh)")
+    work = tmp_path / "redis"
+    work.mkdir()
+    for _ in range(5):  # another process may take the free port first
+        port = _free_port()
+        proc = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(work), "--daemonize", "no", "--protected-mode", "no", "--logfile", str(work / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and proc.poll() is None and not _redis_ping(port):
+            time.sleep(0.02)
+        if proc.poll() is None and _redis_ping(port):
+            break
+        proc.kill()
+        proc.wait()
+    else:
+        pytest.fail("redis-server did not start; log: " + str(work / "redis.log"))
+    try:
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -242,3 +242,20 @@ def test_plan_callback_exception_is_reraised(tmp_path: Path) -> None:
 
     with pytest.raises(RuntimeError, match="from the callback"):
         kcache.plan.build(plan, host="sm=90", on_event=boom, cache=False)
+
+
+def test_stats_count_a_memory_fill_as_no_put_and_list_no_remote(tmp_path: Path) -> None:
+    cfg = kcache.Config.load(cache_dir=tmp_path / "c", put="sync")
+    art = kcache.Artifact.from_bytes(b"counted once " + os.urandom(8))
+    with kcache.open_store(cfg) as writer:
+        writer.put(art)
+        assert writer.stats()["puts"] == 1
+    with kcache.open_store(cfg) as reader:
+        written = reader.stats()["bytes_written"]
+        got = reader.get(art.key)  # from the file tier, copied into the memory tier
+        assert got is not None and got.payload == art.payload
+        st = reader.stats()
+        assert st["puts"] == 1 and st["bytes_written"] == written
+        assert st["hits"] == 1 and st["remote"] == []
+        assert reader.get(art.key) is not None  # now from the memory tier
+        assert reader.stats()["puts"] == 1

@@ -136,3 +136,44 @@ def test_an_unusable_default_cache_warns_once_and_compiles_anyway(tmp_path: Path
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["compiled_only", "compiled_only", "1", "True"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"arch": "sm_90\0a"}, "arch"),
+        ({"options": ["-DX=1\0"]}, "options"),
+        ({"include_paths": ["/usr/include\0/etc"]}, "include_paths"),
+        ({"name_expressions": ["f\0g"]}, "name_expressions"),
+        ({"name": "k\0.cu"}, "name"),
+        ({"source_path": "/tmp/a\0b.cu"}, "source_path"),
+        ({"headers": {"a\0.h": "int x;"}}, "header name"),
+    ],
+)
+def test_a_nul_byte_in_a_compile_argument_is_a_value_error_naming_it(kwargs: dict, named: str) -> None:
+    for call in (kcache.compile, kcache.compile_key):
+        with pytest.raises(ValueError) as e:
+            call(SAXPY, cache=False, **kwargs) if call is kcache.compile else call(SAXPY, **kwargs)
+        assert isinstance(e.value, kcache.InvalidArgument)
+        assert named in str(e.value) and "NUL" in str(e.value)
+
+
+@pytest.mark.parametrize("setting", ["cache_dir", "max_size", "cuda_home", "remote", "config_file"])
+def test_a_nul_byte_in_a_setting_is_a_value_error_naming_it(tmp_path: Path, setting: str) -> None:
+    with pytest.raises(ValueError) as e:
+        kcache.Config.load(**{setting: str(tmp_path / "x") + "\0y"})
+    assert isinstance(e.value, kcache.ConfigError)
+    assert setting in str(e.value) and "NUL" in str(e.value)
+
+
+def test_a_nul_byte_in_link_and_nvvm_options_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="options.*NUL"):
+        kcache.link([("a.ptx", "ptx", b".version 8.0")], options=["-arch=sm_90\0"], cache=False)
+    with pytest.raises(ValueError, match="arch.*NUL"):
+        kcache.link([("a.ptx", "ptx", b".version 8.0")], arch="sm_90\0", cache=False)
+    with pytest.raises(ValueError, match="input name.*NUL"):
+        kcache.link([("a\0.ptx", "ptx", b".version 8.0")], cache=False)
+    with pytest.raises(ValueError, match="name.*NUL"):
+        kcache.nvvm_compile(b"ir", name="m\0.ll", cache=False)
+    with pytest.raises(ValueError, match="arch.*NUL"):
+        kcache.nvvm_compile(b"ir", arch="compute_90\0", cache=False)

@@ -760,6 +760,7 @@ FileStoreOptions Config::file_store_options() const {
   o.fsync = fsync;
   o.sharing = sharing;
   o.verify = verify;
+  o.large_reads = large_reads;
   return o;
 }
 

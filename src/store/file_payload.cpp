@@ -4,7 +4,8 @@
 // A payload is read in chunks of k_chunk bytes, each hashed right after it is
 // read, while it is still in the CPU's cache: one pass over the bytes instead
 // of a read followed by a hashing pass. get() reads into the returned payload
-// without zero-filling it first (and maps payloads of 1 MiB or more); open_payload() and verify() hash through one
+// without zero-filling it first (and, with LargeReads::mapped, maps payloads of
+// 1 MiB or more); open_payload() and verify() hash through one
 // chunk-sized buffer, so their memory does not grow with the payload.
 #include <sys/mman.h>
 #include <sys/sendfile.h>
@@ -155,7 +156,35 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
   std::uint64_t xxh_value = 0;
   int err = 0;
   std::string bytes;  // read into, then handed to *out without a copy
-  if (out != nullptr && size >= FileStore::k_map_min_bytes) {
+  const bool large = out != nullptr && size >= FileStore::k_map_min_bytes;
+  PayloadBuffer lent;
+  if (large && options.large_reads == LargeReads::copied) {
+    if (allocate != nullptr) {
+      lent = (*allocate)(static_cast<std::size_t>(size));
+    }
+    if (lent.data == nullptr) {  // no memory lent: the payload's own, not zero-filled
+      auto own = std::make_shared_for_overwrite<char[]>(static_cast<std::size_t>(size) + 1);
+      lent = PayloadBuffer{std::shared_ptr<const void>(own, own.get()), own.get()};
+    }
+  }
+  if (large && lent.data != nullptr) {
+    // LargeReads::copied into the caller's memory (or the payload's own): read (never mapped: a
+    // truncated file is a short read, not a SIGBUS), the copy hashed behind
+    // the reading as in the mapped case; the bytes returned are the bytes
+    // checked, in memory no other process can write.
+    const auto n = static_cast<std::size_t>(size);
+    xxh_value = util::fill_and_xxh3(
+        lent.data, n,
+        [fd](char* to, std::size_t offset, std::size_t len) noexcept { return read_fully(fd, to, len, offset); },
+        err);
+    if (err == 0) {
+      lent.data[n] = '\0';
+      *out = Payload::adopt(std::move(lent.owner), std::string_view(lent.data, n));
+      if (!fast) {
+        sha.update(out->view());
+      }
+    }
+  } else if (large && options.large_reads == LargeReads::mapped) {
     // Mapped: hashed where the page cache holds it, never copied, and shared
     // as it is by the returned Payload. kcache never writes an entry's file in
     // place (puts publish by rename, removals unlink), so the mapped bytes stay
@@ -165,14 +194,14 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
       return {PayloadVerdict::error, errno};
     }
     std::string_view mapped(static_cast<const char*>(mapping->address), static_cast<std::size_t>(size));
-    if (PayloadBuffer lent = allocate != nullptr ? (*allocate)(mapped.size()) : PayloadBuffer{}; lent.data != nullptr) {
+    if (PayloadBuffer into = allocate != nullptr ? (*allocate)(mapped.size()) : PayloadBuffer{}; into.data != nullptr) {
       // Copied into the caller's memory and checked there (the bytes returned
       // are the bytes checked), the copy hashed behind the copying on a second
       // core where one is free (util/copy_hash.hpp).
-      xxh_value = util::copy_and_xxh3(lent.data, mapped.data(), mapped.size());
-      lent.data[mapped.size()] = '\0';
-      mapped = std::string_view(lent.data, mapped.size());
-      *out = Payload::adopt(std::move(lent.owner), mapped);
+      xxh_value = util::copy_and_xxh3(into.data, mapped.data(), mapped.size());
+      into.data[mapped.size()] = '\0';
+      mapped = std::string_view(into.data, mapped.size());
+      *out = Payload::adopt(std::move(into.owner), mapped);
     } else {
       xxh_value = util::xxh3_64(mapped);
       *out = Payload::adopt(std::move(mapping), mapped);

@@ -214,6 +214,18 @@ Helper* helper() noexcept {
 }  // namespace
 
 std::uint64_t copy_and_xxh3(char* dst, const char* src, std::size_t size) noexcept {
+  int error = 0;
+  return fill_and_xxh3(
+      dst, size,
+      [src](char* to, std::size_t offset, std::size_t n) noexcept {
+        std::memcpy(to, src + offset, n);
+        return 0;
+      },
+      error);
+}
+
+std::uint64_t fill_and_xxh3(char* dst, std::size_t size, const ChunkFill& fill, int& error) noexcept {
+  error = 0;
   Job job;
   job.data = dst;
   job.size = size;
@@ -229,7 +241,9 @@ std::uint64_t copy_and_xxh3(char* dst, const char* src, std::size_t size) noexce
   }
   for (std::size_t done = 0; done < size; done += k_chunk) {
     const std::size_t n = std::min(k_chunk, size - done);
-    std::memcpy(dst + done, src + done, n);
+    if ((error = fill(dst + done, done, n)) != 0) {
+      break;  // the helper is stopped below; the digest is not wanted
+    }
     job.copied.store(done + n, std::memory_order_release);
   }
   if (posted) {
@@ -253,6 +267,9 @@ std::uint64_t copy_and_xxh3(char* dst, const char* src, std::size_t size) noexce
       late = std::chrono::steady_clock::now() - since > k_late;
     }
     g_pace.record(late);
+  }
+  if (error != 0) {
+    return 0;
   }
   job.state.update(dst + job.hashed, size - job.hashed);
   return job.state.digest();

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace kcache::util {
 
@@ -26,5 +27,15 @@ inline constexpr std::size_t k_copy_hash_parallel_min = 512 * 1024;
 // Copies `size` bytes from `src` to `dst` (which must not overlap) and returns
 // xxh3_64 of the bytes at `dst`. Never fails.
 std::uint64_t copy_and_xxh3(char* dst, const char* src, std::size_t size) noexcept;
+
+// Fills `n` bytes at `dst` with the bytes at `offset` of a source (a pread of
+// a file); returns 0 or an errno. Must not throw.
+using ChunkFill = std::function<int(char* dst, std::size_t offset, std::size_t n)>;
+
+// copy_and_xxh3 with the bytes produced by `fill`, chunk by chunk in order
+// (the hash behind the filling, as above). Returns xxh3_64 of the `size` bytes
+// at `dst` with `error` 0; when a fill fails, stops there and returns 0 with
+// `error` set to what it returned (the bytes at `dst` are then partial).
+std::uint64_t fill_and_xxh3(char* dst, std::size_t size, const ChunkFill& fill, int& error) noexcept;
 
 }  // namespace kcache::util

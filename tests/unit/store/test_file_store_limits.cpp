@@ -244,6 +244,54 @@ TEST(FileStoreLimits, GetIntoChecksALargePayloadInLentMemory) {
   EXPECT_EQ((*got)->payload, a.payload);
 }
 
+// LargeReads::copied (the Python package's reads): a large payload is read
+// into memory of the process, never mapped, so truncating the entry's file or
+// writing into it in place after the hit changes nothing the caller holds and
+// faults nothing (a mapping would SIGBUS on the truncated pages and show the
+// written bytes); the damaged file is a miss afterwards. get() and get_into().
+TEST(FileStoreLimits, CopiedLargeReadsAreUnchangedByTruncationAndInPlaceWrites) {
+  test::TempDir dir;
+  const fs::path root = dir.path() / "cache";
+  auto options = quiet_options(root);
+  options.large_reads = LargeReads::copied;
+  auto store = open_store(std::move(options));
+  const PayloadAllocator allocate = [](std::size_t size) {
+    auto buffer = std::shared_ptr<char[]>(new char[size + 1]);
+    return PayloadBuffer{std::shared_ptr<const void>(buffer, buffer.get()), buffer.get()};
+  };
+  const std::size_t size = (3 << 20) + 1;
+  int seed = 1400;
+  for (const bool into : {false, true}) {
+    for (const bool truncate : {true, false}) {
+      const auto a = make_artifact(seed, seed, size);
+      ++seed;
+      ASSERT_TRUE(store->put(a).has_value());
+      auto got = into ? store->get_into(a.passport.key, allocate) : store->get(a.passport.key);
+      ASSERT_TRUE(got && got->has_value());
+      const std::string path = test::payload_path(root, a.passport.key).string();
+      if (truncate) {
+        ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+      } else {
+        util::Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+        const std::string junk(8192, '\xff');
+        ASSERT_EQ(::pwrite(fd.get(), junk.data(), junk.size(), 0), static_cast<ssize_t>(junk.size()));
+      }
+      EXPECT_EQ((*got)->payload, a.payload) << "into=" << into << " truncate=" << truncate;
+      EXPECT_EQ((*got)->payload.c_str()[size], '\0');
+      auto again = into ? store->get_into(a.passport.key, allocate) : store->get(a.passport.key);
+      ASSERT_TRUE(again.has_value());
+      EXPECT_FALSE(again->has_value()) << "the changed file is a miss: into=" << into << " truncate=" << truncate;
+    }
+  }
+  // A file shorter than its passport says when it is read: a miss, no fault.
+  const auto a = make_artifact(seed, seed, size);
+  ASSERT_TRUE(store->put(a).has_value());
+  ASSERT_EQ(::truncate(test::payload_path(root, a.passport.key).c_str(), static_cast<off_t>(size / 2)), 0);
+  auto got = store->get(a.passport.key);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->has_value());
+}
+
 // The configured chain (write-behind around memory + file tiers) passes the
 // lent memory down to the file tier, and the memory tier keeps that buffer.
 TEST(FileStoreLimits, GetIntoThroughTheConfiguredChainLandsInLentMemory) {

@@ -1,4 +1,4 @@
-// util::copy_and_xxh3: the copy is exact and the digest is xxh3_64 of it,
+// util::copy_and_xxh3 and fill_and_xxh3: the copy is exact and the digest is xxh3_64 of it,
 // whether the helper thread hashes, this thread does, or both in turn; many
 // callers at once and a child of fork() get the same.
 #include "util/copy_hash.hpp"
@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -47,6 +48,38 @@ TEST(CopyAndXxh3, CopiesAndHashesTheCopyAtEverySize) {
       expect_copied_and_hashed(src);
     }
   }
+}
+
+// fill_and_xxh3 (FileStore's copied large reads: pread per chunk): the bytes
+// are filled in order and hashed; a fill that fails stops the fills there and
+// its error comes back, whether or not the helper was hashing behind.
+TEST(CopyAndXxh3, FillHashesWhatWasFilledAndStopsAtAFailedFill) {
+  const std::string src = pattern((std::size_t{4} << 20) + 13, 7);
+  std::string dst(src.size(), '\x55');
+  std::size_t next = 0;
+  int error = -1;
+  const ChunkFill fill = [&](char* to, std::size_t offset, std::size_t n) noexcept {
+    if (offset != next) {
+      return EINVAL;  // out of order
+    }
+    std::memcpy(to, src.data() + offset, n);
+    next = offset + n;
+    return 0;
+  };
+  EXPECT_EQ(fill_and_xxh3(dst.data(), dst.size(), fill, error), xxh3_64(src));
+  EXPECT_EQ(error, 0);
+  EXPECT_EQ(dst, src);
+  std::size_t calls = 0;
+  const ChunkFill failing = [&](char* to, std::size_t offset, std::size_t n) noexcept {
+    if (++calls == 5) {
+      return EPIPE;  // the file ended early
+    }
+    std::memcpy(to, src.data() + offset, n);
+    return 0;
+  };
+  EXPECT_EQ(fill_and_xxh3(dst.data(), dst.size(), failing, error), 0U);
+  EXPECT_EQ(error, EPIPE);
+  EXPECT_EQ(calls, 5U);
 }
 
 TEST(CopyAndXxh3, ManyCallersAtOnceEachGetTheirOwnDigest) {
