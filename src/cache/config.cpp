@@ -4,6 +4,7 @@
 // To add a setting: add a member to Config (include/kcache/config.hpp), one
 // row to k_settings below, and one row to docs/configuration.md.
 #include "kcache/config.hpp"
+#include "cache/config_toml.hpp"
 #include "store/remote/remote_spec.hpp"
 #include "util/edit_distance.hpp"
 
@@ -495,69 +496,6 @@ std::optional<std::string> process_getenv(const std::string& name) {
   return std::string(v);
 }
 
-// A TOML value as the text the setting parsers take.
-std::optional<std::string> toml_value_text(const toml::node& node) {
-  if (const auto* s = node.as_string()) {
-    return s->get();
-  }
-  if (const auto* i = node.as_integer()) {
-    return std::to_string(i->get());
-  }
-  if (const auto* b = node.as_boolean()) {
-    return std::string(b->get() ? "true" : "false");
-  }
-  return std::nullopt;
-}
-
-// `remote = ["redis://a", {url = "redis://b", read_only = true}]` as the
-// space-separated text parse_remote takes: a table's members become URL
-// attributes.
-Result<std::string> remote_list_text(const toml::node& node, const std::string& where) {
-  const auto* list = node.as_array();
-  auto fail = [&](const std::string& why) {
-    return make_error(ErrorCode::invalid_argument,
-                      fmt::format("{}: setting 'remote' {}; write remote = [\"redis://host:6379\", "
-                                  "{{url = \"redis://other:6379\", read_only = true}}]",
-                                  where, why));
-  };
-  if (list == nullptr) {
-    return fail("must be a URL, a list of URLs or a list of tables");
-  }
-  std::string out;
-  for (const toml::node& item : *list) {
-    std::string url;
-    if (const auto* s = item.as_string()) {
-      url = s->get();
-    } else if (const auto* t = item.as_table()) {
-      std::string attrs;
-      for (const auto& [name, value] : *t) {
-        const auto v = toml_value_text(value);
-        if (!v) {
-          return fail("has a table member '" + std::string(name.str()) + "' that is not a string, integer or boolean");
-        }
-        if (name.str() == "url") {
-          url = *v;
-        } else {
-          attrs += (attrs.empty() ? "" : "&") + std::string(name.str()) + "=" + *v;
-        }
-      }
-      if (url.empty()) {
-        return fail("has a table without `url`");
-      }
-      if (!attrs.empty()) {
-        url += (url.find('?') == std::string::npos ? "?" : "&") + attrs;
-      }
-    } else {
-      return fail("has an item that is neither a URL nor a table");
-    }
-    if (url.find_first_of(" \t\n") != std::string::npos) {
-      return fail("has a URL with a space; percent-encode it (%20)");
-    }
-    out += (out.empty() ? "" : " ") + url;
-  }
-  return out;
-}
-
 // Reads the config file into `c`. A file that cannot be read or parsed fails
 // as a whole; a bad key or value fails the load, or, with `problems`, is
 // recorded there and skipped so that the other keys still apply.
@@ -596,9 +534,9 @@ Result<void> apply_file(Config& c, const std::filesystem::path& path, std::vecto
     if (s == nullptr) {
       return unknown_key(key, o);
     }
-    auto text = toml_value_text(node);
+    auto text = config_toml::value_text(node);
     if (!text && key == "remote") {
-      auto joined = remote_list_text(node, o.where);
+      auto joined = config_toml::remote_list_text(node, o.where);
       if (!joined) {
         return tl::unexpected(joined.error());
       }
@@ -786,95 +724,6 @@ Result<std::filesystem::path> default_cache_dir(const GetEnv& getenv) {
   return make_error(ErrorCode::invalid_argument,
                     "no cache directory: neither XDG_CACHE_HOME nor HOME is set; set KCACHE_DIR to a directory "
                     "that survives reboots (kcache never defaults to /tmp)");
-}
-
-Result<std::uint64_t> parse_size(std::string_view text) {
-  auto fail = [&] {
-    return make_error(ErrorCode::invalid_argument,
-                      fmt::format("\"{}\" is not a size; use a number of bytes or a number with a unit "
-                                  "K, M, G or T (binary), such as 512M or 10G",
-                                  text));
-  };
-  std::size_t i = 0;
-  std::uint64_t whole = 0;
-  std::size_t digits = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-    if (__builtin_mul_overflow(whole, 10U, &whole) ||
-        __builtin_add_overflow(whole, static_cast<unsigned>(text[i] - '0'), &whole)) {
-      return fail();
-    }
-    ++i;
-    ++digits;
-  }
-  std::uint64_t frac = 0;
-  std::uint64_t frac_scale = 1;
-  if (i < text.size() && text[i] == '.') {
-    ++i;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-      if (frac_scale < 1'000'000'000) {  // further digits cannot matter for a byte count
-        frac = frac * 10 + static_cast<unsigned>(text[i] - '0');
-        frac_scale *= 10;
-      }
-      ++i;
-      ++digits;
-    }
-  }
-  if (digits == 0) {
-    return fail();
-  }
-  if (i < text.size() && text[i] == ' ') {
-    ++i;
-  }
-  int shift = 0;
-  if (i < text.size()) {
-    switch (std::tolower(static_cast<unsigned char>(text[i]))) {
-      case 'k': shift = 10; break;
-      case 'm': shift = 20; break;
-      case 'g': shift = 30; break;
-      case 't': shift = 40; break;
-      case 'b': shift = -1; break;
-      default: return fail();
-    }
-    ++i;
-  }
-  std::string_view rest = text.substr(i);
-  if (shift > 0 && (rest == "iB" || rest == "ib" || rest == "IB" || rest == "Ib" || rest == "B" || rest == "b")) {
-    rest = {};
-  }
-  if (!rest.empty()) {
-    return fail();
-  }
-  if (shift < 0) {
-    shift = 0;  // a plain "B" suffix
-  }
-  const std::uint64_t unit = std::uint64_t{1} << shift;
-  if (shift == 0 && frac != 0) {
-    return fail();  // no fractional bytes
-  }
-  std::uint64_t bytes = 0;
-  if (__builtin_mul_overflow(whole, unit, &bytes)) {
-    return fail();
-  }
-  // frac < frac_scale <= 1e9 and unit <= 2^40: the product fits in 64 bits.
-  const std::uint64_t extra = frac * unit / frac_scale;
-  if (__builtin_add_overflow(bytes, extra, &bytes)) {
-    return fail();
-  }
-  return bytes;
-}
-
-std::string format_size(std::uint64_t bytes) {
-  if (bytes < 1024) {
-    return fmt::format("{} B", bytes);
-  }
-  static constexpr std::array<const char*, 5> k_units{"KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes) / 1024.0;
-  std::size_t u = 0;
-  while (v >= 1024.0 && u + 1 < k_units.size()) {
-    v /= 1024.0;
-    ++u;
-  }
-  return fmt::format("{:.1f} {}", v, k_units[u]);
 }
 
 }  // namespace kcache

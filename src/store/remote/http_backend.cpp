@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -73,6 +74,7 @@ struct Transfer {
   std::string* server = nullptr;
   std::uint64_t max = 0;
   bool cut = false;  // the body went over `max`: the transfer was aborted
+  long status = 0;   // of the response being received (each redirect's in turn)
   std::string_view upload;
   std::size_t sent = 0;
 };
@@ -80,6 +82,15 @@ struct Transfer {
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::size_t len = size * n;
+  if (t->status / 100 != 2) {
+    // An error page (404, 401 ...) or a redirect's body: never an object, and
+    // never refused as one; the first 4 KiB are kept for the message.
+    constexpr std::size_t k_error_body = 4096;
+    if (t->body->size() < k_error_body) {
+      t->body->append(data, std::min(len, k_error_body - t->body->size()));
+    }
+    return len;
+  }
   if (len > t->max || t->body->size() > t->max - len) {
     // Past the bound (no Content-Length, chunked, or a lying one): abort
     // before buffering more; what was held is freed.
@@ -88,9 +99,20 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
     return 0;
   }
   if (t->body->size() + len > t->body->capacity()) {
-    // Without a Content-Length: double, but never past the bound.
-    t->body->reserve(static_cast<std::size_t>(std::min<std::uint64_t>(
-        t->max, std::max<std::size_t>({t->body->size() + len, 2 * t->body->capacity(), 64 * 1024}))));
+    // Without a Content-Length (or past a lying one): reserve the whole bound
+    // once. Only the pages written become resident, so the process holds what
+    // arrived and never a growing copy beside it (doubling would hold up to
+    // 1.5x the bound while it copies).
+    // Past 1 GiB (a bound set that high), it doubles from there.
+    constexpr std::uint64_t k_one_reserve = std::uint64_t{1} << 30;
+    const std::uint64_t want = std::max<std::uint64_t>(std::min(t->max, k_one_reserve), 2 * t->body->capacity());
+    try {
+      t->body->reserve(static_cast<std::size_t>(std::min(want, t->max)));
+    } catch (const std::bad_alloc&) {
+      t->cut = true;  // no memory for it: refused like an object over the bound
+      std::string().swap(*t->body);
+      return 0;
+    }
   }
   t->body->append(data, len);
   return len;
@@ -99,6 +121,17 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
 std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::string_view line(data, size * n);
+  if (line.size() > 9 && line.substr(0, 5) == "HTTP/") {
+    // A status line starts each response (of each redirect, and a 100 Continue).
+    const auto sp = line.find(' ');
+    long code = 0;
+    if (sp != std::string_view::npos) {
+      std::from_chars(line.data() + sp + 1, line.data() + line.size(), code);
+    }
+    t->status = code;
+    t->body->clear();
+    return size * n;
+  }
   if (line.size() > 15 && (line.substr(0, 15) == "Content-Length:" || line.substr(0, 15) == "content-length:")) {
     // Exactly the size announced, when within the bound (curl refuses a
     // larger one itself: CURLOPT_MAXFILESIZE_LARGE).
@@ -108,7 +141,13 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
       v.remove_prefix(1);
     }
     const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), length);
-    if (ec == std::errc() && length <= t->max && t->body->empty()) {
+    if (ec == std::errc() && t->status / 100 == 2 && length > t->max) {
+      // An object over the bound, refused on its announced size before any
+      // byte of its body (returning less than the line aborts the transfer).
+      t->cut = true;
+      return 0;
+    }
+    if (ec == std::errc() && t->status / 100 == 2 && t->body->empty()) {
       t->body->reserve(static_cast<std::size_t>(length));
     }
     (void)end;
@@ -267,11 +306,10 @@ Result<HttpBackend::Response> HttpBackend::request(std::string_view method, cons
     headers = api.slist_append(headers, "Expect:");
   } else if (method != "GET") {
     api.easy_setopt(h, CURLOPT_CUSTOMREQUEST, std::string(method).c_str());
-  } else {
-    // A Content-Length over the bound is refused before any byte of the body.
-    api.easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE,
-                    static_cast<curl_off_t>(std::min<std::uint64_t>(max_bytes, INT64_MAX)));
   }
+  // A GET's Content-Length over the bound is refused in on_header, before any
+  // byte of the body (curl's CURLOPT_MAXFILESIZE would refuse an error page
+  // over it too).
   if (headers != nullptr) {
     api.easy_setopt(h, CURLOPT_HTTPHEADER, headers);
   }

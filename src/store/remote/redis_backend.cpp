@@ -70,6 +70,10 @@ Result<std::optional<std::string>> RedisBackend::get(std::string_view name, std:
   return redis_get_object(sender(*this, operation_deadline()), name, max_bytes, m_spec.masked());
 }
 
+Result<std::optional<std::string>> RedisBackend::get_prefix(std::string_view name, std::uint64_t bytes) {
+  return redis_get_prefix(sender(*this, operation_deadline()), name, bytes, m_spec.masked());
+}
+
 Result<bool> RedisBackend::put(std::string_view name, std::string_view value, std::uint64_t ttl_s) {
   return redis_put_object(sender(*this, operation_deadline()), name, value, ttl_s, m_spec.masked());
 }

@@ -31,6 +31,7 @@ class RedisBackend final : public RemoteBackend {
   ~RedisBackend() override;
 
   Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) override;
+  Result<std::optional<std::string>> get_prefix(std::string_view name, std::uint64_t bytes) override;
   Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) override;
   Result<bool> remove(std::string_view name) override;
   Result<std::string> describe() override;

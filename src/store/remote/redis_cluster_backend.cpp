@@ -524,6 +524,10 @@ Result<std::optional<std::string>> RedisClusterBackend::get(std::string_view nam
   return redis_get_object(sender(name, data_operation()), name, max_bytes, m_spec.masked());
 }
 
+Result<std::optional<std::string>> RedisClusterBackend::get_prefix(std::string_view name, std::uint64_t bytes) {
+  return redis_get_prefix(sender(name, data_operation()), name, bytes, m_spec.masked());
+}
+
 Result<bool> RedisClusterBackend::put(std::string_view name, std::string_view value, std::uint64_t ttl_s) {
   return redis_put_object(sender(name, data_operation()), name, value, ttl_s, m_spec.masked());
 }

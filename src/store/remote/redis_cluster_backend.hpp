@@ -88,6 +88,7 @@ class RedisClusterBackend final : public RemoteBackend {
   ~RedisClusterBackend() override;
 
   Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) override;
+  Result<std::optional<std::string>> get_prefix(std::string_view name, std::uint64_t bytes) override;
   Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) override;
   Result<bool> remove(std::string_view name) override;
   // "redis 7.0.15 (cluster, state ok): 3 masters 127.0.0.1:7000 [0-5460] ...,

@@ -29,6 +29,25 @@ Result<std::optional<std::string>> redis_get_object(const RedisSend& send, std::
   return std::optional<std::string>(std::move(r->str));
 }
 
+Result<std::optional<std::string>> redis_get_prefix(const RedisSend& send, std::string_view name, std::uint64_t bytes,
+                                                    std::string_view where) {
+  if (bytes == 0) {
+    return make_error(ErrorCode::invalid_argument, "a prefix of 0 bytes");
+  }
+  const std::string end = std::to_string(bytes - 1);
+  auto r = send({"GETRANGE", name, "0", end}, bytes);
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->type == RedisReply::Type::error) {
+    return make_error(ErrorCode::io, fmt::format("GETRANGE on {}: {}", where, r->str));
+  }
+  if (r->type != RedisReply::Type::string || r->str.empty()) {
+    return std::optional<std::string>{};
+  }
+  return std::optional<std::string>(std::move(r->str));
+}
+
 Result<bool> redis_put_object(const RedisSend& send, std::string_view name, std::string_view value,
                               std::uint64_t ttl_s, std::string_view where) {
   std::vector<std::string_view> argv{"SET", name, value, "NX"};

@@ -56,6 +56,10 @@ inline constexpr std::uint64_t k_small_reply = 64 * 1024;
 // send's error; k_reply_too_large when the object is larger than max_bytes
 // (refused on the reply's header: none of its bytes are read or held); io
 // for an error reply.
+// The first `bytes` bytes of object `name` (GETRANGE 0 bytes-1): the whole
+// object when shorter; std::nullopt when there is none.
+Result<std::optional<std::string>> redis_get_prefix(const RedisSend& send, std::string_view name, std::uint64_t bytes,
+                                                    std::string_view where);
 Result<std::optional<std::string>> redis_get_object(const RedisSend& send, std::string_view name,
                                                     std::uint64_t max_bytes, std::string_view where);
 

@@ -47,6 +47,14 @@ class RemoteBackend {
   // constant of it is held (whatever size the server declares or sends).
   virtual Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) = 0;
 
+  // The first `bytes` bytes of an object (all of it when it is shorter), for
+  // a look at its header (`kcache remote ping`). Miss: std::nullopt.
+  // `unsupported` for a backend that cannot read part of an object (HTTP).
+  virtual Result<std::optional<std::string>> get_prefix(std::string_view name, std::uint64_t bytes) {
+    (void)name, (void)bytes;
+    return make_error(ErrorCode::unsupported, "this remote reads no part of an object");
+  }
+
   // Writes `value` under `name` in one operation (no reader sees half of it)
   // unless an object of that name exists. Success: true when written, false
   // when it was already there. `ttl_s` > 0 asks the server to expire it.

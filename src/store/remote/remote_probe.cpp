@@ -101,7 +101,7 @@ void sample_signers(RemoteBackend& backend, const CodecOptions& codec, ProbeRepo
     held.insert(k.id_hex());
   }
   for (const auto& name : names) {
-    auto header = backend.get(name, k_remote_header_bytes - 1);  // at most 80 bytes
+    auto header = backend.get_prefix(name, k_remote_header_bytes);
     if (!header || !header->has_value() || (*header)->size() < k_remote_header_bytes) {
       continue;
     }

@@ -215,7 +215,15 @@ struct RemoteStore::Impl {
       }
       return r;
     }
-    succeeded(Clock::now() - start);
+    if (lease) {
+      // A lease command that succeeded spends nothing from the budget, however
+      // long it took: on a cluster it rides out a failover (up to twice
+      // cluster-node-timeout) on purpose, and the budget is for a remote that
+      // fails or hangs, not for one that answered.
+      breaker->succeeded();
+    } else {
+      succeeded(Clock::now() - start);
+    }
     return r;
   }
 

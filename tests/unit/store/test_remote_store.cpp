@@ -270,7 +270,9 @@ TEST(RemoteStoreBudget, ASpentBudgetSkipsEveryRemoteOfTheProcess) {
   std::string why;
   auto server = kcache::test::SilentServer::start(&why);
   ASSERT_NE(server, nullptr) << why;
-  auto budget = kr::RemoteBudget::for_process("budget-test-scope", std::chrono::milliseconds(600));
+  // Each get waits out its whole deadline, connect_timeout_ms + timeout_ms =
+  // 400 ms: 3 of them spend a budget of 1000 ms.
+  auto budget = kr::RemoteBudget::for_process("budget-test-scope", std::chrono::milliseconds(1000));
   EXPECT_EQ(kr::RemoteBudget::for_process("budget-test-scope", std::chrono::milliseconds(1)).get(), budget.get());
   std::vector<std::string> warnings;
   auto open = [&] {
@@ -288,7 +290,7 @@ TEST(RemoteStoreBudget, ASpentBudgetSkipsEveryRemoteOfTheProcess) {
     EXPECT_FALSE(data->get(kcache::test::test_key(i))->has_value());
   }
   const auto took = std::chrono::steady_clock::now() - start;
-  // 3 gets of 200 ms spend it; the 7 others are skipped. A bound, not a figure.
+  // 3 gets of 400 ms spend it; the 7 others are skipped. A bound, not a figure.
   EXPECT_LT(took, std::chrono::milliseconds(3000));
   EXPECT_GE(data->remote_stats().errors, 3U);
   EXPECT_LE(data->remote_stats().errors, 4U);
@@ -298,7 +300,7 @@ TEST(RemoteStoreBudget, ASpentBudgetSkipsEveryRemoteOfTheProcess) {
   EXPECT_EQ(taken.error().code, kcache::ErrorCode::busy) << "the other store shares the spent budget";
   int budget_lines = 0;
   for (const auto& w : warnings) {
-    budget_lines += w.find("remote_budget_ms = 600") != std::string::npos ? 1 : 0;
+    budget_lines += w.find("remote_budget_ms = 1000") != std::string::npos ? 1 : 0;
   }
   EXPECT_EQ(budget_lines, 1);
 }
