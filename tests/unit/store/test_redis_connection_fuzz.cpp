@@ -30,7 +30,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -40,10 +39,12 @@
 #include <vector>
 
 #include "store/remote/redis_connection.hpp"
+#include "support/child.hpp"
 
 namespace kr = kcache::remote;
 using kcache::ErrorCode;
 using Clock = std::chrono::steady_clock;
+using kcache::test::peak_rss;
 
 namespace {
 
@@ -380,17 +381,6 @@ std::string mutate(std::mt19937_64& rng, std::string s) {
     default: s.insert(rng() % (s.size() + 1), random_bytes(rng, 1 + rng() % 8)); break;
   }
   return s;
-}
-
-std::uint64_t peak_rss() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      return std::stoull(line.substr(6)) * 1024;
-    }
-  }
-  return 0;
 }
 
 // ---- one trial ----
