@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
 
 namespace kcache::test {
 
@@ -115,6 +116,17 @@ std::string describe_status(int status) {
     return "signal " + std::to_string(WTERMSIG(status));
   }
   return "status " + std::to_string(status);
+}
+
+std::uint64_t peak_rss() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::stoull(line.substr(6)) * 1024;
+    }
+  }
+  return 0;
 }
 
 }  // namespace kcache::test

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -35,5 +36,9 @@ ChildReport run_reporting_child(const std::function<void(int fd)>& fn);
 
 // Describes a wait status: "exit 0", "signal 9".
 std::string describe_status(int status);
+
+// Peak resident set of this process, in bytes (VmHWM of /proc/self/status); 0
+// when it cannot be read.
+std::uint64_t peak_rss();
 
 }  // namespace kcache::test
