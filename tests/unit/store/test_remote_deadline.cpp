@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -44,25 +43,13 @@ constexpr const char* k_attrs = "?connect_timeout_ms=200&timeout_ms=500";
 // 32 s.
 #define EXPECT_BOUNDED(start, bound) EXPECT_LT(Clock::now() - (start), 3 * (bound))
 
-// Peak resident set of this process, in bytes (VmHWM of /proc/self/status).
-std::uint64_t peak_rss() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      return std::stoull(line.substr(6)) * 1024;
-    }
-  }
-  return 0;
-}
-
 // Runs `fn` in a fresh child process and returns how much its peak resident
 // set grew while `fn` ran, in bytes; `fn`'s result string comes back in `what`.
 std::uint64_t rss_growth_of(const std::function<std::string()>& fn, std::string* what) {
   const auto report = kcache::test::run_reporting_child([&](int fd) {
-    const std::uint64_t before = peak_rss();
+    const std::uint64_t before = kcache::test::peak_rss();
     const std::string r = fn();
-    const std::uint64_t after = peak_rss();
+    const std::uint64_t after = kcache::test::peak_rss();
     const std::string out = std::to_string(after - before) + " " + r;
     (void)!::write(fd, out.data(), out.size());
     ::_exit(0);
