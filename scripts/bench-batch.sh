@@ -1,4 +1,4 @@
-# Sourced by the process benchmarks (bench-cli-hit.sh, bench-process-start.sh).
+# Sourced by the process benchmarks (bench-cli-hit.sh, bench-process-start.sh, bench-header-hit.sh).
 # batch_us command...: mean microseconds of one batch of $runs runs of the command.
 batch_us() {
   local s e

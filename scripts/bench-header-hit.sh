@@ -40,13 +40,8 @@ done
 headers=$("$kcache" compile "$work/many/k.cu" --target ptx --arch sm_90 -I "$work/many/inc" --json -o "$work/many/k.ptx" |
   grep -c '"sha256"' || true)
 results=$work/results
-batch_us() {
-  local s e
-  s=$(date +%s%N)
-  for _ in $(seq "$runs"); do "$@" >/dev/null 2>&1; done
-  e=$(date +%s%N)
-  echo $(((e - s) / runs / 1000))
-}
+# shellcheck source=scripts/bench-batch.sh
+. scripts/bench-batch.sh
 for _ in $(seq "$batches"); do
   for n in none many; do
     # shellcheck disable=SC2086  # the command lines are split on purpose

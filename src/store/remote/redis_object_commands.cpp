@@ -4,29 +4,40 @@
 
 namespace kcache::remote {
 
-Result<std::optional<std::string>> redis_get_object(const RedisSend& send, std::string_view name,
-                                                    std::uint64_t max_bytes, std::string_view where) {
-  // GETRANGE end is inclusive: asking for 0..max returns up to max + 1 bytes.
-  // A larger object answers max + 1 bytes, whose header is refused by the send.
-  const std::string end = std::to_string(max_bytes);
-  auto r = send({"GETRANGE", name, "0", end}, max_bytes);
+namespace {
+
+// GETRANGE name 0 `last` with every bulk bounded by `max_bulk`: the bytes,
+// or std::nullopt for a missing key (it reads as "": no object is ever empty).
+Result<std::optional<std::string>> get_range(const RedisSend& send, std::string_view name, std::uint64_t last,
+                                             std::uint64_t max_bulk, std::string_view where) {
+  const std::string end = std::to_string(last);
+  auto r = send({"GETRANGE", name, "0", end}, max_bulk);
   if (!r) {
-    if (r.error().code == k_reply_too_large) {
-      return make_error(k_reply_too_large,
-                        fmt::format("GETRANGE on {}: the object is larger than max_entry_size ({} bytes); refused "
-                                    "without downloading it",
-                                    where, max_bytes));
-    }
     return tl::unexpected(r.error());
   }
   if (r->type == RedisReply::Type::error) {
     return make_error(ErrorCode::io, fmt::format("GETRANGE on {}: {}", where, r->str));
   }
-  // A missing key reads as "": no object is ever empty, so "" is a miss.
   if (r->type != RedisReply::Type::string || r->str.empty()) {
     return std::optional<std::string>{};
   }
   return std::optional<std::string>(std::move(r->str));
+}
+
+}  // namespace
+
+Result<std::optional<std::string>> redis_get_object(const RedisSend& send, std::string_view name,
+                                                    std::uint64_t max_bytes, std::string_view where) {
+  // GETRANGE end is inclusive: asking for 0..max returns up to max + 1 bytes.
+  // A larger object answers max + 1 bytes, whose header is refused by the send.
+  auto r = get_range(send, name, max_bytes, max_bytes, where);
+  if (!r && r.error().code == k_reply_too_large) {
+    return make_error(k_reply_too_large,
+                      fmt::format("GETRANGE on {}: the object is larger than max_entry_size ({} bytes); refused "
+                                  "without downloading it",
+                                  where, max_bytes));
+  }
+  return r;
 }
 
 Result<std::optional<std::string>> redis_get_prefix(const RedisSend& send, std::string_view name, std::uint64_t bytes,
@@ -34,18 +45,7 @@ Result<std::optional<std::string>> redis_get_prefix(const RedisSend& send, std::
   if (bytes == 0) {
     return make_error(ErrorCode::invalid_argument, "a prefix of 0 bytes");
   }
-  const std::string end = std::to_string(bytes - 1);
-  auto r = send({"GETRANGE", name, "0", end}, bytes);
-  if (!r) {
-    return tl::unexpected(r.error());
-  }
-  if (r->type == RedisReply::Type::error) {
-    return make_error(ErrorCode::io, fmt::format("GETRANGE on {}: {}", where, r->str));
-  }
-  if (r->type != RedisReply::Type::string || r->str.empty()) {
-    return std::optional<std::string>{};
-  }
-  return std::optional<std::string>(std::move(r->str));
+  return get_range(send, name, bytes - 1, bytes, where);
 }
 
 Result<bool> redis_put_object(const RedisSend& send, std::string_view name, std::string_view value,
