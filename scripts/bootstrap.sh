@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libssl-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
+  libssl-dev openssl ca-certificates libxxhash-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
   libfmt-dev libexpected-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
