@@ -10,7 +10,6 @@
 #include <set>
 
 #include "util/atomic_write.hpp"
-#include "util/fd.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
@@ -23,23 +22,6 @@ namespace {
 
 constexpr std::string_view k_magic = "kcache-toolkit-includes 2\n";
 constexpr std::size_t k_max_memo_bytes = 64u << 20;
-
-std::optional<std::string> read_file(const std::string& path, std::size_t max_bytes, int flags = 0) {
-  util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags));
-  if (!fd) {
-    return std::nullopt;
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > max_bytes) {
-    return std::nullopt;
-  }
-  std::string bytes;
-  if (util::io::read_bounded(fd.get(), max_bytes, bytes, static_cast<std::size_t>(st.st_size)) != 0 ||
-      bytes.size() > max_bytes) {
-    return std::nullopt;
-  }
-  return bytes;
-}
 
 void put_str(std::string& out, std::string_view s) {
   out += std::to_string(s.size());
@@ -151,7 +133,7 @@ Raw scan_toolkit(const fs::path& root) {
     if (!it->is_regular_file(ec) || ++files > k_max_toolkit_files) {
       continue;
     }
-    const auto bytes = read_file(it->path().string(), 64u << 20);
+    const auto bytes = util::io::read_small_file(it->path().string(), 64u << 20);
     if (!bytes) {
       continue;
     }
@@ -213,7 +195,7 @@ std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, co
   std::optional<Raw> raw;
   const fs::path file = memo_dir.empty() ? fs::path() : memo_dir / ("toolkit-" + id.substr(0, 32));
   if (!file.empty()) {
-    if (const auto text = read_file(file.string(), k_max_memo_bytes, O_NOFOLLOW)) {
+    if (const auto text = util::io::read_small_file(file.string(), k_max_memo_bytes, O_NOFOLLOW)) {
       raw = parse(*text);
     }
   }

@@ -1,7 +1,7 @@
 #include "store/remote/http_backend.hpp"
+#include "util/dl_symbols.hpp"
 
 #include <curl/curl.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <charconv>
@@ -11,7 +11,6 @@
 #include <fstream>
 #include <mutex>
 #include <new>
-#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -40,27 +39,18 @@ struct CurlApi {
 const CurlApi& curl_api() {
   static const CurlApi api = [] {
     CurlApi a;
-    void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      a.error = std::string("cannot load libcurl.so.4 for HTTP remotes (install Debian's libcurl4): ") + ::dlerror();
-      return a;
-    }
-    auto sym = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-      if (fn == nullptr && a.error.empty()) {
-        a.error = std::string("libcurl.so.4 lacks ") + name;
-      }
-    };
-    sym(a.global_init, "curl_global_init");
-    sym(a.easy_init, "curl_easy_init");
-    sym(a.easy_cleanup, "curl_easy_cleanup");
-    sym(a.easy_reset, "curl_easy_reset");
-    sym(a.easy_setopt, "curl_easy_setopt");
-    sym(a.easy_perform, "curl_easy_perform");
-    sym(a.easy_getinfo, "curl_easy_getinfo");
-    sym(a.easy_strerror, "curl_easy_strerror");
-    sym(a.slist_append, "curl_slist_append");
-    sym(a.slist_free_all, "curl_slist_free_all");
+    util::DlSymbols lib("libcurl.so.4", "for HTTP remotes (install Debian's libcurl4)");
+    lib.resolve(a.global_init, "curl_global_init");
+    lib.resolve(a.easy_init, "curl_easy_init");
+    lib.resolve(a.easy_cleanup, "curl_easy_cleanup");
+    lib.resolve(a.easy_reset, "curl_easy_reset");
+    lib.resolve(a.easy_setopt, "curl_easy_setopt");
+    lib.resolve(a.easy_perform, "curl_easy_perform");
+    lib.resolve(a.easy_getinfo, "curl_easy_getinfo");
+    lib.resolve(a.easy_strerror, "curl_easy_strerror");
+    lib.resolve(a.slist_append, "curl_slist_append");
+    lib.resolve(a.slist_free_all, "curl_slist_free_all");
+    a.error = lib.error();
     if (a.error.empty()) {
       a.global_init(CURL_GLOBAL_DEFAULT);
     }

@@ -1,6 +1,6 @@
 #include "store/remote/tls_session.hpp"
+#include "util/dl_symbols.hpp"
 
-#include <dlfcn.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
-#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -42,33 +41,24 @@ struct SslApi {
 const SslApi& ssl_api() {
   static const SslApi api = [] {
     SslApi a;
-    void* lib = ::dlopen("libssl.so.3", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      a.error = std::string("cannot load libssl.so.3 for rediss:// remotes (install Debian's libssl3): ") + ::dlerror();
-      return a;
-    }
-    auto sym = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-      if (fn == nullptr && a.error.empty()) {
-        a.error = std::string("libssl.so.3 lacks ") + name;
-      }
-    };
-    sym(a.client_method, "TLS_client_method");
-    sym(a.ctx_new, "SSL_CTX_new");
-    sym(a.ctx_free, "SSL_CTX_free");
-    sym(a.ctx_default_paths, "SSL_CTX_set_default_verify_paths");
-    sym(a.ctx_load_locations, "SSL_CTX_load_verify_locations");
-    sym(a.ctx_set_verify, "SSL_CTX_set_verify");
-    sym(a.ssl_new, "SSL_new");
-    sym(a.ssl_free, "SSL_free");
-    sym(a.set_fd, "SSL_set_fd");
-    sym(a.set1_host, "SSL_set1_host");
-    sym(a.ctrl, "SSL_ctrl");
-    sym(a.connect, "SSL_connect");
-    sym(a.read, "SSL_read");
-    sym(a.write, "SSL_write");
-    sym(a.get_error, "SSL_get_error");
-    sym(a.verify_result, "SSL_get_verify_result");
+    util::DlSymbols lib("libssl.so.3", "for rediss:// remotes (install Debian's libssl3)");
+    lib.resolve(a.client_method, "TLS_client_method");
+    lib.resolve(a.ctx_new, "SSL_CTX_new");
+    lib.resolve(a.ctx_free, "SSL_CTX_free");
+    lib.resolve(a.ctx_default_paths, "SSL_CTX_set_default_verify_paths");
+    lib.resolve(a.ctx_load_locations, "SSL_CTX_load_verify_locations");
+    lib.resolve(a.ctx_set_verify, "SSL_CTX_set_verify");
+    lib.resolve(a.ssl_new, "SSL_new");
+    lib.resolve(a.ssl_free, "SSL_free");
+    lib.resolve(a.set_fd, "SSL_set_fd");
+    lib.resolve(a.set1_host, "SSL_set1_host");
+    lib.resolve(a.ctrl, "SSL_ctrl");
+    lib.resolve(a.connect, "SSL_connect");
+    lib.resolve(a.read, "SSL_read");
+    lib.resolve(a.write, "SSL_write");
+    lib.resolve(a.get_error, "SSL_get_error");
+    lib.resolve(a.verify_result, "SSL_get_verify_result");
+    a.error = lib.error();
     return a;
   }();
   return api;
