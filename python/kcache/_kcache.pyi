@@ -156,6 +156,16 @@ class _Flight:
 def _domain_artifact(
     domain: str, key_bytes: bytes | str, kind: str, payload: Any, producer: str, producer_version: str
 ) -> Artifact: ...
+def _record_artifact(
+    domain: str,
+    fields: Sequence[tuple[str, str]],
+    kind: str,
+    payload: Any,
+    producer: str,
+    producer_version: str,
+    arch: str,
+    labels: Mapping[str, str],
+) -> Artifact: ...
 def _plan_build(
     path: str,
     host: str | None,

@@ -84,6 +84,29 @@ void bind_artifact(nb::module_& m) {
       },
       nb::arg("domain"), nb::arg("key_bytes"), nb::arg("kind"), nb::arg("payload"), nb::arg("producer"),
       nb::arg("producer_version"));
+  // An artifact whose key is made of literal (name, value) fields, as
+  // _key_of_values(domain, fields) gives it, with a target arch and labels in
+  // its passport (kcache.triton: one Triton group per entry).
+  m.def(
+      "_record_artifact",
+      [](const std::string& domain, const std::vector<std::pair<std::string, std::string>>& fields,
+         const std::string& kind, nb::handle payload, const std::string& producer, const std::string& producer_version,
+         const std::string& arch, std::map<std::string, std::string> labels) {
+        KeyBuilder kb(domain);
+        for (const auto& [name, value] : fields) {
+          kb.add(name, value);
+        }
+        std::string bytes = text_or_bytes(payload, "payload");
+        if (!is_valid_kind(kind)) {
+          raise(ErrorCode::invalid_argument, "kind '" + kind + "' is not [a-z0-9_-]{1,32}");
+        }
+        nb::gil_scoped_release release;
+        auto a = Artifact::make(kb, kind, std::move(bytes), Producer{producer, producer_version}, Target{arch, ""});
+        a.passport.labels = std::move(labels);
+        return PyArtifact{std::make_shared<const Artifact>(std::move(a)), "made"};
+      },
+      nb::arg("domain"), nb::arg("fields"), nb::arg("kind"), nb::arg("payload"), nb::arg("producer"),
+      nb::arg("producer_version"), nb::arg("arch"), nb::arg("labels"));
   nb::class_<Key>(m, "Key",
                   "A content key: SHA-256 over every input that can change an artifact's bytes.\n\n"
                   "Key(hex) parses exactly 64 lowercase hex characters (InvalidArgument otherwise);\n"

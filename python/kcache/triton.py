@@ -1,0 +1,583 @@
+"""kcache.triton: kcache as Triton's kernel cache (docs/triton.md).
+
+One line turns it on::
+
+    import kcache.triton; kcache.triton.install()
+
+or, for a program you cannot edit, the environment alone::
+
+    TRITON_CACHE_MANAGER=kcache.triton:KCacheManager
+
+Then every kernel Triton compiles is cached in kcache's store (the same C++
+library and on-disk cache as every other kcache entry, its size cap, its
+remote tier):
+
+- **A group is one entry.** All files of a kernel (IR stages, cubin, metadata
+  JSON) go into one entry of kind ``triton-group``, whose payload is a
+  deterministic container of (file name, bytes) pairs (``pack_group``) and
+  whose passport carries Triton's version, the target, the kernel name and
+  Triton's cache key. It is published with the store's one commit point and
+  verified (size, SHA-256, key record) on every read: a reader gets one
+  writer's whole group or a miss, never a mix or a part; a damaged entry is a
+  miss, removed, and the kernel is compiled again. A file Triton caches on
+  its own (the launcher ``.so`` of ``triton.runtime.build``) is an entry of
+  kind ``triton-file`` in the same container.
+- **One compile per key.** A miss in ``get_group`` takes the key's
+  single-flight lease (threads, processes, and with a Redis remote, hosts)
+  or waits for its holder and returns the group the holder published;
+  ``put_group`` publishes and releases. A holder that dies (SIGKILL) lets a
+  waiter take over at once; one whose compile raised or that never
+  publishes gives the key up when Triton drops the manager, or after
+  ``compile_timeout`` seconds at most.
+- **Files on disk.** Triton wants paths: a verified group is written into
+  this process's own directory ``<cache_dir>/v1/triton/run/<domain>-<pid>-<start>/``
+  (0700), valid for the life of the process, removed at exit, and swept by
+  the next process that starts when its owner died without removing it.
+  These copies are not entries and do not count under the cap.
+- **Warm starts.** ``install()`` also replaces ``triton_key()`` by one that
+  remembers its value across processes, valid while every file it hashed is
+  unchanged (kcache._triton_key).
+
+Dump and override modes (``TRITON_KERNEL_DUMP``, ``TRITON_KERNEL_OVERRIDE``)
+keep Triton's own file cache manager. When kcache's cache cannot be opened,
+Triton's own cache is used (after one warning from ``kcache.default_store``).
+
+Importing this module does not import Triton: ``KCacheManager`` and
+``install()`` do, when first used.
+"""
+
+from __future__ import annotations
+
+import _thread
+import atexit
+import hashlib
+import os
+import struct
+
+from . import Error, _kcache, default_store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from . import Store
+
+__all__ = ["GROUP_KIND", "FILE_KIND", "KCacheManager", "install", "uninstall", "pack_group", "unpack_group"]
+
+GROUP_KIND = "triton-group"
+FILE_KIND = "triton-file"
+_DOMAIN = "triton"
+_KEY_FORMAT = "1"
+
+# Group container, format 1 (docs/triton.md, "What is stored"):
+#   group := MAGIC u32le(count) file{count}
+#   file  := u32le(len(name)) name u64le(len(data)) data
+# names sorted (bytewise), unique, 1..255 bytes of UTF-8 without "/" or NUL and
+# not "." or ".."; nothing after the last file.
+_MAGIC = b"KCACHE-TRITON-GROUP\x001\n"
+_MAX_FILES = 4096
+
+
+def _check_name(name: str) -> bytes:
+    raw = name.encode("utf-8")
+    if not raw or len(raw) > 255 or b"/" in raw or b"\0" in raw or name in (".", ".."):
+        raise ValueError(f"a Triton cache file name must be 1-255 bytes without '/' or NUL, not {name!r}")
+    return raw
+
+
+def pack_group(files: Mapping[str, bytes]) -> bytes:
+    """The container of ``files`` (name -> bytes): the same bytes for the same files, whatever their order."""
+    if len(files) > _MAX_FILES:
+        raise ValueError(f"a Triton group holds at most {_MAX_FILES} files, not {len(files)}")
+    items = sorted((_check_name(n), bytes(d)) for n, d in files.items())
+    out = [_MAGIC, struct.pack("<I", len(items))]
+    for raw, data in items:
+        out += [struct.pack("<I", len(raw)), raw, struct.pack("<Q", len(data)), data]
+    return b"".join(out)
+
+
+def unpack_group(payload: bytes | memoryview) -> dict[str, bytes]:
+    """The files of a container; raises ValueError naming what is wrong when it is not one."""
+    view = memoryview(payload)
+    if bytes(view[: len(_MAGIC)]) != _MAGIC:
+        raise ValueError("not a kcache Triton group (bad magic)")
+    pos = len(_MAGIC)
+
+    def take(n: int) -> memoryview:
+        nonlocal pos
+        if n > len(view) - pos:
+            raise ValueError("kcache Triton group is truncated")
+        part = view[pos : pos + n]
+        pos += n
+        return part
+
+    (count,) = struct.unpack("<I", take(4))
+    if count > _MAX_FILES:
+        raise ValueError(f"kcache Triton group claims {count} files")
+    files: dict[str, bytes] = {}
+    last = b""
+    for _ in range(count):
+        (nlen,) = struct.unpack("<I", take(4))
+        raw = bytes(take(nlen))
+        (dlen,) = struct.unpack("<Q", take(8))
+        data = bytes(take(dlen))
+        name = raw.decode("utf-8", errors="strict")
+        if _check_name(name) != raw or (files and raw <= last):
+            raise ValueError("kcache Triton group names are not sorted and unique")
+        files[name] = data
+        last = raw
+    if pos != len(view):
+        raise ValueError("kcache Triton group has bytes after its last file")
+    return files
+
+
+# ---- settings (install) -------------------------------------------------------------------------
+
+_lock = _thread.allocate_lock()
+_store: Store | None = None  # install(store=...); None: kcache.default_store()
+_compile_timeout = 600.0
+_warned: set[str] = set()
+
+
+def _warn_once(what: str, message: str) -> None:
+    with _lock:
+        if what in _warned:
+            return
+        _warned.add(what)
+    import warnings
+
+    warnings.warn(f"kcache.triton: {message}", RuntimeWarning, stacklevel=3)
+
+
+def _the_store() -> Store | None:
+    s = _store
+    if s is not None and not s.closed:
+        return s
+    return default_store()
+
+
+# ---- this process's directory of materialized files ---------------------------------------------
+
+
+def _proc_start(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 :].split()[19].decode()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _pid_domain() -> str:
+    # Pids mean something within one boot and pid namespace only: another
+    # namespace's directories are never swept (their pids are not ours to test).
+    parts = []
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            parts.append(f.read().strip())
+        parts.append(os.readlink("/proc/self/ns/pid").encode())
+    except OSError:
+        return "0" * 16
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
+
+
+class _RunDir:
+    """``<cache_dir>/v1/triton/run/<domain>-<pid>-<start>/``: this process's materialized files."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.path = ""
+        self.seq = 0
+
+    def get(self, cache_dir: str) -> str:
+        pid = os.getpid()
+        if self.pid == pid and self.path:
+            return self.path
+        import tempfile
+
+        root = os.path.join(cache_dir, "v1", "triton", "run")
+        domain = _pid_domain()
+        try:
+            os.makedirs(root, mode=0o700, exist_ok=True)
+            _sweep(root, domain, pid)
+            path = os.path.join(root, f"{domain}-{pid}-{_proc_start(pid) or 0}")
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError:
+            path = tempfile.mkdtemp(prefix="kcache-triton-")
+        self.pid, self.path, self.seq = pid, path, 0
+        return path
+
+    def fresh(self, cache_dir: str, prefix: str) -> str:
+        """A new, empty directory in this process's run directory."""
+        base = self.get(cache_dir)
+        with _lock:
+            self.seq += 1
+            seq = self.seq
+        path = os.path.join(base, f"{prefix}{seq}")
+        os.mkdir(path, 0o700)
+        return path
+
+
+def _sweep(root: str, domain: str, me: int) -> None:
+    import shutil
+
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) != 3 or parts[0] != domain or not parts[1].isdigit():
+            continue
+        pid = int(parts[1])
+        if pid == me:
+            continue
+        start = _proc_start(pid)
+        if start is None or start != parts[2]:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+_run = _RunDir()
+
+
+@atexit.register
+def _remove_run_dir() -> None:
+    # Only the process that made it (a forked child has its own, or none).
+    if _run.path and _run.pid == os.getpid():
+        import shutil
+
+        shutil.rmtree(_run.path, ignore_errors=True)
+
+
+def _write_file(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+# Materialized groups of this process: payload digest -> {name: (path, size, mtime_ns, inode)}.
+_materialized: dict[str, dict[str, tuple[str, int, int, int]]] = {}
+
+
+def _unchanged(files: dict[str, tuple[str, int, int, int]]) -> bool:
+    for path, size, mtime, ino in files.values():
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return False
+        if (st.st_size, st.st_mtime_ns, st.st_ino) != (size, mtime, ino):
+            return False
+    return True
+
+
+def _materialize(cache_dir: str, digest: str, files: dict[str, bytes]) -> dict[str, str]:
+    """Paths of ``files`` in this process's run directory, written once per content."""
+    with _lock:
+        known = _materialized.get(digest)
+    if known is not None and _run.pid == os.getpid() and _unchanged(known):
+        return {name: v[0] for name, v in known.items()}
+    where = _run.fresh(cache_dir, "g")
+    done: dict[str, tuple[str, int, int, int]] = {}
+    for name, data in files.items():
+        path = os.path.join(where, name)
+        _write_file(path, data)
+        st = os.stat(path)
+        done[name] = (path, st.st_size, st.st_mtime_ns, st.st_ino)
+    with _lock:
+        _materialized[digest] = done
+    return {name: v[0] for name, v in done.items()}
+
+
+# ---- the cache manager --------------------------------------------------------------------------
+
+
+def _cuda_arch(target: Any) -> str:
+    # What Triton's NVIDIA backend compiles for (sm_arch_from_capability).
+    if isinstance(target, dict) and target.get("backend") == "cuda" and isinstance(target.get("arch"), int):
+        arch = target["arch"]
+        return f"sm_{arch}{'a' if arch >= 90 else ''}"
+    if isinstance(target, dict):
+        return str(target.get("arch", ""))
+    return ""
+
+
+class _Manager:
+    """The behaviour of KCacheManager (mixed into Triton's CacheManager by _manager_class)."""
+
+    _fallback: Any
+    _triton_version: str = ""
+
+    def __init__(self, key: str, override: bool = False, dump: bool = False) -> None:
+        self.key = key
+        self._fallback = None
+        self._staged: dict[str, tuple[str, bytes]] = {}  # name -> (path, bytes), put() by this manager
+        self._stage_dir = ""
+        self._group: dict[str, str] | None = None  # a group this manager read
+        self._grouped = False  # get_group was called: puts wait for put_group
+        self._flights: dict[str, Any] = {}  # kcache key hex -> _Flight this manager holds
+        store = None if (override or dump) else _the_store()
+        if store is None:
+            from triton.runtime.cache import FileCacheManager
+
+            self._fallback = FileCacheManager(key, override=override, dump=dump)
+            return
+        self._s = store
+        self._cache_dir = store.config.cache_dir
+
+    # -- keys and entries
+
+    def _kkey(self, kind: str, name: str) -> _kcache.Key:
+        return _kcache._key_of_values(_DOMAIN, self._fields(kind, name))
+
+    def _fields(self, kind: str, name: str) -> list[tuple[str, str]]:
+        return [("kind", kind), ("format", _KEY_FORMAT), ("triton_version", self._triton_version),
+                ("triton_key", self.key), ("group" if kind == GROUP_KIND else "file", name)]
+
+    def _files_of(self, artifact: Any, kind: str, name: str) -> dict[str, str] | None:
+        """The materialized files of a verified entry, or None (removed, warned) when it is not a group of ``name``."""
+        try:
+            if artifact.kind != kind:
+                raise ValueError(f"kind {artifact.kind}")
+            files = unpack_group(artifact.view)
+            if name not in files:
+                raise ValueError(f"it holds no {name}")
+        except ValueError as e:
+            _warn_once("bad-group", f"entry {artifact.key} is not a usable Triton group ({e}): compiling again")
+            try:
+                self._s.remove(artifact.key)
+            except Error:
+                pass
+            return None
+        try:
+            return _materialize(self._cache_dir, artifact.passport["payload"]["sha256"], files)
+        except OSError as e:
+            _warn_once("materialize", f"cannot write Triton's files under {self._cache_dir}: {e}; compiling")
+            return None
+
+    def _lookup(self, kind: str, name: str, take_flight: bool) -> dict[str, str] | None:
+        kkey = self._kkey(kind, name)
+        try:
+            got = self._s.get(kkey)
+            if got is not None:
+                files = self._files_of(got, kind, name)
+                if files is not None:
+                    return files
+            if not take_flight:
+                return None
+            flight = _kcache._Flight(self._s, kkey, _compile_timeout)
+            got = flight.wait()
+        except Error as e:
+            _warn_once("lookup", f"lookup failed ({e}); compiling without the cache")
+            return None
+        if got is not None:
+            return self._files_of(got, kind, name)
+        self._flights[kkey.hex] = flight  # given up when this manager is dropped, at the latest
+        return None
+
+    def _publish(self, kind: str, name: str, files: dict[str, bytes]) -> None:
+        kkey = self._kkey(kind, name)
+        labels = {"triton.key": self.key, "triton." + ("group" if kind == GROUP_KIND else "file"): name,
+                  "triton.files": ",".join(sorted(files))}
+        arch = ""
+        meta = files.get(name) if kind == GROUP_KIND else None
+        if meta is not None:
+            try:
+                import json
+
+                m = json.loads(meta)
+                labels["triton.kernel"] = str(m.get("name", ""))
+                t = m.get("target")
+                if isinstance(t, dict):
+                    labels["triton.target"] = f"{t.get('backend')}:{t.get('arch')}:{t.get('warp_size')}"
+                arch = _cuda_arch(t)
+            except ValueError:
+                pass
+        flight = self._flights.pop(kkey.hex, None)
+        try:
+            artifact = _kcache._record_artifact(_DOMAIN, self._fields(kind, name), kind, pack_group(files), "triton",
+                                                self._triton_version, arch, labels)
+            if flight is not None:
+                flight.deliver(self._s, artifact)
+            else:
+                self._s.put(artifact)
+        except (Error, ValueError) as e:
+            if flight is not None:
+                flight.abandon()
+            _warn_once("put", f"cannot store Triton's {name} ({e}); it is compiled, not cached")
+
+    def _stage(self, name: str, data: bytes) -> str:
+        if not self._stage_dir:
+            self._stage_dir = _run.fresh(self._cache_dir, "s")
+        path = os.path.join(self._stage_dir, name)
+        if name in self._staged:
+            os.unlink(path)
+        _write_file(path, data)
+        self._staged[name] = (path, data)
+        return path
+
+    # -- what Triton calls
+
+    def get_group(self, filename: str) -> dict[str, str] | None:
+        if self._fallback is not None:
+            return self._fallback.get_group(filename)  # type: ignore[no-any-return]
+        self._grouped = True
+        self._group = self._lookup(GROUP_KIND, filename, take_flight=True)
+        return None if self._group is None else dict(self._group)
+
+    def put_group(self, filename: str, group: dict[str, str]) -> str | None:
+        if self._fallback is not None:
+            return self._fallback.put_group(filename, group)  # type: ignore[no-any-return]
+        files: dict[str, bytes] = {}
+        try:
+            for name, path in group.items():
+                staged = self._staged.get(name)
+                if staged is not None and staged[0] == path:
+                    files[name] = staged[1]
+                else:
+                    with open(path, "rb") as f:
+                        files[name] = f.read()
+        except OSError as e:
+            _warn_once("put", f"cannot read Triton's file {e.filename} ({e.strerror}); not cached")
+            for flight in self._flights.values():
+                flight.abandon()
+            return group.get(filename)
+        self._publish(GROUP_KIND, filename, files)
+        return group.get(filename)
+
+    def put(self, data: Any, filename: str, binary: bool = True) -> str:
+        if self._fallback is not None:
+            return self._fallback.put(data, filename, binary=binary)  # type: ignore[no-any-return]
+        raw = data if isinstance(data, bytes) else str(data).encode("utf-8")
+        path = self._stage(filename, raw)
+        if not self._grouped:  # a file Triton caches on its own (triton.runtime.build)
+            self._publish(FILE_KIND, filename, {filename: raw})
+        return path
+
+    def get_file(self, filename: str) -> str | None:
+        if self._fallback is not None:
+            return self._fallback.get_file(filename)  # type: ignore[no-any-return]
+        staged = self._staged.get(filename)
+        if staged is not None:
+            return staged[0]
+        if self._group is not None and filename in self._group:
+            return self._group[filename]
+        if self._grouped:
+            return None
+        files = self._lookup(FILE_KIND, filename, take_flight=True)
+        return None if files is None else files[filename]
+
+    def has_file(self, filename: str) -> bool:
+        if self._fallback is not None:
+            return bool(self._fallback.has_file(filename))
+        if filename in self._staged or (self._group is not None and filename in self._group):
+            return True
+        if self._grouped:
+            return False
+        return self._lookup(FILE_KIND, filename, take_flight=False) is not None
+
+    def __del__(self) -> None:
+        for flight in getattr(self, "_flights", {}).values():
+            flight.abandon()
+
+
+_manager_cls: Any = None
+
+
+def _manager_class() -> Any:
+    global _manager_cls
+    if _manager_cls is None:
+        import triton
+        from triton.runtime.cache import CacheManager
+
+        cls = type("KCacheManager", (_Manager, CacheManager), {"__module__": __name__, "__doc__": _MANAGER_DOC})
+        cls._triton_version = str(triton.__version__)
+        _manager_cls = cls
+    return _manager_cls
+
+
+_MANAGER_DOC = """Triton's CacheManager over kcache's store (module docstring of kcache.triton).
+
+Triton makes one per compile: ``get_group`` (a hit: the group's files; a miss:
+this manager holds the key's single-flight lease), ``put`` per file (staged),
+``put_group`` (one entry, published, lease released). ``get_file`` / ``put``
+without a group cache a single file (the launcher). Dump and override
+managers are Triton's FileCacheManager.
+"""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KCacheManager":
+        return _manager_class()
+    raise AttributeError(f"module 'kcache.triton' has no attribute '{name}'")
+
+
+# ---- install ------------------------------------------------------------------------------------
+
+_original_key: Any = None
+
+
+def install(*, store: Store | None = None, compile_timeout: float = 600.0, memoize_key: bool = True) -> None:
+    """Make kcache Triton's cache in this process (imports Triton).
+
+    Sets ``triton.knobs.cache.manager_class`` to ``KCacheManager``. ``store``:
+    the kcache store to use (default: ``kcache.default_store()``);
+    ``compile_timeout``: the longest a compile holds its key before waiters
+    compile themselves; ``memoize_key``: remember ``triton_key()`` across
+    processes (kcache._triton_key). Idempotent; ``uninstall()`` undoes it.
+    """
+    global _store, _compile_timeout
+    if not compile_timeout > 0:
+        raise ValueError(f"compile_timeout must be > 0 seconds, got {compile_timeout!r}")
+    from triton import knobs
+
+    _store = store
+    _compile_timeout = float(compile_timeout)
+    knobs.cache.manager_class = _manager_class()
+    if memoize_key:
+        _patch_triton_key()
+
+
+def uninstall() -> None:
+    """Give Triton its own cache manager and ``triton_key()`` back."""
+    global _store
+    from triton import knobs
+
+    knobs.cache.manager_class = None
+    _store = None
+    if _original_key is not None:
+        _set_triton_key(_original_key)
+
+
+def _set_triton_key(fn: Any) -> None:
+    import sys
+
+    for mod_name, mod in list(sys.modules.items()):
+        if mod_name.startswith("triton") and mod is not None and "triton_key" in getattr(mod, "__dict__", {}):
+            current = mod.__dict__["triton_key"]
+            if current is _original_key or getattr(current, "_kcache_memo", False):
+                mod.triton_key = fn
+
+
+def _patch_triton_key() -> None:
+    global _original_key
+    import functools
+
+    import triton.runtime.cache as tc
+
+    if getattr(tc.triton_key, "_kcache_memo", False):
+        return
+    _original_key = tc.triton_key
+    inner = getattr(_original_key, "__wrapped__", _original_key)
+
+    @functools.lru_cache(maxsize=None)
+    def triton_key() -> str:
+        from . import _triton_key
+
+        s = _the_store()
+        if s is None:
+            return str(inner())
+        return _triton_key.memoized(inner, tc, _triton_key.memo_path(s.config.cache_dir, tc))[0]
+
+    triton_key._kcache_memo = True  # type: ignore[attr-defined]
+    _set_triton_key(triton_key)
