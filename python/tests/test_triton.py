@@ -1,0 +1,394 @@
+"""kcache.triton: kcache as Triton's kernel cache, with real Triton from PyPI
+(the test extra), compiling for an explicit target (GPUTarget("cuda", 90, 32),
+ptxas from the Triton wheel): no GPU. Herds and killed owners are real
+processes (triton_worker.py); the team remote is a real redis-server.
+
+Skips only when Triton cannot be imported and KCACHE_REQUIRE_TOOLKIT is unset
+(CI sets it: there a missing Triton fails)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import kcache
+
+from conftest import run_python
+
+try:
+    import triton  # noqa: F401
+
+    _missing = None
+except ImportError as e:  # pragma: no cover - depends on the environment
+    _missing = str(e)
+
+if _missing is not None:
+    if os.environ.get("KCACHE_REQUIRE_TOOLKIT"):
+        raise ImportError(f"KCACHE_REQUIRE_TOOLKIT is set but Triton cannot be imported: {_missing}")
+    pytest.skip(f"triton is not installed ({_missing}); scripts/python-venv.sh test installs it",
+                allow_module_level=True)
+
+import kcache.triton  # noqa: E402
+import triton_worker  # noqa: E402
+
+WORKER = str(Path(__file__).with_name("triton_worker.py"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _fp_fusion_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Triton 3.9 warns once per process while this is unset; it is in Triton's key either way.
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+
+
+@pytest.fixture
+def tstore(tmp_path: Path):
+    """A fresh store (synchronous puts) installed as Triton's cache; uninstalled after."""
+    s = kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "cache", put="sync"))
+    kcache.triton.install(store=s)
+    yield s
+    kcache.triton.uninstall()
+    s.close()
+
+
+def reopen(store: kcache.Store) -> kcache.Store:
+    """A new store over the same cache directory (an empty memory tier, as a new process has)."""
+    s = kcache.open_store(kcache.Config.load(cache_dir=store.config.cache_dir, put="sync"))
+    kcache.triton.install(store=s)
+    return s
+
+
+def compile_counted(variants: list[int]) -> dict:
+    return triton_worker.compile_variants(variants)
+
+
+def entry_files(store: kcache.Store, key: kcache.Key) -> tuple[Path, Path]:
+    shard = Path(store.config.cache_dir) / "v1" / "entries" / key.hex[:2]
+    return shard / key.hex, shard / (key.hex + ".pass")
+
+
+def worker(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, WORKER, *args], env={**os.environ, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(p: subprocess.Popen, timeout: float = 120) -> dict:
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def kcache_cli() -> str | None:
+    path = os.environ.get("KCACHE_CLI") or str(REPO / "build" / "ci" / "bin" / "kcache")
+    if os.access(path, os.X_OK):
+        return path
+    if os.environ.get("KCACHE_REQUIRE_TOOLKIT"):
+        pytest.fail(f"the kcache command is not built at {path} (cmake --build --preset ci)")
+    return None
+
+
+# ---- the module ----------------------------------------------------------------------------------
+
+
+def test_import_does_not_import_triton() -> None:
+    r = run_python("import sys, kcache.triton; print('triton' in sys.modules, kcache.triton.GROUP_KIND)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "triton-group"]
+
+
+def test_group_container_is_deterministic_and_strict() -> None:
+    files = {"b.cubin": b"\x7fELF" + bytes(range(256)), "a.json": b"{}"}
+    packed = kcache.triton.pack_group(files)
+    assert packed == kcache.triton.pack_group(dict(reversed(list(files.items()))))
+    assert kcache.triton.unpack_group(packed) == files
+    for bad in (packed[:-1], packed + b"x", b"X" + packed[1:], packed[:30]):
+        with pytest.raises(ValueError):
+            kcache.triton.unpack_group(bad)
+    for name in ("", "a/b", "..", "x\0y"):
+        with pytest.raises(ValueError):
+            kcache.triton.pack_group({name: b""})
+
+
+# ---- one entry per group, verified reads --------------------------------------------------------
+
+
+def test_a_group_is_one_verified_entry_with_a_passport(tstore: kcache.Store) -> None:
+    first = compile_counted([0])
+    assert (first["compiles"], first["hits"]) == (1, 0)
+    entries = tstore.list()
+    assert [e.kind for e in entries] == [kcache.triton.GROUP_KIND]
+    got = tstore.get(entries[0].key)
+    p = got.passport
+    assert p["producer"] == {"name": "triton", "version": triton.__version__}
+    assert p["target"]["arch"] == "sm_90a"
+    assert p["labels"]["triton.kernel"] == "add_kernel" and p["labels"]["triton.target"] == "cuda:90:32"
+    files = kcache.triton.unpack_group(got.payload)
+    assert {"add_kernel.cubin", "add_kernel.json", "add_kernel.ptx"} <= set(files)
+    assert hashlib.sha256(files["add_kernel.cubin"]).hexdigest() == first["cubins"]["0"]
+    # A new process (an empty memory tier) hits, and gets the same bytes.
+    s2 = reopen(tstore)
+    try:
+        again = compile_counted([0])
+    finally:
+        s2.close()
+    assert (again["compiles"], again["hits"]) == (0, 1) and again["cubins"] == first["cubins"]
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "edited"])
+def test_a_damaged_group_is_recompiled_never_served(tstore: kcache.Store, damage: str) -> None:
+    first = compile_counted([1])
+    (key,) = [e.key for e in tstore.list()]
+    payload, _ = entry_files(tstore, key)
+    data = bytearray(payload.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x01
+    elif damage == "truncate":
+        data = data[: len(data) - 100]
+    else:  # the group edited in place: another valid container, the passport left alone
+        files = kcache.triton.unpack_group(bytes(data))
+        cubin = bytearray(files["add_kernel.cubin"])
+        cubin[-1] ^= 0xFF
+        files["add_kernel.cubin"] = bytes(cubin)
+        data = bytearray(kcache.triton.pack_group(files))
+        data = data[: payload.stat().st_size]  # same size: only the digest can tell
+    payload.write_bytes(bytes(data))
+    s2 = reopen(tstore)
+    try:
+        again = compile_counted([1])
+        assert (again["compiles"], again["hits"]) == (1, 0)
+        assert again["cubins"] == first["cubins"]  # the recompiled bytes, not the damaged ones
+        assert s2.stats()["corrupt"] == 1
+        got = s2.get(key)
+        assert got is not None and hashlib.sha256(
+            kcache.triton.unpack_group(got.payload)["add_kernel.cubin"]).hexdigest() == first["cubins"]["1"]
+    finally:
+        s2.close()
+
+
+def test_a_materialized_file_edited_in_the_process_is_written_again(tstore: kcache.Store) -> None:
+    compile_counted([2])
+    m = kcache.triton.KCacheManager
+    (entry,) = tstore.list()
+    key = tstore.get(entry.key).passport["labels"]["triton.key"]
+    g1 = m(key).get_group("add_kernel.json")
+    assert g1 is not None
+    good = Path(g1["add_kernel.cubin"]).read_bytes()
+    Path(g1["add_kernel.cubin"]).write_bytes(b"not a cubin")
+    g2 = m(key).get_group("add_kernel.json")
+    assert g2["add_kernel.cubin"] != g1["add_kernel.cubin"]
+    assert Path(g2["add_kernel.cubin"]).read_bytes() == good
+
+
+def test_a_file_triton_caches_alone_is_one_entry(tstore: kcache.Store) -> None:
+    # triton.runtime.build's launcher .so: get_file (a miss takes the key), then put.
+    m = kcache.triton.KCacheManager
+    assert m("LAUNCHERKEY").get_file("launcher.so") is None
+    path = m("LAUNCHERKEY").put(b"\x7fELF launcher", "launcher.so")
+    assert Path(path).read_bytes() == b"\x7fELF launcher"
+    assert [e.kind for e in tstore.list()] == [kcache.triton.FILE_KIND]
+    s2 = reopen(tstore)
+    try:
+        got = m("LAUNCHERKEY").get_file("launcher.so")
+        assert got is not None and Path(got).read_bytes() == b"\x7fELF launcher"
+        assert m("LAUNCHERKEY").has_file("launcher.so") and not m("OTHERKEY").has_file("launcher.so")
+    finally:
+        s2.close()
+
+
+def test_dump_mode_keeps_tritons_own_manager(tstore: kcache.Store, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITON_DUMP_DIR", str(tmp_path / "dump"))
+    m = kcache.triton.KCacheManager("DUMPKEY", dump=True)
+    path = m.put(b"ir", "k.ttir")
+    assert Path(path).parent == tmp_path / "dump" / "DUMPKEY" and tstore.list() == []
+
+
+# ---- one compile per key ------------------------------------------------------------------------
+
+
+def test_herd_compiles_each_kernel_once(tmp_path: Path) -> None:
+    # N processes x V variants into one fresh cache at the same moment, twice
+    # (the second round on a fresh cache again): exactly V compiles, the same
+    # cubins everywhere.
+    n, variants = 4, [0, 1, 2]
+    for rnd in range(2):
+        go = tmp_path / f"go{rnd}"
+        env = {"KCACHE_DIR": str(tmp_path / f"cache{rnd}")}
+        procs = [worker(["compile", ",".join(map(str, variants)), "--go", str(go)], env) for _ in range(n)]
+        time.sleep(0.5)  # let them import Triton; the herd starts on the file, not on this sleep
+        go.touch()
+        results = [finish(p) for p in procs]
+        assert sum(r["compiles"] for r in results) == len(variants), results
+        assert sum(r["hits"] for r in results) == len(variants) * (n - 1), results
+        assert all(r["cubins"] == results[0]["cubins"] for r in results)
+        assert len(set(results[0]["cubins"].values())) == len(variants)
+
+
+def test_killed_owner_a_waiter_takes_over(tmp_path: Path) -> None:
+    env = {"KCACHE_DIR": str(tmp_path / "cache")}
+    held = tmp_path / "held"
+    owner = worker(["compile", "3", "--hold", str(held)], env)
+    deadline = time.monotonic() + 120
+    while not held.exists() and owner.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert held.exists(), owner.stderr.read() if owner.poll() is not None else "owner never took the key"
+    run = tmp_path / "cache" / "v1" / "triton" / "run"
+    assert [d.name.split("-")[1] for d in run.iterdir()] == [str(owner.pid)]  # its staged files
+    waiter = worker(["compile", "3"], env)
+    time.sleep(0.3)  # the waiter is waiting (or still starting): either way it must not hit
+    with kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "cache")) as s:
+        assert s.list() == []  # nothing partial is visible while the owner holds the key
+    owner.send_signal(signal.SIGKILL)
+    owner.communicate()
+    r = finish(waiter)
+    assert (r["compiles"], r["hits"]) == (1, 0)
+    with kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "cache")) as s:
+        assert [e.kind for e in s.list()] == [kcache.triton.GROUP_KIND]
+    # The dead owner's files were swept by the waiter when it made its own directory.
+    assert [d.name.split("-")[1] for d in run.iterdir()] == []  # (the waiter removed its own at exit)
+    r2 = finish(worker(["compile", "3"], env))
+    assert (r2["compiles"], r2["hits"]) == (0, 1)
+
+
+def test_two_writers_of_one_key_every_reader_sees_one_whole_group(tmp_path: Path) -> None:
+    env = {"KCACHE_DIR": str(tmp_path / "cache")}
+    keys = ",".join(f"RACEKEY{i}" for i in range(30))
+    readers = [worker(["read", keys], env) for _ in range(2)]
+    writers = [worker(["write", tag, keys], env) for tag in ("A", "B")]
+    for w in writers:
+        out, err = w.communicate(timeout=120)
+        assert w.returncode == 0, err[-3000:]
+    for r in readers:
+        out, err = r.communicate(timeout=120)
+        assert r.returncode == 0, err[-3000:]
+        seen = json.loads(out.strip().splitlines()[-1])
+        assert len(seen) == 30 and all(len(tags) == 1 for tags in seen), seen
+
+
+# ---- the cap, the command, the team tier --------------------------------------------------------
+
+
+def test_cap_holds_and_the_command_sees_triton_entries(tmp_path: Path) -> None:
+    cap = 64 * 1024  # a group is about 23 KiB: two fit
+    s = kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "cache", put="sync", max_size=cap))
+    kcache.triton.install(store=s)
+    try:
+        r = compile_counted([0, 1, 2, 3, 4])
+        assert r["compiles"] == 5
+        st = s.stats()
+        assert 0 < st["size_bytes"] <= cap and st["evictions"] >= 1 and st["entries"] < 5, st
+    finally:
+        kcache.triton.uninstall()
+        s.close()
+    cli = kcache_cli()
+    if cli is None:
+        return
+    env = {**os.environ, "KCACHE_DIR": str(tmp_path / "cache")}
+    ls = subprocess.run([cli, "ls", "--json"], env=env, capture_output=True, text=True)
+    assert ls.returncode == 0, ls.stderr
+    listed = json.loads(ls.stdout)
+    assert len(listed) == st["entries"] and all(e["kind"] == kcache.triton.GROUP_KIND for e in listed)
+    verify = subprocess.run([cli, "verify", "--json"], env=env, capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    v = json.loads(verify.stdout)
+    assert (v["entries_ok"], v["entries_bad"], v["orphans"]) == (len(listed), 0, 0)
+    prune = subprocess.run([cli, "prune", "--max-size", "30K"], env=env, capture_output=True, text=True)
+    assert prune.returncode == 0, prune.stderr
+    after = json.loads(subprocess.run([cli, "ls", "--json"], env=env, capture_output=True, text=True).stdout)
+    assert len(after) == 1 and sum(e["size"] for e in after) <= 30 * 1024
+
+
+def test_second_host_hits_through_redis(tmp_path: Path, redis_url: str) -> None:
+    a = finish(worker(["compile", "0,1"], {"KCACHE_DIR": str(tmp_path / "hostA"), "KCACHE_REMOTE": redis_url}))
+    assert a["compiles"] == 2
+    b = finish(worker(["compile", "0,1"], {"KCACHE_DIR": str(tmp_path / "hostB"), "KCACHE_REMOTE": redis_url}))
+    assert (b["compiles"], b["hits"]) == (0, 2) and b["cubins"] == a["cubins"]
+
+
+def test_environment_route_without_install(tmp_path: Path) -> None:
+    env = {"KCACHE_DIR": str(tmp_path / "cache"), "TRITON_CACHE_MANAGER": "kcache.triton:KCacheManager",
+           "TRITON_CACHE_DIR": str(tmp_path / "triton-own")}
+    r = finish(worker(["compile", "0", "--env-route"], env))
+    assert r["compiles"] == 1
+    with kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "cache")) as s:
+        assert [e.kind for e in s.list()] == [kcache.triton.GROUP_KIND]
+    assert not (tmp_path / "triton-own").exists() or not any((tmp_path / "triton-own").iterdir())
+
+
+# ---- warm starts: the memoized triton_key() -----------------------------------------------------
+
+
+def test_memoized_key_follows_every_file_it_covers(tmp_path: Path) -> None:
+    from kcache import _triton_key
+
+    pkg = tmp_path / "fakepkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("a = 1\n")
+    (pkg / "sub" / "b.py").write_text("b = 2\n")
+    code = (f"import hashlib, os\nROOT = {str(pkg)!r}\n"
+            "def key():\n    out = []\n"
+            "    for rel in sorted(os.listdir(ROOT)) + ['sub/' + n for n in sorted(os.listdir(ROOT + '/sub'))]:\n"
+            "        p = os.path.join(ROOT, rel)\n"
+            "        if os.path.isfile(p):\n"
+            "            with open(p, 'rb') as f:\n                out.append(hashlib.sha256(f.read()).hexdigest())\n"
+            "    return '-'.join(out)\n")
+    mod_path = tmp_path / "fake_key.py"
+    mod_path.write_text(code)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import fake_key
+    finally:
+        sys.path.remove(str(tmp_path))
+    memo = str(tmp_path / "memo.json")
+
+    def check(expect_memo: bool) -> None:
+        value, from_memo = _triton_key.memoized(fake_key.key, fake_key, memo)
+        assert value == fake_key.key() and from_memo == expect_memo
+
+    check(False)
+    check(True)
+    os.utime(pkg / "a.py", ns=(1, 1))  # touch (mtime back in time)
+    check(False)
+    check(True)
+    (pkg / "sub" / "b.py").write_text("b = 3\n")  # edit
+    check(False)
+    (pkg / "c.py").write_text("c\n")  # a new file in a covered directory
+    check(False)
+    check(True)
+    (pkg / "a.tmp").write_text("a = 1\n")
+    os.replace(pkg / "a.tmp", pkg / "a.py")  # replaced by a file of the same content
+    check(False)
+    check(True)
+    assert "open" not in fake_key.__dict__
+
+
+def test_memoized_triton_key_equals_tritons_and_is_reused(tmp_path: Path) -> None:
+    code = ("import hashlib, kcache.triton; kcache.triton.install()\n"
+            "import triton.runtime.cache as tc, triton.runtime.autotuner as ta\n"
+            "assert ta.triton_key is tc.triton_key\n"
+            "print(hashlib.sha256(tc.triton_key().encode()).hexdigest())\n")
+    env = {"KCACHE_DIR": str(tmp_path / "cache")}
+    real = run_python("import hashlib, triton.runtime.cache as tc; "
+                      "print(hashlib.sha256(tc.triton_key().encode()).hexdigest())", env)
+    assert real.returncode == 0, real.stderr
+    first = run_python(code, env)
+    assert first.returncode == 0, first.stderr
+    (memo,) = (tmp_path / "cache" / "v1" / "triton").glob("key-*.json")
+    written = memo.stat()
+    second = run_python(code, env)
+    assert second.returncode == 0, second.stderr
+    assert first.stdout.strip() == second.stdout.strip() == real.stdout.strip()
+    again = memo.stat()  # the second process read the memo: it did not write it again
+    assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+    covered = json.loads(memo.read_text())["files"]
+    assert any("/_C/libtriton" in p for p, *_ in covered)
