@@ -125,7 +125,7 @@ def computed(fn: Callable[[], str], module: ModuleType) -> tuple[str, list[list[
         if had:
             module.open = saved  # type: ignore[attr-defined]
         else:
-            del module.open  # type: ignore[attr-defined]
+            del module.open
     sigs = list(opened.values())
     if not sigs or any(s is None or _signature(s[0]) != s for s in sigs):
         return value, None

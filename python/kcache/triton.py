@@ -318,7 +318,7 @@ class _Manager:
         self._flights: dict[str, Any] = {}  # kcache key hex -> _Flight this manager holds
         store = None if (override or dump) else _the_store()
         if store is None:
-            from triton.runtime.cache import FileCacheManager
+            from triton.runtime.cache import FileCacheManager  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
             self._fallback = FileCacheManager(key, override=override, dump=dump)
             return
@@ -487,11 +487,11 @@ _manager_cls: Any = None
 def _manager_class() -> Any:
     global _manager_cls
     if _manager_cls is None:
-        import triton
-        from triton.runtime.cache import CacheManager
+        import triton  # type: ignore[import-untyped, import-not-found, unused-ignore]
+        from triton.runtime.cache import CacheManager  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
         cls = type("KCacheManager", (_Manager, CacheManager), {"__module__": __name__, "__doc__": _MANAGER_DOC})
-        cls._triton_version = str(triton.__version__)
+        setattr(cls, "_triton_version", str(triton.__version__))
         _manager_cls = cls
     return _manager_cls
 
@@ -529,7 +529,7 @@ def install(*, store: Store | None = None, compile_timeout: float = 600.0, memoi
     global _store, _compile_timeout
     if not compile_timeout > 0:
         raise ValueError(f"compile_timeout must be > 0 seconds, got {compile_timeout!r}")
-    from triton import knobs
+    from triton import knobs  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     _store = store
     _compile_timeout = float(compile_timeout)
@@ -541,7 +541,7 @@ def install(*, store: Store | None = None, compile_timeout: float = 600.0, memoi
 def uninstall() -> None:
     """Give Triton its own cache manager and ``triton_key()`` back."""
     global _store
-    from triton import knobs
+    from triton import knobs  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     knobs.cache.manager_class = None
     _store = None
@@ -556,14 +556,14 @@ def _set_triton_key(fn: Any) -> None:
         if mod_name.startswith("triton") and mod is not None and "triton_key" in getattr(mod, "__dict__", {}):
             current = mod.__dict__["triton_key"]
             if current is _original_key or getattr(current, "_kcache_memo", False):
-                mod.triton_key = fn
+                setattr(mod, "triton_key", fn)
 
 
 def _patch_triton_key() -> None:
     global _original_key
     import functools
 
-    import triton.runtime.cache as tc
+    import triton.runtime.cache as tc  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     if getattr(tc.triton_key, "_kcache_memo", False):
         return
