@@ -256,11 +256,41 @@ def _write_file(path: str, data: bytes) -> None:
         f.write(data)
 
 
-# Materialized groups of this process: payload digest -> {name: (path, size, mtime_ns, inode)}.
-_materialized: dict[str, dict[str, tuple[str, int, int, int]]] = {}
+# Files on disk of this process: {name: (path, size, mtime_ns, inode)}. By payload
+# digest (materialized once per content), and by kcache key: the groups this
+# process read (verified) or published, served again without a store read
+# while every file is unchanged (the local fast check of DESIGN.md rule 1).
+_Sigs = dict[str, tuple[str, int, int, int]]
+_materialized: dict[str, _Sigs] = {}
+_by_key: dict[str, _Sigs] = {}
 
 
-def _unchanged(files: dict[str, tuple[str, int, int, int]]) -> bool:
+def _forget_after_fork() -> None:
+    # The parent removes its run directory at exit: a child writes its own.
+    _materialized.clear()
+    _by_key.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _signatures(paths: Mapping[str, str]) -> _Sigs:
+    out = {}
+    for name, path in paths.items():
+        st = os.stat(path, follow_symlinks=False)
+        out[name] = (path, st.st_size, st.st_mtime_ns, st.st_ino)
+    return out
+
+
+def _known(key_hex: str) -> dict[str, str] | None:
+    with _lock:
+        sigs = _by_key.get(key_hex)
+    if sigs is None or not _unchanged(sigs):
+        return None
+    return {name: v[0] for name, v in sigs.items()}
+
+
+def _unchanged(files: _Sigs) -> bool:
     for path, size, mtime, ino in files.values():
         try:
             st = os.stat(path, follow_symlinks=False)
@@ -271,22 +301,19 @@ def _unchanged(files: dict[str, tuple[str, int, int, int]]) -> bool:
     return True
 
 
-def _materialize(cache_dir: str, digest: str, files: dict[str, bytes]) -> dict[str, str]:
+def _materialize(cache_dir: str, key_hex: str, digest: str, files: dict[str, bytes]) -> dict[str, str]:
     """Paths of ``files`` in this process's run directory, written once per content."""
     with _lock:
         known = _materialized.get(digest)
-    if known is not None and _run.pid == os.getpid() and _unchanged(known):
-        return {name: v[0] for name, v in known.items()}
-    where = _run.fresh(cache_dir, "g")
-    done: dict[str, tuple[str, int, int, int]] = {}
-    for name, data in files.items():
-        path = os.path.join(where, name)
-        _write_file(path, data)
-        st = os.stat(path)
-        done[name] = (path, st.st_size, st.st_mtime_ns, st.st_ino)
+    if known is None or not _unchanged(known):
+        where = _run.fresh(cache_dir, "g")
+        for name, data in files.items():
+            _write_file(os.path.join(where, name), data)
+        known = _signatures({name: os.path.join(where, name) for name in files})
     with _lock:
-        _materialized[digest] = done
-    return {name: v[0] for name, v in done.items()}
+        _materialized[digest] = known
+        _by_key[key_hex] = known
+    return {name: v[0] for name, v in known.items()}
 
 
 # ---- the cache manager --------------------------------------------------------------------------
@@ -350,13 +377,16 @@ class _Manager:
                 pass
             return None
         try:
-            return _materialize(self._cache_dir, artifact.passport["payload"]["sha256"], files)
+            return _materialize(self._cache_dir, artifact.key.hex, artifact.passport["payload"]["sha256"], files)
         except OSError as e:
             _warn_once("materialize", f"cannot write Triton's files under {self._cache_dir}: {e}; compiling")
             return None
 
     def _lookup(self, kind: str, name: str, take_flight: bool) -> dict[str, str] | None:
         kkey = self._kkey(kind, name)
+        known = _known(kkey.hex)
+        if known is not None and name in known:
+            return known
         try:
             got = self._s.get(kkey)
             if got is not None:
@@ -401,7 +431,12 @@ class _Manager:
                 flight.deliver(self._s, artifact)
             else:
                 self._s.put(artifact)
-        except (Error, ValueError) as e:
+            staged = {n: self._staged[n][0] for n in files if n in self._staged and self._staged[n][1] == files[n]}
+            if len(staged) == len(files):
+                sigs = _signatures(staged)
+                with _lock:
+                    _by_key[kkey.hex] = sigs
+        except (Error, ValueError, OSError) as e:
             if flight is not None:
                 flight.abandon()
             _warn_once("put", f"cannot store Triton's {name} ({e}); it is compiled, not cached")
@@ -533,6 +568,8 @@ def install(*, store: Store | None = None, compile_timeout: float = 600.0, memoi
 
     _store = store
     _compile_timeout = float(compile_timeout)
+    with _lock:
+        _by_key.clear()  # what this process served was another store's
     knobs.cache.manager_class = _manager_class()
     if memoize_key:
         _patch_triton_key()
@@ -545,6 +582,8 @@ def uninstall() -> None:
 
     knobs.cache.manager_class = None
     _store = None
+    with _lock:
+        _by_key.clear()
     if _original_key is not None:
         _set_triton_key(_original_key)
 

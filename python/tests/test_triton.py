@@ -260,6 +260,23 @@ def test_killed_owner_a_waiter_takes_over(tmp_path: Path) -> None:
     assert (r2["compiles"], r2["hits"]) == (0, 1)
 
 
+def test_a_compile_that_raised_gives_its_key_up(tstore: kcache.Store) -> None:
+    # Triton drops the manager when compile() raises between get_group and
+    # put_group: the key is given up then, so the next miss compiles at once
+    # rather than waiting for the 600 s bound.
+    import threading
+
+    m = kcache.triton.KCacheManager
+    holder = m("FAILKEY")
+    assert holder.get_group("k.json") is None  # holds the key
+    del holder
+    got: list[object] = []
+    t = threading.Thread(target=lambda: got.append(m("FAILKEY").get_group("k.json")), daemon=True)
+    t.start()
+    t.join(60)  # bounded, not hung: without the give-up it would wait 600 s
+    assert not t.is_alive() and got == [None]
+
+
 def test_two_writers_of_one_key_every_reader_sees_one_whole_group(tmp_path: Path) -> None:
     env = {"KCACHE_DIR": str(tmp_path / "cache")}
     keys = ",".join(f"RACEKEY{i}" for i in range(30))
