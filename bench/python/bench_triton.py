@@ -140,54 +140,44 @@ def bench_warm_start(work: Path, k: int, rounds: int) -> dict:
 
 
 def bench_in_process(work: Path, reps: int, rounds: int) -> dict:
+    """Calls alternate between the two managers one by one (knobs.cache.manager_class), so that a
+    machine whose load drifts shifts both alike; the medians of all calls are compared."""
     import kcache
     import kcache.triton
 
     triton, source, target = _kernels()
     from triton import knobs
+    from triton.runtime.cache import get_cache_manager
 
     src = source(0)
     os.environ["TRITON_CACHE_DIR"] = str(work / "ip-triton")
     store = kcache.open_store(kcache.Config.load(cache_dir=work / "ip-kcache"))
-
-    def with_kcache():
-        triton.compile(src, target=target)
-
-    def with_triton():
-        triton.compile(src, target=target)
-
-    from triton.runtime.cache import get_cache_manager
-
-    key_hash = triton.compile(src, target=target).hash
+    kcache.triton.install(store=store)
+    managers = {"kcache": knobs.cache.manager_class, "triton": None}
+    key_hash = ""
+    for cls in managers.values():  # fill both caches
+        knobs.cache.manager_class = cls
+        key_hash = triton.compile(src, target=target).hash
     name = f"{src.name}.json"
 
-    def lookup():  # what Triton's compile() asks of the cache on a hit
+    def compile_once() -> None:
+        triton.compile(src, target=target)
+
+    def lookup() -> None:  # what Triton's compile() asks of the cache on a hit
         assert get_cache_manager(key_hash).get_group(name) is not None
 
-    samples: dict[str, list[float]] = {"kcache": [], "triton": []}
-    lookups: dict[str, list[float]] = {"kcache": [], "triton": []}
-    for mode, fn in (("kcache", with_kcache), ("triton", with_triton)):  # warm both
-        kcache.triton.install(store=store) if mode == "kcache" else kcache.triton.uninstall()
-        fn()
-    for _ in range(rounds):
-        for mode, fn in (("kcache", with_kcache), ("triton", with_triton)):
-            if mode == "kcache":
-                kcache.triton.install(store=store)
-            else:
-                kcache.triton.uninstall()
-            t = time.perf_counter_ns()
-            for _ in range(reps):
+    samples: dict[str, dict[str, list[float]]] = {m: {"compile": [], "lookup": []} for m in managers}
+    for _ in range(reps * rounds):
+        for mode, cls in managers.items():
+            knobs.cache.manager_class = cls
+            for what, fn in (("compile", compile_once), ("lookup", lookup)):
+                t = time.perf_counter_ns()
                 fn()
-            samples[mode].append((time.perf_counter_ns() - t) / reps / 1e3)
-            t = time.perf_counter_ns()
-            for _ in range(reps):
-                lookup()
-            lookups[mode].append((time.perf_counter_ns() - t) / reps / 1e3)
+                samples[mode][what].append((time.perf_counter_ns() - t) / 1e3)
     kcache.triton.uninstall()
-    knobs.cache.manager_class = None
     store.close()
-    med = {m: statistics.median(v) for m, v in samples.items()}
-    lk = {m: statistics.median(v) for m, v in lookups.items()}
+    med = {m: statistics.median(v["compile"]) for m, v in samples.items()}
+    lk = {m: statistics.median(v["lookup"]) for m, v in samples.items()}
     return {"per_call_us": med, "ratio_triton_over_kcache": med["triton"] / med["kcache"],
             "lookup_us": lk, "lookup_ratio_triton_over_kcache": lk["triton"] / lk["kcache"]}
 

@@ -267,6 +267,8 @@ _by_key: dict[str, _Sigs] = {}
 
 def _forget_after_fork() -> None:
     # The parent removes its run directory at exit: a child writes its own.
+    global _lock
+    _lock = _thread.allocate_lock()  # another thread may have held it at the fork
     _materialized.clear()
     _by_key.clear()
 
@@ -592,7 +594,7 @@ def _set_triton_key(fn: Any) -> None:
     import sys
 
     for mod_name, mod in list(sys.modules.items()):
-        if mod_name.startswith("triton") and mod is not None and "triton_key" in getattr(mod, "__dict__", {}):
+        if (mod_name == "triton" or mod_name.startswith("triton.")) and mod is not None and "triton_key" in getattr(mod, "__dict__", {}):
             current = mod.__dict__["triton_key"]
             if current is _original_key or getattr(current, "_kcache_memo", False):
                 setattr(mod, "triton_key", fn)
