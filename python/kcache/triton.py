@@ -30,9 +30,11 @@ remote tier):
   publishes gives the key up when Triton drops the manager, or after
   ``compile_timeout`` seconds at most.
 - **Files on disk.** Triton wants paths: a verified group is written into
-  this process's own directory ``<cache_dir>/v1/triton/run/<domain>-<pid>-<start>/``
-  (0700), valid for the life of the process, removed at exit, and swept by
-  the next process that starts when its owner died without removing it.
+  this process's own directory ``<root>/<domain>-<pid>-<start>/`` (0700; the
+  root is a private directory on a memory filesystem when there is one, else
+  ``<cache_dir>/v1/triton/run``; staged files and single files always go to
+  the latter), valid for the life of the process, removed at exit, and swept
+  by the next process that starts when its owner died without removing it.
   These copies are not entries and do not count under the cap.
 - **Warm starts.** ``install()`` also replaces ``triton_key()`` by one that
   remembers its value across processes, valid while every file it hashed is
@@ -182,10 +184,43 @@ def _pid_domain() -> str:
     return hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
 
 
-class _RunDir:
-    """``<cache_dir>/v1/triton/run/<domain>-<pid>-<start>/``: this process's materialized files."""
+def _memory_root() -> str | None:
+    """A private directory on a memory filesystem for this user, or None.
 
-    def __init__(self) -> None:
+    ``$XDG_RUNTIME_DIR/kcache-triton`` (per user, tmpfs), else
+    ``/dev/shm/kcache-triton-<uid>``; used only when it is a real directory (not a
+    symlink) owned by this user with no access for others.
+    """
+    import stat
+
+    uid = os.getuid()
+    for base, name in ((os.environ.get("XDG_RUNTIME_DIR"), "kcache-triton"), ("/dev/shm", f"kcache-triton-{uid}")):
+        if not base or not os.path.isdir(base):
+            continue
+        root = os.path.join(base, name)
+        try:
+            try:
+                os.mkdir(root, 0o700)
+            except FileExistsError:
+                pass
+            st = os.lstat(root)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o077 == 0:
+            return root
+    return None
+
+
+class _RunDir:
+    """``<root>/<domain>-<pid>-<start>/``: files of this process (module docstring).
+
+    ``disk`` runs live under ``<cache_dir>/v1/triton/run``; memory runs under
+    ``_memory_root()`` (falling back to disk when there is none, or once a write
+    there failed: a full /dev/shm).
+    """
+
+    def __init__(self, memory: bool) -> None:
+        self.memory = memory
         self.pid = 0
         self.path = ""
         self.seq = 0
@@ -196,7 +231,9 @@ class _RunDir:
             return self.path
         import tempfile
 
-        root = os.path.join(cache_dir, "v1", "triton", "run")
+        root = _memory_root() if self.memory else None
+        if root is None:
+            root = os.path.join(cache_dir, "v1", "triton", "run")
         domain = _pid_domain()
         try:
             os.makedirs(root, mode=0o700, exist_ok=True)
@@ -218,6 +255,13 @@ class _RunDir:
         os.mkdir(path, 0o700)
         return path
 
+    def to_disk(self) -> None:
+        """From now on, this process's files go to the cache directory (those written stay until exit)."""
+        if self.path and self.pid == os.getpid():
+            _left.append(self.path)
+        self.memory = False
+        self.pid, self.path = 0, ""
+
 
 def _sweep(root: str, domain: str, me: int) -> None:
     import shutil
@@ -238,16 +282,30 @@ def _sweep(root: str, domain: str, me: int) -> None:
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
-_run = _RunDir()
+_run = _RunDir(memory=False)  # staged files, single files (a launcher .so must be on an exec mount)
+_run_memory = _RunDir(memory=True)  # groups read from the store
+
+
+def _remove(run: _RunDir) -> None:
+    # Only the process that made it (a forked child has its own, or none).
+    if run.path and run.pid == os.getpid():
+        import shutil
+
+        shutil.rmtree(run.path, ignore_errors=True)
+
+
+_left: list[str] = []  # memory run directories given up by to_disk(), removed at exit
 
 
 @atexit.register
-def _remove_run_dir() -> None:
-    # Only the process that made it (a forked child has its own, or none).
-    if _run.path and _run.pid == os.getpid():
+def _remove_run_dirs() -> None:
+    _remove(_run)
+    _remove(_run_memory)
+    if _left:
         import shutil
 
-        shutil.rmtree(_run.path, ignore_errors=True)
+        for path in _left:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _write_file(path: str, data: bytes) -> None:
@@ -303,14 +361,22 @@ def _unchanged(files: _Sigs) -> bool:
     return True
 
 
-def _materialize(cache_dir: str, key_hex: str, digest: str, files: dict[str, bytes]) -> dict[str, str]:
-    """Paths of ``files`` in this process's run directory, written once per content."""
+def _materialize(cache_dir: str, key_hex: str, digest: str, files: dict[str, bytes], run: _RunDir) -> dict[str, str]:
+    """Paths of ``files`` in this process's run directory ``run``, written once per content."""
     with _lock:
         known = _materialized.get(digest)
     if known is None or not _unchanged(known):
-        where = _run.fresh(cache_dir, "g")
-        for name, data in files.items():
-            _write_file(os.path.join(where, name), data)
+        try:
+            where = run.fresh(cache_dir, "g")
+            for name, data in files.items():
+                _write_file(os.path.join(where, name), data)
+        except OSError:
+            if not run.memory:
+                raise
+            run.to_disk()  # a full memory filesystem: write this process's files to disk
+            where = run.fresh(cache_dir, "g")
+            for name, data in files.items():
+                _write_file(os.path.join(where, name), data)
         known = _signatures({name: os.path.join(where, name) for name in files})
     with _lock:
         _materialized[digest] = known
@@ -379,7 +445,8 @@ class _Manager:
                 pass
             return None
         try:
-            return _materialize(self._cache_dir, artifact.key.hex, artifact.passport["payload"]["sha256"], files)
+            run = _run_memory if kind == GROUP_KIND else _run
+            return _materialize(self._cache_dir, artifact.key.hex, artifact.passport["payload"]["sha256"], files, run)
         except OSError as e:
             _warn_once("materialize", f"cannot write Triton's files under {self._cache_dir}: {e}; compiling")
             return None
