@@ -229,6 +229,12 @@ class _RunDir:
         pid = os.getpid()
         if self.pid == pid and self.path:
             return self.path
+        with _run_lock:  # two threads' first files: one directory, one sequence
+            if self.pid == pid and self.path:
+                return self.path
+            return self._make(cache_dir, pid)
+
+    def _make(self, cache_dir: str, pid: int) -> str:
         import tempfile
 
         root = _memory_root() if self.memory else None
@@ -282,6 +288,7 @@ def _sweep(root: str, domain: str, me: int) -> None:
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
+_run_lock = _thread.allocate_lock()
 _run = _RunDir(memory=False)  # staged files, single files (a launcher .so must be on an exec mount)
 _run_memory = _RunDir(memory=True)  # groups read from the store
 
@@ -325,8 +332,10 @@ _by_key: dict[str, _Sigs] = {}
 
 def _forget_after_fork() -> None:
     # The parent removes its run directory at exit: a child writes its own.
-    global _lock
+    global _lock, _run_lock, _held
     _lock = _thread.allocate_lock()  # another thread may have held it at the fork
+    _run_lock = _thread.allocate_lock()
+    _held = None
     _materialized.clear()
     _by_key.clear()
 
@@ -382,6 +391,46 @@ def _materialize(cache_dir: str, key_hex: str, digest: str, files: dict[str, byt
         _materialized[digest] = known
         _by_key[key_hex] = known
     return {name: v[0] for name, v in known.items()}
+
+
+# ---- the keys a thread holds ----------------------------------------------------------------------
+
+
+class _Held:
+    """The single-flight keys one thread holds (its misses not yet published).
+
+    Triton compiles one kernel at a time per thread, so a thread's new miss
+    gives up the keys it still holds: their compile raised. So do a thread's
+    end (its thread-local storage is dropped) and the manager's collection.
+    """
+
+    def __init__(self) -> None:
+        self.flights: list[Any] = []
+
+    def give_up(self) -> None:
+        for flight in self.flights:
+            flight.abandon()
+        self.flights.clear()
+
+    def __del__(self) -> None:
+        self.give_up()
+
+
+_held: Any = None  # threading.local() with .held, made on first use
+
+
+def _thread_held() -> _Held:
+    global _held
+    if _held is None:
+        import threading
+
+        with _lock:
+            if _held is None:
+                _held = threading.local()
+    held: _Held | None = getattr(_held, "held", None)
+    if held is None:
+        held = _held.held = _Held()
+    return held
 
 
 # ---- the cache manager --------------------------------------------------------------------------
@@ -464,6 +513,8 @@ class _Manager:
                     return files
             if not take_flight:
                 return None
+            held = _thread_held()
+            held.give_up()  # this thread's earlier misses that never published: their compile raised
             flight = _kcache._Flight(self._s, kkey, _compile_timeout)
             got = flight.wait()
         except Error as e:
@@ -472,6 +523,7 @@ class _Manager:
         if got is not None:
             return self._files_of(got, kind, name)
         self._flights[kkey.hex] = flight  # given up when this manager is dropped, at the latest
+        held.flights.append(flight)
         return None
 
     def _publish(self, kind: str, name: str, files: dict[str, bytes]) -> None:

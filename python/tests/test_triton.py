@@ -234,6 +234,29 @@ def test_herd_compiles_each_kernel_once(tmp_path: Path) -> None:
         assert len(set(results[0]["cubins"].values())) == len(variants)
 
 
+def test_threads_compile_each_kernel_once(tstore: kcache.Store) -> None:
+    import threading
+
+    counter = triton_worker.Counter()
+    triton.knobs.compilation.listener = counter
+    cubins: list[tuple[int, bytes]] = []
+
+    def run(variant: int) -> None:
+        k = triton.compile(triton_worker.source(variant), target=triton_worker.TARGET)
+        cubins.append((variant, k.asm["cubin"]))
+
+    try:
+        threads = [threading.Thread(target=run, args=(v,)) for v in (4, 5) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        triton.knobs.compilation.listener = None
+    assert (counter.compiles, counter.hits) == (2, 6) and len(cubins) == 8
+    assert all(c == next(b for v2, b in cubins if v2 == v) for v, c in cubins)
+
+
 def test_killed_owner_a_waiter_takes_over(tmp_path: Path) -> None:
     env = {"KCACHE_DIR": str(tmp_path / "cache")}
     held = tmp_path / "held"
