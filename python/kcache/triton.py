@@ -252,14 +252,23 @@ class _RunDir:
         return path
 
     def fresh(self, cache_dir: str, prefix: str) -> str:
-        """A new, empty directory in this process's run directory."""
-        base = self.get(cache_dir)
-        with _lock:
-            self.seq += 1
-            seq = self.seq
-        path = os.path.join(base, f"{prefix}{seq}")
-        os.mkdir(path, 0o700)
-        return path
+        """A new, empty directory in this process's run directory (made again if it was removed)."""
+        for attempt in (0, 1):
+            base = self.get(cache_dir)
+            with _lock:
+                self.seq += 1
+                seq = self.seq
+            path = os.path.join(base, f"{prefix}{seq}")
+            try:
+                os.mkdir(path, 0o700)
+                return path
+            except FileNotFoundError:
+                if attempt:
+                    raise
+                with _run_lock:  # removed underneath (a cleaner): start a new one
+                    if self.path == base:
+                        self.pid, self.path = 0, ""
+        raise AssertionError("unreachable")
 
     def to_disk(self) -> None:
         """From now on, this process's files go to the cache directory (those written stay until exit)."""
@@ -563,12 +572,27 @@ class _Manager:
             _warn_once("put", f"cannot store Triton's {name} ({e}); it is compiled, not cached")
 
     def _stage(self, name: str, data: bytes) -> str:
-        if not self._stage_dir:
-            self._stage_dir = _run.fresh(self._cache_dir, "s")
-        path = os.path.join(self._stage_dir, name)
+        # Triton needs a path it can read back; a cache directory that cannot take it
+        # (full, removed underneath) must not fail the compile: a private temporary
+        # directory then does (removed at exit).
         if name in self._staged:
-            os.unlink(path)
-        _write_file(path, data)
+            try:
+                os.unlink(self._staged[name][0])
+            except OSError:
+                pass
+        try:
+            if not self._stage_dir or not os.path.isdir(self._stage_dir):
+                self._stage_dir = _run.fresh(self._cache_dir, "s")
+            path = os.path.join(self._stage_dir, name)
+            _write_file(path, data)
+        except OSError as e:
+            import tempfile
+
+            _warn_once("stage", f"cannot write Triton's files under {self._cache_dir} ({e}); using a temporary directory")
+            self._stage_dir = tempfile.mkdtemp(prefix="kcache-triton-")
+            _left.append(self._stage_dir)
+            path = os.path.join(self._stage_dir, name)
+            _write_file(path, data)
         self._staged[name] = (path, data)
         return path
 

@@ -257,6 +257,64 @@ def test_threads_compile_each_kernel_once(tstore: kcache.Store) -> None:
     assert all(c == next(b for v2, b in cubins if v2 == v) for v, c in cubins)
 
 
+def test_entries_and_files_removed_underneath_are_misses_never_failures(tstore: kcache.Store) -> None:
+    # Threads compile two kernels round after round while a janitor removes every
+    # entry (what `kcache clear`, eviction or another host's prune does), and
+    # between rounds this process's own directories are removed (a cleaner):
+    # no compile fails, every cubin is the same.
+    import threading
+
+    reference = {v: triton.compile(triton_worker.source(v), target=triton_worker.TARGET).asm["cubin"]
+                 for v in (0, 1)}
+    stop = threading.Event()
+    failures: list[str] = []
+    wrong: list[int] = []
+
+    def janitor() -> None:
+        while not stop.is_set():
+            for e in tstore.list():
+                tstore.remove(e.key)
+            stop.wait(0.02)
+
+    def remove_run_dirs() -> None:
+        for run in (kcache.triton._run, kcache.triton._run_memory):
+            if run.path:
+                shutil.rmtree(run.path, ignore_errors=True)
+
+    between_rounds = threading.Barrier(3, action=remove_run_dirs, timeout=300)
+
+    def compiler() -> None:
+        try:
+            for _ in range(5):
+                for v in (0, 1):
+                    if triton.compile(triton_worker.source(v), target=triton_worker.TARGET).asm["cubin"] != reference[v]:
+                        wrong.append(v)
+                between_rounds.wait()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            import traceback
+
+            failures.append("".join(traceback.format_exception(e)))
+            between_rounds.abort()
+
+    counter = triton_worker.Counter()
+    triton.knobs.compilation.listener = counter
+    j = threading.Thread(target=janitor)
+    threads = [threading.Thread(target=compiler) for _ in range(3)]
+    try:
+        j.start()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+    finally:
+        stop.set()
+        j.join(60)
+        triton.knobs.compilation.listener = None
+    assert wrong == [] and failures == [], failures[0]
+    # The removals made misses; threads missing together still compiled once each time.
+    assert counter.compiles + counter.hits == 30 and 1 <= counter.compiles < 30, (counter.compiles, counter.hits)
+
+
 def test_killed_owner_a_waiter_takes_over(tmp_path: Path) -> None:
     env = {"KCACHE_DIR": str(tmp_path / "cache")}
     held = tmp_path / "held"
