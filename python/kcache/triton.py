@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import _thread
 import atexit
-import hashlib
 import os
 import struct
 
@@ -174,6 +173,8 @@ def _proc_start(pid: int) -> str | None:
 def _pid_domain() -> str:
     # Pids mean something within one boot and pid namespace only: another
     # namespace's directories are never swept (their pids are not ours to test).
+    import hashlib
+
     parts = []
     try:
         with open("/proc/sys/kernel/random/boot_id", "rb") as f:
