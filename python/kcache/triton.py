@@ -51,11 +51,11 @@ Importing this module does not import Triton: ``KCacheManager`` and
 from __future__ import annotations
 
 import _thread
-import atexit
 import os
 import struct
 
 from . import Error, _kcache, default_store
+from . import _triton_files as _files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -158,251 +158,6 @@ def _the_store() -> Store | None:
     return default_store()
 
 
-# ---- this process's directory of materialized files ---------------------------------------------
-
-
-def _proc_start(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rindex(b")") + 2 :].split()[19].decode()
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _pid_domain() -> str:
-    # Pids mean something within one boot and pid namespace only: another
-    # namespace's directories are never swept (their pids are not ours to test).
-    import hashlib
-
-    parts = []
-    try:
-        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
-            parts.append(f.read().strip())
-        parts.append(os.readlink("/proc/self/ns/pid").encode())
-    except OSError:
-        return "0" * 16
-    return hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
-
-
-def _memory_root() -> str | None:
-    """A private directory on a memory filesystem for this user, or None.
-
-    ``$XDG_RUNTIME_DIR/kcache-triton`` (per user, tmpfs), else
-    ``/dev/shm/kcache-triton-<uid>``; used only when it is a real directory (not a
-    symlink) owned by this user with no access for others.
-    """
-    import stat
-
-    uid = os.getuid()
-    for base, name in ((os.environ.get("XDG_RUNTIME_DIR"), "kcache-triton"), ("/dev/shm", f"kcache-triton-{uid}")):
-        if not base or not os.path.isdir(base):
-            continue
-        root = os.path.join(base, name)
-        try:
-            try:
-                os.mkdir(root, 0o700)
-            except FileExistsError:
-                pass
-            st = os.lstat(root)
-        except OSError:
-            continue
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o077 == 0:
-            return root
-    return None
-
-
-class _RunDir:
-    """``<root>/<domain>-<pid>-<start>/``: files of this process (module docstring).
-
-    ``disk`` runs live under ``<cache_dir>/v1/triton/run``; memory runs under
-    ``_memory_root()`` (falling back to disk when there is none, or once a write
-    there failed: a full /dev/shm).
-    """
-
-    def __init__(self, memory: bool) -> None:
-        self.memory = memory
-        self.pid = 0
-        self.path = ""
-        self.seq = 0
-
-    def get(self, cache_dir: str) -> str:
-        pid = os.getpid()
-        if self.pid == pid and self.path:
-            return self.path
-        with _run_lock:  # two threads' first files: one directory, one sequence
-            if self.pid == pid and self.path:
-                return self.path
-            return self._make(cache_dir, pid)
-
-    def _make(self, cache_dir: str, pid: int) -> str:
-        import tempfile
-
-        root = _memory_root() if self.memory else None
-        if root is None:
-            root = os.path.join(cache_dir, "v1", "triton", "run")
-        domain = _pid_domain()
-        try:
-            os.makedirs(root, mode=0o700, exist_ok=True)
-            _sweep(root, domain, pid)
-            path = os.path.join(root, f"{domain}-{pid}-{_proc_start(pid) or 0}")
-            os.makedirs(path, mode=0o700, exist_ok=True)
-        except OSError:
-            path = tempfile.mkdtemp(prefix="kcache-triton-")
-        self.pid, self.path, self.seq = pid, path, 0
-        return path
-
-    def fresh(self, cache_dir: str, prefix: str) -> str:
-        """A new, empty directory in this process's run directory (made again if it was removed)."""
-        for attempt in (0, 1):
-            base = self.get(cache_dir)
-            with _lock:
-                self.seq += 1
-                seq = self.seq
-            path = os.path.join(base, f"{prefix}{seq}")
-            try:
-                os.mkdir(path, 0o700)
-                return path
-            except FileNotFoundError:
-                if attempt:
-                    raise
-                with _run_lock:  # removed underneath (a cleaner): start a new one
-                    if self.path == base:
-                        self.pid, self.path = 0, ""
-        raise AssertionError("unreachable")
-
-    def to_disk(self) -> None:
-        """From now on, this process's files go to the cache directory (those written stay until exit)."""
-        if self.path and self.pid == os.getpid():
-            _left.append(self.path)
-        self.memory = False
-        self.pid, self.path = 0, ""
-
-
-def _sweep(root: str, domain: str, me: int) -> None:
-    import shutil
-
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return
-    for name in names:
-        parts = name.split("-")
-        if len(parts) != 3 or parts[0] != domain or not parts[1].isdigit():
-            continue
-        pid = int(parts[1])
-        if pid == me:
-            continue
-        start = _proc_start(pid)
-        if start is None or start != parts[2]:
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-
-
-_run_lock = _thread.allocate_lock()
-_run = _RunDir(memory=False)  # staged files, single files (a launcher .so must be on an exec mount)
-_run_memory = _RunDir(memory=True)  # groups read from the store
-
-
-def _remove(run: _RunDir) -> None:
-    # Only the process that made it (a forked child has its own, or none).
-    if run.path and run.pid == os.getpid():
-        import shutil
-
-        shutil.rmtree(run.path, ignore_errors=True)
-
-
-_left: list[str] = []  # memory run directories given up by to_disk(), removed at exit
-
-
-@atexit.register
-def _remove_run_dirs() -> None:
-    _remove(_run)
-    _remove(_run_memory)
-    if _left:
-        import shutil
-
-        for path in _left:
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _write_file(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-
-
-# Files on disk of this process: {name: (path, size, mtime_ns, inode)}. By payload
-# digest (materialized once per content), and by kcache key: the groups this
-# process read (verified) or published, served again without a store read
-# while every file is unchanged (the local fast check of DESIGN.md rule 1).
-_Sigs = dict[str, tuple[str, int, int, int]]
-_materialized: dict[str, _Sigs] = {}
-_by_key: dict[str, _Sigs] = {}
-
-
-def _forget_after_fork() -> None:
-    # The parent removes its run directory at exit: a child writes its own.
-    global _lock, _run_lock, _held
-    _lock = _thread.allocate_lock()  # another thread may have held it at the fork
-    _run_lock = _thread.allocate_lock()
-    _held = None
-    _materialized.clear()
-    _by_key.clear()
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
-
-
-def _signatures(paths: Mapping[str, str]) -> _Sigs:
-    out = {}
-    for name, path in paths.items():
-        st = os.stat(path, follow_symlinks=False)
-        out[name] = (path, st.st_size, st.st_mtime_ns, st.st_ino)
-    return out
-
-
-def _known(key_hex: str) -> dict[str, str] | None:
-    with _lock:
-        sigs = _by_key.get(key_hex)
-    if sigs is None or not _unchanged(sigs):
-        return None
-    return {name: v[0] for name, v in sigs.items()}
-
-
-def _unchanged(files: _Sigs) -> bool:
-    for path, size, mtime, ino in files.values():
-        try:
-            st = os.stat(path, follow_symlinks=False)
-        except OSError:
-            return False
-        if (st.st_size, st.st_mtime_ns, st.st_ino) != (size, mtime, ino):
-            return False
-    return True
-
-
-def _materialize(cache_dir: str, key_hex: str, digest: str, files: dict[str, bytes], run: _RunDir) -> dict[str, str]:
-    """Paths of ``files`` in this process's run directory ``run``, written once per content."""
-    with _lock:
-        known = _materialized.get(digest)
-    if known is None or not _unchanged(known):
-        try:
-            where = run.fresh(cache_dir, "g")
-            for name, data in files.items():
-                _write_file(os.path.join(where, name), data)
-        except OSError:
-            if not run.memory:
-                raise
-            run.to_disk()  # a full memory filesystem: write this process's files to disk
-            where = run.fresh(cache_dir, "g")
-            for name, data in files.items():
-                _write_file(os.path.join(where, name), data)
-        known = _signatures({name: os.path.join(where, name) for name in files})
-    with _lock:
-        _materialized[digest] = known
-        _by_key[key_hex] = known
-    return {name: v[0] for name, v in known.items()}
-
-
 # ---- the keys a thread holds ----------------------------------------------------------------------
 
 
@@ -427,6 +182,15 @@ class _Held:
 
 
 _held: Any = None  # threading.local() with .held, made on first use
+
+
+def _forget_after_fork() -> None:
+    global _lock, _held
+    _lock = _thread.allocate_lock()  # another thread may have held it at the fork
+    _held = None
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _thread_held() -> _Held:
@@ -504,15 +268,15 @@ class _Manager:
                 pass
             return None
         try:
-            run = _run_memory if kind == GROUP_KIND else _run
-            return _materialize(self._cache_dir, artifact.key.hex, artifact.passport["payload"]["sha256"], files, run)
+            run = _files.run_memory if kind == GROUP_KIND else _files.run
+            return _files.materialize(self._cache_dir, artifact.key.hex, artifact.passport["payload"]["sha256"], files, run)
         except OSError as e:
             _warn_once("materialize", f"cannot write Triton's files under {self._cache_dir}: {e}; compiling")
             return None
 
     def _lookup(self, kind: str, name: str, take_flight: bool) -> dict[str, str] | None:
         kkey = self._kkey(kind, name)
-        known = _known(kkey.hex)
+        known = _files.known(kkey.hex)
         if known is not None and name in known:
             return known
         try:
@@ -564,9 +328,7 @@ class _Manager:
                 self._s.put(artifact)
             staged = {n: self._staged[n][0] for n in files if n in self._staged and self._staged[n][1] == files[n]}
             if len(staged) == len(files):
-                sigs = _signatures(staged)
-                with _lock:
-                    _by_key[kkey.hex] = sigs
+                _files.remember(kkey.hex, _files.signatures(staged))
         except (Error, ValueError, OSError) as e:
             if flight is not None:
                 flight.abandon()
@@ -583,17 +345,17 @@ class _Manager:
                 pass
         try:
             if not self._stage_dir or not os.path.isdir(self._stage_dir):
-                self._stage_dir = _run.fresh(self._cache_dir, "s")
+                self._stage_dir = _files.run.fresh(self._cache_dir, "s")
             path = os.path.join(self._stage_dir, name)
-            _write_file(path, data)
+            _files.write_file(path, data)
         except OSError as e:
             import tempfile
 
             _warn_once("stage", f"cannot write Triton's files under {self._cache_dir} ({e}); using a temporary directory")
             self._stage_dir = tempfile.mkdtemp(prefix="kcache-triton-")
-            _left.append(self._stage_dir)
+            _files.left.append(self._stage_dir)
             path = os.path.join(self._stage_dir, name)
-            _write_file(path, data)
+            _files.write_file(path, data)
         self._staged[name] = (path, data)
         return path
 
@@ -714,8 +476,7 @@ def install(*, store: Store | None = None, compile_timeout: float = 600.0, memoi
 
     _store = store
     _compile_timeout = float(compile_timeout)
-    with _lock:
-        _by_key.clear()  # what this process served was another store's
+    _files.forget()  # what this process served was another store's
     knobs.cache.manager_class = _manager_class()
     if memoize_key:
         _patch_triton_key()
@@ -728,8 +489,7 @@ def uninstall() -> None:
 
     knobs.cache.manager_class = None
     _store = None
-    with _lock:
-        _by_key.clear()
+    _files.forget()
     if _original_key is not None:
         _set_triton_key(_original_key)
 

@@ -38,6 +38,7 @@ if _missing is not None:
     pytest.skip(f"triton is not installed ({_missing}); scripts/python-venv.sh test installs it",
                 allow_module_level=True)
 
+import kcache._triton_files  # noqa: E402
 import kcache.triton  # noqa: E402
 import triton_worker  # noqa: E402
 
@@ -104,7 +105,7 @@ def test_import_does_not_import_triton() -> None:
     # Cheap: nothing beyond what `import kcache` loads but struct (no Triton, no hashlib, no threading).
     r = run_python("import sys; import kcache; before = set(sys.modules); import kcache.triton; "
                    "print('triton' in sys.modules, kcache.triton.GROUP_KIND, "
-                   "sorted(set(sys.modules) - before - {'kcache.triton', 'struct', '_struct'}))")
+                   "sorted(set(sys.modules) - before - {'kcache.triton', 'kcache._triton_files', 'struct', '_struct'}))")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "triton-group", "[]"]
 
@@ -280,7 +281,7 @@ def test_entries_and_files_removed_underneath_are_misses_never_failures(tstore: 
             stop.wait(0.02)
 
     def remove_run_dirs() -> None:
-        for run in (kcache.triton._run, kcache.triton._run_memory):
+        for run in (kcache._triton_files.run, kcache._triton_files.run_memory):
             if run.path:
                 shutil.rmtree(run.path, ignore_errors=True)
 
