@@ -311,13 +311,14 @@ class _Manager:
                 import json
 
                 m = json.loads(meta)
+            except ValueError:
+                m = None
+            if isinstance(m, dict):  # labels only: the payload holds the metadata as Triton wrote it
                 labels["triton.kernel"] = str(m.get("name", ""))
                 t = m.get("target")
                 if isinstance(t, dict):
                     labels["triton.target"] = f"{t.get('backend')}:{t.get('arch')}:{t.get('warp_size')}"
                 arch = _cuda_arch(t)
-            except ValueError:
-                pass
         flight = self._flights.pop(kkey.hex, None)
         try:
             artifact = _kcache._record_artifact(_DOMAIN, self._fields(kind, name), kind, pack_group(files), "triton",
