@@ -505,25 +505,30 @@ def _set_triton_key(fn: Any) -> None:
                 setattr(mod, "triton_key", fn)
 
 
+_memo_key: Any = None  # the one replacement of this process: its value is kept across install()s
+
+
 def _patch_triton_key() -> None:
-    global _original_key
+    global _original_key, _memo_key
     import functools
 
     import triton.runtime.cache as tc  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     if getattr(tc.triton_key, "_kcache_memo", False):
         return
-    _original_key = tc.triton_key
-    inner = getattr(_original_key, "__wrapped__", _original_key)
+    if _memo_key is None:
+        _original_key = tc.triton_key
+        inner = getattr(_original_key, "__wrapped__", _original_key)
 
-    @functools.lru_cache(maxsize=None)
-    def triton_key() -> str:
-        from . import _triton_key
+        @functools.lru_cache(maxsize=None)  # as Triton's own: one value per process
+        def triton_key() -> str:
+            from . import _triton_key
 
-        s = _the_store()
-        if s is None:
-            return str(inner())
-        return _triton_key.memoized(inner, tc, _triton_key.memo_path(s.config.cache_dir, tc))[0]
+            s = _the_store()
+            if s is None:
+                return str(inner())
+            return _triton_key.memoized(inner, tc, _triton_key.memo_path(s.config.cache_dir, tc))[0]
 
-    triton_key._kcache_memo = True  # type: ignore[attr-defined]
-    _set_triton_key(triton_key)
+        triton_key._kcache_memo = True  # type: ignore[attr-defined]
+        _memo_key = triton_key
+    _set_triton_key(_memo_key)

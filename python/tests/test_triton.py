@@ -78,6 +78,24 @@ def entry_files(store: kcache.Store, key: kcache.Key) -> tuple[Path, Path]:
     return shard / key.hex, shard / (key.hex + ".pass")
 
 
+@pytest.fixture(scope="module")
+def warm_memo(tmp_path_factory: pytest.TempPathFactory):
+    """Seeds a cache directory with the triton_key() memo (computed once, by a real process), so
+    that worker processes do not each hash libtriton.so: seed(cache_dir)."""
+    d = tmp_path_factory.mktemp("memo") / "cache"
+    r = run_python("import kcache.triton; kcache.triton.install(); import triton.runtime.cache as tc; tc.triton_key()",
+                   {"KCACHE_DIR": str(d)})
+    assert r.returncode == 0, r.stderr
+    memos = list((d / "v1" / "triton").glob("key-*.json"))
+    assert len(memos) == 1
+
+    def seed(cache_dir: Path) -> None:
+        (cache_dir / "v1" / "triton").mkdir(parents=True, exist_ok=True)
+        shutil.copy(memos[0], cache_dir / "v1" / "triton" / memos[0].name)
+
+    return seed
+
+
 def worker(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, WORKER, *args], env={**os.environ, **env},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -220,7 +238,7 @@ def test_dump_mode_keeps_tritons_own_manager(tstore: kcache.Store, tmp_path: Pat
 # ---- one compile per key ------------------------------------------------------------------------
 
 
-def test_herd_compiles_each_kernel_once(tmp_path: Path) -> None:
+def test_herd_compiles_each_kernel_once(tmp_path: Path, warm_memo) -> None:
     # N processes x V variants into one fresh cache at the same moment, twice
     # (the second round on a fresh cache again): exactly V compiles, the same
     # cubins everywhere.
@@ -228,6 +246,7 @@ def test_herd_compiles_each_kernel_once(tmp_path: Path) -> None:
     for rnd in range(2):
         go = tmp_path / f"go{rnd}"
         env = {"KCACHE_DIR": str(tmp_path / f"cache{rnd}")}
+        warm_memo(tmp_path / f"cache{rnd}")
         procs = [worker(["compile", ",".join(map(str, variants)), "--go", str(go)], env) for _ in range(n)]
         time.sleep(0.5)  # let them import Triton; the herd starts on the file, not on this sleep
         go.touch()
@@ -319,8 +338,9 @@ def test_entries_and_files_removed_underneath_are_misses_never_failures(tstore: 
     assert counter.compiles + counter.hits == 30 and 1 <= counter.compiles < 30, (counter.compiles, counter.hits)
 
 
-def test_killed_owner_a_waiter_takes_over(tmp_path: Path) -> None:
+def test_killed_owner_a_waiter_takes_over(tmp_path: Path, warm_memo) -> None:
     env = {"KCACHE_DIR": str(tmp_path / "cache")}
+    warm_memo(tmp_path / "cache")
     held = tmp_path / "held"
     owner = worker(["compile", "3", "--hold", str(held)], env)
     deadline = time.monotonic() + 120
@@ -411,10 +431,12 @@ def test_cap_holds_and_the_command_sees_triton_entries(tmp_path: Path) -> None:
     assert len(listed) >= 2 and len(after) == 1 and after[0]["kind"] == kcache.triton.GROUP_KIND
 
 
-def test_hosts_compile_once_and_a_new_host_hits_through_redis(tmp_path: Path, redis_url: str) -> None:
+def test_hosts_compile_once_and_a_new_host_hits_through_redis(tmp_path: Path, redis_url: str, warm_memo) -> None:
     # Three "hosts" (each its own cache directory, the one Redis remote) miss on
     # the same cold kernel at the same moment: the remote lease lets one compile.
     go = tmp_path / "go"
+    for name in ("host0", "host1", "host2", "hostB"):
+        warm_memo(tmp_path / name)
     procs = [worker(["compile", "0", "--go", str(go)], {"KCACHE_DIR": str(tmp_path / f"host{i}"),
                                                       "KCACHE_REMOTE": redis_url}) for i in range(3)]
     time.sleep(0.5)  # let them import Triton; the herd starts on the file, not on this sleep
