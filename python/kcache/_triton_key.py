@@ -151,3 +151,66 @@ def memoized(fn: Callable[[], str], module: ModuleType, path: str) -> tuple[str,
         _write(path, {"format": _FORMAT, "code": code, "python": sys.version, "value": value,
                       "files": files, "dirs": dirs})
     return value, False
+
+
+# ---- `<tool> --version`, remembered -----------------------------------------------------------
+#
+# Triton's NVIDIA backend runs `ptxas --version` twice in every new process
+# (triton.knobs.NvidiaTool.from_path and get_ptxas_version), 15-40 ms each. The
+# output is a function of the binary, so it is remembered like the key: valid
+# while the tool's (path, size, mtime_ns, ctime_ns, inode) are unchanged, in
+#
+#   <cache_dir>/v1/triton/tools.json
+#     {"format": 1, "tools": {"<path>\0<stderr merged: 0|1>": {"sig": [...], "out": HEX}}}
+#
+# Only exactly `check_output([ABSOLUTE_PATH, "--version"])` (optionally with
+# stderr=STDOUT) is answered from it; every other call goes to subprocess.
+
+
+class ToolVersions:
+    """Stands in for the ``subprocess`` module of a Triton module (everything else is delegated)."""
+
+    def __init__(self, real: ModuleType, path: str) -> None:
+        self._real = real
+        self._path = path
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            with open(self._path, "rb") as f:
+                raw = f.read(_MAX_MEMO_BYTES + 1)
+            memo = json.loads(raw) if len(raw) <= _MAX_MEMO_BYTES else None
+            if isinstance(memo, dict) and memo.get("format") == _FORMAT and isinstance(memo.get("tools"), dict):
+                return memo["tools"]  # type: ignore[no-any-return]
+        except (OSError, ValueError):
+            pass
+        return {}
+
+    def check_output(self, args: Any, *rest: Any, **kwargs: Any) -> Any:
+        merged = kwargs.get("stderr") == self._real.STDOUT
+        simple = (not rest and set(kwargs) <= {"stderr"} and (merged or "stderr" not in kwargs)
+                  and isinstance(args, list) and len(args) == 2 and args[1] == "--version"
+                  and isinstance(args[0], str) and os.path.isabs(args[0]))
+        if not simple:
+            return self._real.check_output(args, *rest, **kwargs)
+        name = f"{args[0]}\0{int(merged)}"
+        before = _signature(args[0])
+        tools = self._load()
+        known = tools.get(name)
+        if before is not None and isinstance(known, dict) and known.get("sig") == before:
+            try:
+                return bytes.fromhex(str(known["out"]))
+            except (KeyError, ValueError):
+                pass
+        out = self._real.check_output(args, *rest, **kwargs)
+        if before is not None and _signature(args[0]) == before:
+            tools[name] = {"sig": before, "out": bytes(out).hex()}
+            _write(self._path, {"format": _FORMAT, "tools": tools})
+        return out
+
+
+def tools_path(cache_dir: str) -> str:
+    """The memo file of tool versions under ``cache_dir``."""
+    return os.path.join(cache_dir, "v1", "triton", "tools.json")

@@ -493,6 +493,15 @@ def uninstall() -> None:
     _files.forget()
     if _original_key is not None:
         _set_triton_key(_original_key)
+    import sys
+
+    from . import _triton_key
+
+    for name in ("triton.knobs", "triton.backends.nvidia.compiler"):
+        mod = sys.modules.get(name)
+        stand_in = getattr(mod, "subprocess", None)
+        if isinstance(stand_in, _triton_key.ToolVersions):
+            setattr(mod, "subprocess", stand_in._real)
 
 
 def _set_triton_key(fn: Any) -> None:
@@ -532,3 +541,20 @@ def _patch_triton_key() -> None:
         triton_key._kcache_memo = True  # type: ignore[attr-defined]
         _memo_key = triton_key
     _set_triton_key(_memo_key)
+    _patch_tool_versions()
+
+
+def _patch_tool_versions() -> None:
+    # `ptxas --version`, asked twice by every new process (kcache._triton_key.ToolVersions).
+    import sys
+
+    from . import _triton_key
+
+    s = _the_store()
+    if s is None:
+        return
+    for name in ("triton.knobs", "triton.backends.nvidia.compiler"):
+        mod = sys.modules.get(name)
+        real = getattr(mod, "subprocess", None)
+        if mod is not None and real is not None and not isinstance(real, _triton_key.ToolVersions):
+            setattr(mod, "subprocess", _triton_key.ToolVersions(real, _triton_key.tools_path(s.config.cache_dir)))

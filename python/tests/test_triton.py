@@ -509,6 +509,9 @@ def test_memoized_triton_key_equals_tritons_and_is_reused(tmp_path: Path) -> Non
     code = ("import hashlib, kcache.triton; kcache.triton.install()\n"
             "import triton.runtime.cache as tc, triton.runtime.autotuner as ta\n"
             "assert ta.triton_key is tc.triton_key\n"
+            "from triton.compiler.compiler import make_backend\n"
+            "from triton.backends.compiler import GPUTarget\n"
+            "make_backend(GPUTarget('cuda', 90, 32)).hash()  # asks ptxas --version\n"
             "print(hashlib.sha256(tc.triton_key().encode()).hexdigest())\n")
     env = {"KCACHE_DIR": str(tmp_path / "cache")}
     real = run_python("import hashlib, triton.runtime.cache as tc; "
@@ -525,3 +528,30 @@ def test_memoized_triton_key_equals_tritons_and_is_reused(tmp_path: Path) -> Non
     assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
     covered = json.loads(memo.read_text())["files"]
     assert any("/_C/libtriton" in p for p, *_ in covered)
+    # ptxas --version (Triton's backend asks it twice per process) is remembered beside it.
+    tools = json.loads((memo.parent / "tools.json").read_text())["tools"]
+    asked = sorted(name.split("\0")[1] for name in tools if "/nvidia/bin/ptxas" in name.split("\0")[0])
+    assert asked == ["0", "1"]  # get_ptxas_version, and NvidiaTool.from_path (stderr merged)
+
+
+def test_tool_versions_are_remembered_while_the_tool_is_unchanged(tmp_path: Path) -> None:
+    import subprocess as real
+
+    from kcache import _triton_key
+
+    tool = tmp_path / "ptxas"
+    runs = tmp_path / "runs"
+    tool.write_text(f"#!/bin/sh\necho x >> {runs}\necho 'Cuda compilation tools, release 12.8, V12.8.93'\n")
+    tool.chmod(0o755)
+    sub = _triton_key.ToolVersions(real, str(tmp_path / "tools.json"))
+
+    def ask() -> bytes:
+        return sub.check_output([str(tool), "--version"], stderr=real.STDOUT)  # type: ignore[no-any-return]
+
+    first = ask()
+    assert b"release 12.8" in first and ask() == first and runs.read_text().count("x") == 1
+    os.utime(tool, ns=(1, 1))  # touched: asked again
+    assert ask() == first and runs.read_text().count("x") == 2
+    assert sub.check_output([str(tool), "--help"]) and runs.read_text().count("x") == 3  # other calls pass through
+    assert sub.STDOUT == real.STDOUT and sub.CalledProcessError is real.CalledProcessError
+
