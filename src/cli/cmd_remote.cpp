@@ -88,6 +88,11 @@ std::string ping_hint(const remote::ProbeReport& r, const remote::RemoteSpec& sp
   const bool http = spec.scheme == remote::Scheme::http || spec.scheme == remote::Scheme::https;
   const auto says = [&](std::string_view text) { return e.message.find(text) != std::string::npos; };
   const bool refused = e.code == ErrorCode::permission_denied || says("NOAUTH") || says("WRONGPASS");
+  const bool s3 = spec.scheme == remote::Scheme::s3;
+  if (s3 && e.code == ErrorCode::not_found) {
+    return "create the bucket (aws s3 mb s3://BUCKET, or the store's own tool), or fix the bucket name, endpoint "
+           "and region in the URL; kcache compiles without this remote meanwhile";
+  }
   if (r.reach == remote::ProbeReport::Check::failed && !refused) {
     return "check the host, port and that the server runs; kcache compiles without this remote meanwhile";
   }
@@ -95,6 +100,10 @@ std::string ping_hint(const remote::ProbeReport& r, const remote::RemoteSpec& sp
     if (r.write == remote::ProbeReport::Check::failed) {
       return "the server lets this user read but not write: grant it writes, or set read_only=true on this URL "
              "(a reader sends no write)";
+    }
+    if (s3) {
+      return "the server refused the credentials: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the AWS "
+             "profile (AWS_PROFILE or ?profile=, in ~/.aws/credentials), and that the bucket's policy lets them in";
     }
     return http ? "the server refused the credentials: check user:password in the URL, basic_auth_file / "
                   "basic_auth_env or bearer_token_file / bearer_token_env"
