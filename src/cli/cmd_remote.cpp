@@ -370,7 +370,8 @@ void register_remote(CLI::App& app, Context& ctx, std::function<int()>& run) {
                "refused, not writable, team key mismatch). Passwords are never printed.");
   ping->callback([&ctx, &run] { run = [&ctx] { return run_ping(ctx); }; });
   CLI::App* ls = sub->add_subcommand("ls", "List the keys of the objects on every configured remote (Redis, Redis "
-                                           "Cluster: SCAN in batches; HTTP remotes cannot be listed)");
+                                           "Cluster: SCAN in batches; S3: ListObjectsV2 by prefix; HTTP remotes cannot "
+                                           "be listed)");
   ls->footer("Exit 0 when listed, 2 when a backend cannot list (HTTP), 1 when a remote failed.");
   ls->callback([&ctx, &run] { run = [&ctx] { return run_ls(ctx); }; });
   CLI::App* rm = sub->add_subcommand("rm", "Remove the objects of KEY... from every configured writable remote");

@@ -257,6 +257,9 @@ Result<CurlResponse> CurlClient::perform(const CurlRequest& req, Deadline deadli
   if (!m_ca_file.empty()) {
     api.easy_setopt(h, CURLOPT_CAINFO, m_ca_file.c_str());
   }
+  // Read in 128 KiB steps, as the curl command does (100 KiB), not libcurl's
+  // default 16 KiB: fewer callbacks and system calls for a large object.
+  api.easy_setopt(h, CURLOPT_BUFFERSIZE, 128L * 1024);
   api.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
   api.easy_setopt(h, CURLOPT_WRITEDATA, &t);
   api.easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
