@@ -49,6 +49,13 @@ def timed(cmd, env=None):
     return time.perf_counter() - t
 
 
+def timed_rc(cmd, env=None):
+    """Like timed(), whatever the exit code."""
+    t = time.perf_counter()
+    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=30)
@@ -95,9 +102,18 @@ def main():
             host = dict(env, KCACHE_DIR=os.path.join(tmp, f"host{i}"))
             hit.append(timed([K, "pull", key], host))
             raw.append(timed(["curl", "-s", "-f", *sig, "-o", out, obj]))
-        res = {"entry_kib": a.entry_kib, "runs": a.runs,
-               "kcache_hit_ms": round(statistics.median(hit) * 1e3, 2),
-               "curl_get_ms": round(statistics.median(raw) * 1e3, 2)}
+        # The fixed cost of each side, without the server: an endpoint that
+        # refuses connections (kcache: process start, cache directory, libcurl
+        # loaded and initialised, one warning; curl: its start with libcurl).
+        dead = f"http://127.0.0.1:{free_ports(1)[0]}"
+        fixed_k, fixed_c = [], []
+        for i in range(a.runs):
+            fixed_k.append(timed_rc([K, "pull", key], dict(env, KCACHE_DIR=os.path.join(tmp, f"dead{i}"),
+                                                          KCACHE_REMOTE=f"s3://{BUCKET}/bench?endpoint={dead}")))
+            fixed_c.append(timed_rc(["curl", "-s", *sig, "-o", out, f"{dead}/{BUCKET}/x"]))
+        ms = lambda xs: round(statistics.median(xs) * 1e3, 2)
+        res = {"entry_kib": a.entry_kib, "runs": a.runs, "kcache_hit_ms": ms(hit), "curl_get_ms": ms(raw),
+               "kcache_refused_ms": ms(fixed_k), "curl_refused_ms": ms(fixed_c)}
         res["hit_over_curl"] = round(res["kcache_hit_ms"] / res["curl_get_ms"], 2)
 
         big = os.path.join(tmp, "engine")

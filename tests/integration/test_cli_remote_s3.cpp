@@ -41,6 +41,23 @@ std::size_t warnings(const std::string& err) {
   return n;
 }
 
+// The suite's credentials in this process's environment while it lives (for
+// the backends a test makes itself; `kcache` processes get them on their
+// command line).
+class CredentialsInEnvironment {
+ public:
+  CredentialsInEnvironment() {
+    ::setenv("AWS_ACCESS_KEY_ID", SeaweedfsServer::k_access_key, 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", SeaweedfsServer::k_secret_key, 1);
+  }
+  ~CredentialsInEnvironment() {
+    ::unsetenv("AWS_ACCESS_KEY_ID");
+    ::unsetenv("AWS_SECRET_ACCESS_KEY");
+  }
+  CredentialsInEnvironment(const CredentialsInEnvironment&) = delete;
+  CredentialsInEnvironment& operator=(const CredentialsInEnvironment&) = delete;
+};
+
 bool required() {
   const char* v = std::getenv("KCACHE_REQUIRE_TOOLKIT");
   return v != nullptr && std::string(v) == "1";
@@ -216,8 +233,7 @@ TEST_F(CliRemoteS3, CredentialsComeFromAProfileInTheSharedFiles) {
 TEST_F(CliRemoteS3, MultipartUploadsNeverReplaceAnObjectWithOtherBytes) {
   auto spec = remote::parse_remote_url(s_server->url(m_prefix) + "&multipart_size=5m&timeout_ms=30000");
   ASSERT_TRUE(spec);
-  ASSERT_EQ(::setenv("AWS_ACCESS_KEY_ID", SeaweedfsServer::k_access_key, 1), 0);
-  ASSERT_EQ(::setenv("AWS_SECRET_ACCESS_KEY", SeaweedfsServer::k_secret_key, 1), 0);
+  const CredentialsInEnvironment credentials;
   remote::S3Backend backend(*spec);
   std::string first(12u << 20, '\0');  // three parts: 5 + 5 + 2 MiB
   for (std::size_t i = 0; i < first.size(); ++i) {
@@ -242,15 +258,12 @@ TEST_F(CliRemoteS3, MultipartUploadsNeverReplaceAnObjectWithOtherBytes) {
   auto bounded = backend.get("kcache:v1:multipart", 1u << 20);
   ASSERT_FALSE(bounded);
   EXPECT_EQ(bounded.error().code, remote::k_object_too_large);
-  ::unsetenv("AWS_ACCESS_KEY_ID");
-  ::unsetenv("AWS_SECRET_ACCESS_KEY");
 }
 
 TEST_F(CliRemoteS3, LeasesAreConditionalObjectsWithAnExpiry) {
   auto spec = remote::parse_remote_url(s_server->url(m_prefix));
   ASSERT_TRUE(spec);
-  ASSERT_EQ(::setenv("AWS_ACCESS_KEY_ID", SeaweedfsServer::k_access_key, 1), 0);
-  ASSERT_EQ(::setenv("AWS_SECRET_ACCESS_KEY", SeaweedfsServer::k_secret_key, 1), 0);
+  const CredentialsInEnvironment credentials;
   remote::S3Backend s3(*spec);
   const std::string lease = "kcache:v1:lease:x";
   EXPECT_TRUE(s3.lease_take(lease, "a", 60000).value_or(false));
@@ -271,8 +284,6 @@ TEST_F(CliRemoteS3, LeasesAreConditionalObjectsWithAnExpiry) {
   EXPECT_EQ(s3.lease_inspect(lease).value_or(std::nullopt).value_or(remote::LeaseInfo{}).value, "d");
   EXPECT_FALSE(s3.lease_release(lease, "c").value_or(true));
   EXPECT_TRUE(s3.lease_release(lease, "d").value_or(false));
-  ::unsetenv("AWS_ACCESS_KEY_ID");
-  ::unsetenv("AWS_SECRET_ACCESS_KEY");
 }
 
 TEST_F(CliRemoteS3, EightHostsOnOneColdKeyCompileOnce) {
@@ -299,9 +310,14 @@ TEST_F(CliRemoteS3, EightHostsOnOneColdKeyCompileOnce) {
     EXPECT_EQ(warnings(read_file(dir() / ("err" + n))), 0U) << read_file(dir() / ("err" + n));
   }
   EXPECT_EQ(compiled, 1) << "one compile per key across 8 hosts";
+  std::uint64_t taken = 0;
+  for (int i = 1; i <= 8; ++i) {
+    const ShellRun stats = sh("KCACHE_DIR=\"$PWD/host" + std::to_string(i) + "\" \"$K\" stats --json");
+    taken += nlohmann::json::parse(stats.out)["remote"]["lease_taken"].get<std::uint64_t>();
+  }
+  EXPECT_GE(taken, 1U) << "the compile ran under an S3 lease";
   // Every lease was released: only the entry is left under the prefix.
-  ASSERT_EQ(::setenv("AWS_ACCESS_KEY_ID", SeaweedfsServer::k_access_key, 1), 0);
-  ASSERT_EQ(::setenv("AWS_SECRET_ACCESS_KEY", SeaweedfsServer::k_secret_key, 1), 0);
+  const CredentialsInEnvironment credentials;
   auto spec = remote::parse_remote_url(s_server->url(m_prefix));
   ASSERT_TRUE(spec);
   std::vector<std::string> names;
@@ -309,8 +325,6 @@ TEST_F(CliRemoteS3, EightHostsOnOneColdKeyCompileOnce) {
     names.emplace_back(name);
     return true;
   }));
-  ::unsetenv("AWS_ACCESS_KEY_ID");
-  ::unsetenv("AWS_SECRET_ACCESS_KEY");
   ASSERT_EQ(names.size(), 1U) << names.back();
   EXPECT_EQ(names[0].substr(0, 10), "kcache:v1:");
   EXPECT_EQ(names[0].size(), 10U + 64U);

@@ -456,26 +456,29 @@ Result<bool> S3Backend::lease_take(std::string_view name, std::string_view token
   return false;
 }
 
+Result<std::optional<S3Backend::Lease>> S3Backend::read_lease_of(std::string_view name, std::string_view token,
+                                                                 Deadline deadline) {
+  auto held = read_lease(name, deadline);
+  if (held && *held && (*held)->token != token) {
+    return std::optional<Lease>{};
+  }
+  return held;
+}
+
 Result<bool> S3Backend::lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
   const Deadline deadline = operation_deadline();
-  auto held = read_lease(name, deadline);
-  if (!held) {
-    return tl::unexpected(held.error());
-  }
-  if (!*held || (*held)->token != token) {
-    return false;
+  auto held = read_lease_of(name, token, deadline);
+  if (!held || !*held) {
+    return held.map([](const auto&) { return false; });
   }
   return write_lease(name, token, ttl_ms, "If-Match: " + (*held)->etag, deadline);
 }
 
 Result<bool> S3Backend::lease_release(std::string_view name, std::string_view token) {
   const Deadline deadline = operation_deadline();
-  auto held = read_lease(name, deadline);
-  if (!held) {
-    return tl::unexpected(held.error());
-  }
-  if (!*held || (*held)->token != token) {
-    return false;
+  auto held = read_lease_of(name, token, deadline);
+  if (!held || !*held) {
+    return held.map([](const auto&) { return false; });
   }
   auto r = send("DELETE", object_key(name), {}, {}, k_small_answer, {"If-Match: " + (*held)->etag}, deadline);
   if (r && r->status == 501) {
@@ -520,12 +523,9 @@ Result<std::optional<LeaseInfo>> S3Backend::lease_inspect(std::string_view name)
 Result<bool> S3Backend::lease_take_foreign(std::string_view name, std::string_view seen, std::string_view token,
                                            std::uint64_t ttl_ms) {
   const Deadline deadline = operation_deadline();
-  auto held = read_lease(name, deadline);
-  if (!held) {
-    return tl::unexpected(held.error());
-  }
-  if (!*held || (*held)->token != seen) {
-    return false;
+  auto held = read_lease_of(name, seen, deadline);
+  if (!held || !*held) {
+    return held.map([](const auto&) { return false; });
   }
   if ((*held)->expires && *(*held)->expires - now_unix_ms() <= static_cast<std::int64_t>(ttl_ms)) {
     return false;  // a lease kcache writes: it expires on its own

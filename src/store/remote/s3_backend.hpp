@@ -84,6 +84,8 @@ class S3Backend final : public RemoteBackend {
   Deadline operation_deadline() const;
   Result<bool> put_multipart(const std::string& key, std::string_view value, std::vector<std::string> headers);
   Result<std::optional<Lease>> read_lease(std::string_view name, Deadline deadline);
+  // The lease when `token` holds it; std::nullopt when none or another does.
+  Result<std::optional<Lease>> read_lease_of(std::string_view name, std::string_view token, Deadline deadline);
   // Writes a lease object for `token` expiring `ttl_ms` from now, with the
   // condition `condition` (If-None-Match: * or If-Match: <etag>). True when
   // written, false when the condition failed.
