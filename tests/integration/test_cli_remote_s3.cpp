@@ -228,6 +228,11 @@ TEST_F(CliRemoteS3, CredentialsComeFromAProfileInTheSharedFiles) {
                              "\"$K\" remote ping");
   EXPECT_EQ(reader.rc, 1);
   EXPECT_NE(reader.err.find("read but not write"), std::string::npos) << reader.err;
+  const ShellRun read_check = sh(std::string("AWS_ACCESS_KEY_ID=") + SeaweedfsServer::k_reader_key +
+                                 " AWS_SECRET_ACCESS_KEY=" + SeaweedfsServer::k_reader_secret + " " + remote() +
+                                 "\"$K\" remote ping --no-write");
+  EXPECT_EQ(read_check.rc, 0) << read_check.out << read_check.err;
+  EXPECT_NE(read_check.out.find("write: not checked (--no-write)"), std::string::npos) << read_check.out;
 }
 
 TEST_F(CliRemoteS3, MultipartUploadsNeverReplaceAnObjectWithOtherBytes) {
