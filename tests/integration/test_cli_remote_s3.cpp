@@ -4,6 +4,7 @@
 // their own cache directories as the "hosts" that share it.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -333,6 +334,88 @@ TEST_F(CliRemoteS3, EightHostsOnOneColdKeyCompileOnce) {
   ASSERT_EQ(names.size(), 1U) << names.back();
   EXPECT_EQ(names[0].substr(0, 10), "kcache:v1:");
   EXPECT_EQ(names[0].size(), 10U + 64U);
+}
+
+// Starts `script` with bash in the background in `cwd`, stdout and stderr to
+// `log`; returns its pid.
+pid_t spawn_shell(const fs::path& cwd, const std::string& script, const fs::path& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    const std::string cmd = "cd '" + cwd.string() + "' && exec " + script;
+    ::execl("/bin/bash", "bash", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int exit_code(pid_t pid) {
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// The owner of a cold key is SIGKILLed mid-compile: its lease object stays
+// (nothing releases it), and once its expiry (1.5 s) passes one waiter takes
+// it over with a conditional PUT and compiles; the others get its entry.
+TEST_F(CliRemoteS3, AKilledOwnersLeaseIsTakenOverAfterItsExpiry) {
+  KCACHE_REQUIRE_TOOLKIT();
+  std::string src = "template <int N> __device__ float f(float x) { return f<N - 1>(x * 1.0001f + N); }\n"
+                    "template <> __device__ float f<0>(float x) { return x; }\n"
+                    "extern \"C\" __global__ void s3_killed(float* p) {\n  float v = p[threadIdx.x];\n";
+  for (int i = 0; i < 60; ++i) {
+    src += "  v += f<" + std::to_string(100 + i) + ">(v);\n";
+  }
+  write_file(dir() / "killed.cu", src + "  p[threadIdx.x] = v;\n}\n");
+  const std::string env = "env " + creds() + "KCACHE_REMOTE='" + s_server->url(m_prefix) +
+                          "' KCACHE_REMOTE_LEASE_TTL_MS=1500 KCACHE_REMOTE_LEASE_WAIT_MS=600000 ";
+  const std::string compile = " '" + std::string(KCACHE_CLI_PATH) +
+                              "' compile killed.cu --target cubin --arch sm_90 --json -o ";
+  const pid_t owner = spawn_shell(dir(), env + "KCACHE_DIR=\"$PWD/owner\"" + compile + "owner.cubin",
+                                  dir() / "owner.log");
+  const CredentialsInEnvironment credentials;
+  remote::S3Backend s3(*remote::parse_remote_url(s_server->url(m_prefix)));
+  auto lease_held = [&] {
+    bool found = false;
+    (void)s3.list("kcache:v1:lease:", [&](std::string_view) {
+      found = true;
+      return false;
+    });
+    return found;
+  };
+  // Wait (bounded) for the owner to take the lease: it is compiling now.
+  const auto limit = Clock::now() + std::chrono::seconds(60);
+  while (!lease_held() && Clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(lease_held()) << read_file(dir() / "owner.log");
+  std::vector<pid_t> waiters;
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = std::to_string(i);
+    waiters.push_back(spawn_shell(dir(), env + "KCACHE_DIR=\"$PWD/w" + n + "\"" + compile + "w" + n + ".cubin",
+                                  dir() / ("w" + n + ".log")));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // sequencing only: the waiters find it held
+  ::kill(owner, SIGKILL);
+  EXPECT_EQ(exit_code(owner), 128 + SIGKILL);
+  int compiled = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = std::to_string(i);
+    ASSERT_EQ(exit_code(waiters[static_cast<std::size_t>(i)]), 0) << read_file(dir() / ("w" + n + ".log"));
+    const std::string log = read_file(dir() / ("w" + n + ".log"));
+    compiled += nlohmann::json::parse(log.substr(log.find('{')))["hit"].get<bool>() ? 0 : 1;
+    EXPECT_EQ(read_file(dir() / ("w" + n + ".cubin")), read_file(dir() / "w0.cubin"));
+  }
+  EXPECT_EQ(compiled, 1) << "one waiter took over and compiled; the others got its entry";
+  std::uint64_t takeovers = 0;
+  for (int i = 0; i < 3; ++i) {
+    const ShellRun stats = sh("KCACHE_DIR=\"$PWD/w" + std::to_string(i) + "\" \"$K\" stats --json");
+    takeovers += nlohmann::json::parse(stats.out)["remote"]["lease_takeovers"].get<std::uint64_t>();
+  }
+  EXPECT_EQ(takeovers, 1U);
+  EXPECT_FALSE(lease_held()) << "the new owner released it";
 }
 
 // A server that is stopped (nothing listens), hung (accepts, never answers)
