@@ -278,18 +278,39 @@ TEST_F(CliRemoteS3, LeasesAreConditionalObjectsWithAnExpiry) {
   ASSERT_TRUE(info && *info);
   EXPECT_EQ((*info)->value, "a");
   EXPECT_GT((*info)->pttl_ms, 50000);
+  EXPECT_LE((*info)->pttl_ms, 60000) << "never longer than written: not taken for a foreign lease";
+  EXPECT_FALSE(s3.lease_take_foreign(lease, "a", "b", 1000).value_or(true)) << "kcache's own lease";
   EXPECT_TRUE(s3.lease_renew(lease, "a", 60000).value_or(false));
   EXPECT_FALSE(s3.lease_renew(lease, "b", 60000).value_or(true));
   EXPECT_FALSE(s3.lease_release(lease, "b").value_or(true)) << "another owner's is left alone";
   EXPECT_TRUE(s3.lease_release(lease, "a").value_or(false));
   EXPECT_FALSE(s3.lease_inspect(lease).value_or(std::nullopt).has_value());
-  // An expired lease is taken over by the next taker.
+  // An expired lease is taken over by the next taker, judged by the server's
+  // clock (Date against Last-Modified, whole seconds, + 1 s): a 1 ms lease
+  // holds for 1 to 2 s, then lapses (the 5 s bound proves "lapses", not a time).
   EXPECT_TRUE(s3.lease_take(lease, "c", 1).value_or(false));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // sequencing: past its 1 ms expiry
-  EXPECT_TRUE(s3.lease_take(lease, "d", 60000).value_or(false));
+  EXPECT_FALSE(s3.lease_take(lease, "d", 60000).value_or(true)) << "not before the server says so";
+  const auto limit = Clock::now() + std::chrono::seconds(5);
+  bool taken = false;
+  while (!taken && Clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    taken = s3.lease_take(lease, "d", 60000).value_or(false);
+  }
+  EXPECT_TRUE(taken);
   EXPECT_EQ(s3.lease_inspect(lease).value_or(std::nullopt).value_or(remote::LeaseInfo{}).value, "d");
   EXPECT_FALSE(s3.lease_release(lease, "c").value_or(true));
   EXPECT_TRUE(s3.lease_release(lease, "d").value_or(false));
+  // A lease object that is not kcache's (no expiry) is foreign: taken over
+  // only through lease_take_foreign, naming the value seen.
+  const std::string other = "kcache:v1:lease:y";
+  ASSERT_TRUE(s3.put(other, "someone else's", 0).value_or(false));
+  auto foreign = s3.lease_inspect(other);
+  ASSERT_TRUE(foreign && *foreign);
+  EXPECT_EQ((*foreign)->pttl_ms, -1);
+  EXPECT_FALSE(s3.lease_take(other, "e", 60000).value_or(true));
+  EXPECT_FALSE(s3.lease_take_foreign(other, "another value", "e", 60000).value_or(true));
+  EXPECT_TRUE(s3.lease_take_foreign(other, "someone else's", "e", 60000).value_or(false));
+  EXPECT_TRUE(s3.lease_release(other, "e").value_or(false));
 }
 
 TEST_F(CliRemoteS3, EightHostsOnOneColdKeyCompileOnce) {

@@ -29,6 +29,7 @@ struct CurlApi {
   const char* (*easy_strerror)(CURLcode) = nullptr;
   curl_slist* (*slist_append)(curl_slist*, const char*) = nullptr;
   void (*slist_free_all)(curl_slist*) = nullptr;
+  time_t (*getdate)(const char*, const time_t*) = nullptr;
   std::string error;  // why it could not be loaded; empty when loaded
 };
 
@@ -46,6 +47,7 @@ const CurlApi& curl_api() {
     lib.resolve(a.easy_strerror, "curl_easy_strerror");
     lib.resolve(a.slist_append, "curl_slist_append");
     lib.resolve(a.slist_free_all, "curl_slist_free_all");
+    lib.resolve(a.getdate, "curl_getdate");
     a.error = lib.error();
     if (a.error.empty()) {
       a.global_init(CURL_GLOBAL_DEFAULT);
@@ -156,6 +158,10 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
     t->resp->server = std::string(v);
   } else if (header_value(line, "ETag", v)) {
     t->resp->etag = std::string(v);
+  } else if (header_value(line, "Date", v)) {
+    t->resp->date = std::string(v);
+  } else if (header_value(line, "Last-Modified", v)) {
+    t->resp->last_modified = std::string(v);
   }
   return size * n;
 }
@@ -169,6 +175,14 @@ std::size_t on_upload(char* out, std::size_t size, std::size_t n, void* user) {
 }
 
 }  // namespace
+
+std::int64_t http_date_seconds(const std::string& text) {
+  const CurlApi& api = curl_api();
+  if (!api.error.empty() || text.empty()) {
+    return -1;
+  }
+  return static_cast<std::int64_t>(api.getdate(text.c_str(), nullptr));
+}
 
 std::string uri_encode(std::string_view s, bool keep_slash) {
   std::string out;

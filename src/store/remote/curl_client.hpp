@@ -42,6 +42,8 @@ struct CurlResponse {
   std::string body;
   std::string server;  // the Server header
   std::string etag;    // the ETag header, quotes kept
+  std::string date;           // the Date header (the server's clock)
+  std::string last_modified;  // the Last-Modified header
   bool cut = false;    // the body went over the bound
 };
 
@@ -71,6 +73,10 @@ class CurlClient {
   std::mutex m_mutex;
   std::vector<void*> m_idle;  // CURL* handles
 };
+
+// Seconds since the epoch of an HTTP date ("Thu, 26 Nov 2026 09:25:34 GMT",
+// libcurl's curl_getdate); -1 when it is not one or libcurl cannot be loaded.
+std::int64_t http_date_seconds(const std::string& text);
 
 // Percent-encodes `s` as AWS Signature Version 4 wants it: every byte but
 // A-Z a-z 0-9 - _ . ~ (and '/' when `keep_slash`), with upper-case hex.

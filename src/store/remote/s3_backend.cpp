@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -76,7 +77,8 @@ std::int64_t now_unix_ms() {
 
 struct S3Backend::Lease {
   std::string token;                   // the owner's token, or the whole body when it is not kcache's
-  std::optional<std::int64_t> expires;  // Unix ms; absent: not a kcache lease (foreign)
+  std::optional<std::int64_t> expires;  // Unix ms (this host's clock); absent: not a kcache lease (foreign)
+  std::int64_t ttl_ms = 0;              // as written (0: not given)
   std::string etag;
 };
 
@@ -394,17 +396,32 @@ Result<std::optional<S3Backend::Lease>> S3Backend::read_lease(std::string_view n
   Lease lease;
   lease.etag = r->etag;
   lease.token = r->body;
-  // "kcache-lease 1\n<token>\n<expires>\n"
-  const std::string_view body = r->body;
-  const auto first = body.find('\n');
-  const auto second = first == std::string_view::npos ? first : body.find('\n', first + 1);
-  if (body.substr(0, first) == k_lease_magic && second != std::string_view::npos) {
-    std::int64_t expires = 0;
-    const std::string_view text = body.substr(second + 1);
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), expires);
-    if (ec == std::errc() && (end == text.data() + text.size() || *end == '\n')) {
-      lease.token = std::string(body.substr(first + 1, second - first - 1));
-      lease.expires = expires;
+  // "kcache-lease 1\n<token>\n<expires>\n<ttl_ms>\n"
+  std::vector<std::string_view> lines;
+  for (std::string_view rest = r->body; !rest.empty();) {
+    const auto nl = rest.find('\n');
+    lines.push_back(rest.substr(0, nl));
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+  }
+  const auto number = [](std::string_view text, std::int64_t& out) {
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return ec == std::errc() && end == text.data() + text.size();
+  };
+  std::int64_t expires = 0, ttl_ms = 0;
+  if (lines.size() >= 3 && lines[0] == k_lease_magic && number(lines[2], expires)) {
+    lease.token = std::string(lines[1]);
+    lease.expires = expires;
+    // Judged by the server's clock where it says its time and the object's
+    // (Date, Last-Modified; whole seconds): the lease has lived age_ms of its
+    // ttl_ms, plus 1 s for the rounding, so hosts whose clocks disagree still
+    // agree on when it lapses.
+    const std::int64_t now_s = http_date_seconds(r->date);
+    const std::int64_t written_s = http_date_seconds(r->last_modified);
+    if (lines.size() >= 4 && number(lines[3], ttl_ms)) {
+      lease.ttl_ms = ttl_ms;
+      if (now_s > 0 && written_s > 0 && now_s >= written_s) {
+        lease.expires = now_unix_ms() + ttl_ms + 1000 - (now_s - written_s) * 1000;
+      }
     }
   }
   return std::optional<Lease>(std::move(lease));
@@ -412,8 +429,8 @@ Result<std::optional<S3Backend::Lease>> S3Backend::read_lease(std::string_view n
 
 Result<bool> S3Backend::write_lease(std::string_view name, std::string_view token, std::uint64_t ttl_ms,
                                     const std::string& condition, Deadline deadline) {
-  const std::string body =
-      fmt::format("{}\n{}\n{}\n", k_lease_magic, token, now_unix_ms() + static_cast<std::int64_t>(ttl_ms));
+  const std::string body = fmt::format("{}\n{}\n{}\n{}\n", k_lease_magic, token,
+                                      now_unix_ms() + static_cast<std::int64_t>(ttl_ms), ttl_ms);
   auto r = send("PUT", object_key(name), {}, body, k_small_answer, {condition}, deadline);
   if (!r) {
     return tl::unexpected(r.error());
@@ -514,6 +531,11 @@ Result<std::optional<LeaseInfo>> S3Backend::lease_inspect(std::string_view name)
     return std::optional<LeaseInfo>(std::move(info));
   }
   info.pttl_ms = *(*held)->expires - now_unix_ms();
+  if ((*held)->ttl_ms > 0) {
+    // Never longer than it was written for (the 1 s rounding margin aside):
+    // a lease kcache writes is never taken for a foreign one.
+    info.pttl_ms = std::min(info.pttl_ms, (*held)->ttl_ms);
+  }
   if (info.pttl_ms <= 0) {
     return std::optional<LeaseInfo>{};  // expired: as good as gone (the next take replaces it)
   }
@@ -527,7 +549,8 @@ Result<bool> S3Backend::lease_take_foreign(std::string_view name, std::string_vi
   if (!held || !*held) {
     return held.map([](const auto&) { return false; });
   }
-  if ((*held)->expires && *(*held)->expires - now_unix_ms() <= static_cast<std::int64_t>(ttl_ms)) {
+  if ((*held)->expires &&
+      ((*held)->ttl_ms > 0 || *(*held)->expires - now_unix_ms() <= static_cast<std::int64_t>(ttl_ms))) {
     return false;  // a lease kcache writes: it expires on its own
   }
   return write_lease(name, token, ttl_ms, "If-Match: " + (*held)->etag, deadline);

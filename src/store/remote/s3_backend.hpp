@@ -19,11 +19,12 @@
 //             tells "removed" from "none")
 //   list   -> ListObjectsV2 by prefix, 1000 a page
 //   leases -> an object "<prefix>/kcache/v1/lease/<key>" holding
-//             "kcache-lease 1\n<token>\n<expires, Unix ms>\n", created with
-//             If-None-Match: *, renewed, taken over (when expired) and
-//             released only with If-Match: <its ETag> (docs/remote-format.md,
-//             "S3"). Expiry is judged by the reader's clock: hosts' clocks must
-//             agree to well within the lease ttl (NTP).
+//             "kcache-lease 1\n<token>\n<expires, Unix ms>\n<ttl_ms>\n",
+//             created with If-None-Match: *, renewed, taken over (when
+//             expired) and released only with If-Match: <its ETag>
+//             (docs/remote-format.md, "S3"). Expiry is judged by the server's
+//             clock (its Date against the object's Last-Modified, + 1 s for
+//             their whole seconds), else by `expires` against the reader's.
 //
 // Every request is signed unless the credentials are anonymous
 // (s3_credentials.hpp), and carries x-amz-content-sha256: UNSIGNED-PAYLOAD
