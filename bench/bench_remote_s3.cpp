@@ -32,41 +32,16 @@ std::string s3_url() {
   return v != nullptr ? v : "";
 }
 
-struct Fixture {
-  Artifact artifact;
-  std::string object;
-  std::unique_ptr<kr::S3Backend> raw;
-  std::unique_ptr<kr::RemoteStore> store;
-  bool ok = false;
-};
+using Fixture = bench::RemoteFixture<kr::S3Backend>;
 
-Fixture& fixture(std::size_t size) {
-  static std::map<std::size_t, Fixture> all;
-  Fixture& f = all[size];
-  if (f.raw || s3_url().empty()) {
-    return f;
-  }
-  f.artifact = bench::make_remote_entry(size);
-  f.object = kr::encode_object(f.artifact, bench::remote_codec());
-  auto spec = kr::parse_remote_url(s3_url());
-  if (!spec) {
-    return f;
-  }
-  f.raw = std::make_unique<kr::S3Backend>(*spec);
-  kr::RemoteStoreOptions o;
-  o.spec = *spec;
-  o.codec = bench::remote_codec();
-  o.warn = [](const std::string&) {};
-  f.store = std::move(*kr::RemoteStore::open(o));
-  (void)f.raw->remove(kr::object_name(f.artifact.passport.key));
-  f.ok = f.store->put(f.artifact).has_value();
-  return f;
-}
+constexpr const char* k_unavailable = "set KCACHE_BENCH_S3 to a writable s3:// URL (and AWS credentials)";
+
+Fixture& fixture(std::size_t size) { return bench::remote_fixture<kr::S3Backend>(size, s3_url()); }
 
 void BM_S3RawGet(benchmark::State& state) {
   Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
   if (!f.ok) {
-    state.SkipWithError("set KCACHE_BENCH_S3 to a writable s3:// URL (and AWS credentials)");
+    state.SkipWithError(k_unavailable);
     return;
   }
   const std::string name = kr::object_name(f.artifact.passport.key);
@@ -80,31 +55,14 @@ void BM_S3RawGet(benchmark::State& state) {
 void BM_S3LocalVerify(benchmark::State& state) {
   Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
   if (!f.ok) {
-    state.SkipWithError("set KCACHE_BENCH_S3");
+    state.SkipWithError(k_unavailable);
     return;
   }
-  const kr::CodecOptions o = bench::remote_codec();
-  for (auto _ : state) {
-    auto a = kr::decode_object(f.object, f.artifact.passport.key, o);
-    benchmark::DoNotOptimize(a);
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+  bench::bench_local_verify(state, f);
 }
 
 void BM_S3RemoteHit(benchmark::State& state) {
-  Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
-  if (!f.ok) {
-    state.SkipWithError("set KCACHE_BENCH_S3 to a writable s3:// URL (and AWS credentials)");
-    return;
-  }
-  for (auto _ : state) {
-    auto a = f.store->get(f.artifact.passport.key);
-    if (!a || !a->has_value()) {
-      state.SkipWithError("remote hit failed");
-      return;
-    }
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+  bench::bench_remote_hit(state, fixture(static_cast<std::size_t>(state.range(0))), k_unavailable);
 }
 
 }  // namespace
