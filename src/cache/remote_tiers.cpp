@@ -26,7 +26,9 @@ void share_state(const Config& config, remote::RemoteStoreOptions& options) {
 
 Result<remote::RemoteSpec> configured_remote_spec(const Config& config, const std::string& url) {
   auto spec = remote::parse_remote_url(url);
-  if (spec && spec->ca_file.empty() && (spec->tls || spec->scheme == remote::Scheme::https)) {
+  if (spec && spec->ca_file.empty() && (spec->tls || spec->scheme == remote::Scheme::https ||
+                                             (spec->scheme == remote::Scheme::s3 &&
+                                              spec->endpoint.rfind("https://", 0) == 0))) {
     spec->ca_file = config.remote_ca_file.string();
   }
   return spec;
@@ -97,7 +99,7 @@ std::shared_ptr<RemoteLease> open_configured_lease(const Config& config) {
     auto spec = configured_remote_spec(config, url);
     if (!spec || spec->read_only ||
         (spec->scheme != remote::Scheme::redis && spec->scheme != remote::Scheme::redis_unix &&
-         spec->scheme != remote::Scheme::redis_cluster)) {
+         spec->scheme != remote::Scheme::redis_cluster && spec->scheme != remote::Scheme::s3)) {
       continue;
     }
     remote::RemoteStoreOptions options;

@@ -88,6 +88,11 @@ std::string ping_hint(const remote::ProbeReport& r, const remote::RemoteSpec& sp
   const bool http = spec.scheme == remote::Scheme::http || spec.scheme == remote::Scheme::https;
   const auto says = [&](std::string_view text) { return e.message.find(text) != std::string::npos; };
   const bool refused = e.code == ErrorCode::permission_denied || says("NOAUTH") || says("WRONGPASS");
+  const bool s3 = spec.scheme == remote::Scheme::s3;
+  if (s3 && e.code == ErrorCode::not_found) {
+    return "create the bucket (aws s3 mb s3://BUCKET, or the store's own tool), or fix the bucket name, endpoint "
+           "and region in the URL; kcache compiles without this remote meanwhile";
+  }
   if (r.reach == remote::ProbeReport::Check::failed && !refused) {
     return "check the host, port and that the server runs; kcache compiles without this remote meanwhile";
   }
@@ -95,6 +100,10 @@ std::string ping_hint(const remote::ProbeReport& r, const remote::RemoteSpec& sp
     if (r.write == remote::ProbeReport::Check::failed) {
       return "the server lets this user read but not write: grant it writes, or set read_only=true on this URL "
              "(a reader sends no write)";
+    }
+    if (s3) {
+      return "the server refused the credentials: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the AWS "
+             "profile (AWS_PROFILE or ?profile=, in ~/.aws/credentials), and that the bucket's policy lets them in";
     }
     return http ? "the server refused the credentials: check user:password in the URL, basic_auth_file / "
                   "basic_auth_env or bearer_token_file / bearer_token_env"
@@ -125,7 +134,9 @@ std::string signer_line(const remote::ProbeReport& r) {
   return line;
 }
 
-int run_ping(const Context& ctx) {
+// `no_write`: check reach and read only (no probe object is written), as for
+// a read_only remote.
+int run_ping(const Context& ctx, bool no_write) {
   Config config;
   std::vector<Target> targets;
   if (int rc = open_targets(ctx, config, targets); rc != k_exit_ok) {
@@ -140,7 +151,9 @@ int run_ping(const Context& ctx) {
   for (Target& t : targets) {
     auto codec_of = *codec;
     codec_of.max_entry_size = t.spec.max_entry_size;
-    const remote::ProbeReport r = remote::probe_remote(*t.backend, t.spec, codec_of);
+    remote::RemoteSpec probed = t.spec;
+    probed.read_only = probed.read_only || no_write;
+    const remote::ProbeReport r = remote::probe_remote(*t.backend, probed, codec_of);
     const std::string where = t.spec.masked();
     std::string problem;  // why it fails, when not an error of a step
     if (!r.error && !r.ok()) {
@@ -170,6 +183,7 @@ int run_ping(const Context& ctx) {
                      {"reach", check_name(r.reach)},
                      {"read", check_name(r.read)},
                      {"write", t.spec.read_only && !r.error ? "read_only" : check_name(r.write)},
+                     {"write_checked", !probed.read_only},
                      {"team_key", !r.key_id.empty() ? check_name(r.team_key) : "none"},
                      {"key_id", r.key_id},
                      {"listable", r.listable},
@@ -185,6 +199,8 @@ int run_ping(const Context& ctx) {
       std::printf("  read: %s\n", check_name(r.read));
       if (t.spec.read_only) {
         std::printf("  write: not checked, the remote is read_only (kcache sends it no write)\n");
+      } else if (no_write) {
+        std::printf("  write: not checked (--no-write)\n");
       } else if (r.write != remote::ProbeReport::Check::skipped) {
         std::printf("  write: %s%s\n", check_name(r.write),
                     r.write == remote::ProbeReport::Check::ok ? " (a probe object was written, read back and removed)"
@@ -359,9 +375,14 @@ void register_remote(CLI::App& app, Context& ctx, std::function<int()>& run) {
               "and the team key (a signed probe read back verified; the signers of a sample of objects)");
   ping->footer("Exit 0 when every check passed on every remote, 1 when one failed (unreachable, credentials "
                "refused, not writable, team key mismatch). Passwords are never printed.");
-  ping->callback([&ctx, &run] { run = [&ctx] { return run_ping(ctx); }; });
+  static bool no_write = false;
+  ping->add_flag("--no-write", no_write,
+                 "Check reach, credentials and read access only: write no probe object (credentials that may "
+                 "only read then pass)");
+  ping->callback([&ctx, &run] { run = [&ctx] { return run_ping(ctx, no_write); }; });
   CLI::App* ls = sub->add_subcommand("ls", "List the keys of the objects on every configured remote (Redis, Redis "
-                                           "Cluster: SCAN in batches; HTTP remotes cannot be listed)");
+                                           "Cluster: SCAN in batches; S3: ListObjectsV2 by prefix; HTTP remotes cannot "
+                                           "be listed)");
   ls->footer("Exit 0 when listed, 2 when a backend cannot list (HTTP), 1 when a remote failed.");
   ls->callback([&ctx, &run] { run = [&ctx] { return run_ls(ctx); }; });
   CLI::App* rm = sub->add_subcommand("rm", "Remove the objects of KEY... from every configured writable remote");

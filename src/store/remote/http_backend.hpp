@@ -17,14 +17,11 @@
 // bearer_token_file / bearer_token_env; never printed. TLS verifies the peer
 // with the system CA store, or with the spec's ca_file when set. There is no lease on HTTP remotes.
 //
-// Thread-safety: thread-safe; each call uses its own curl handle from a pool.
+// Thread-safety: thread-safe; each call uses its own curl handle from a pool
+// (curl_client.hpp, shared with the S3 backend).
 #pragma once
 
-#include <chrono>
-#include <memory>
-#include <mutex>
-#include <vector>
-
+#include "store/remote/curl_client.hpp"
 #include "store/remote/remote_backend.hpp"
 
 namespace kcache::remote {
@@ -40,27 +37,17 @@ class HttpBackend final : public RemoteBackend {
   Result<std::string> describe() override;
 
  private:
-  using Clock = std::chrono::steady_clock;
-  using Deadline = Clock::time_point;
-  struct Response {
-    long status = 0;
-    std::string body;
-    std::string server;  // the Server header
-    bool cut = false;    // the body went over the limit
-  };
-  // One request. Failure: the transfer failed (connect, timeout, TLS); an HTTP
-  // status is a success with `status` set.
-  // Failure: k_object_too_large when the body goes over `max_bytes`
-  // (nothing past the bound is held); timeout past `deadline`.
-  Result<Response> request(std::string_view method, const std::string& url, std::string_view body,
-                           std::uint64_t max_bytes, Deadline deadline);
-  Deadline operation_deadline() const;
+  // One request with this remote's credentials. Failure: as
+  // CurlClient::perform, or permission_denied when a named credential cannot
+  // be read; an HTTP status is a success with `status` set.
+  Result<CurlResponse> request(std::string_view method, const std::string& url, std::string_view body,
+                               std::uint64_t max_bytes, CurlClient::Deadline deadline);
+  CurlClient::Deadline operation_deadline() const;
   std::string object_url(std::string_view name) const;
 
   RemoteSpec m_spec;
   std::string m_base;  // scheme://host:port/prefix
-  std::mutex m_mutex;
-  std::vector<void*> m_idle;  // CURL* handles
+  CurlClient m_client;
 };
 
 }  // namespace kcache::remote

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "store/remote/http_backend.hpp"
+#include "store/remote/s3_backend.hpp"
 #include "store/remote/redis_cluster_backend.hpp"
 #include "store/remote/redis_object_commands.hpp"
 
@@ -142,10 +143,12 @@ Result<std::unique_ptr<RemoteBackend>> make_backend(const RemoteSpec& spec) {
     case Scheme::http:
     case Scheme::https:
       return std::unique_ptr<RemoteBackend>(std::make_unique<HttpBackend>(spec));
+    case Scheme::s3:
+      return std::unique_ptr<RemoteBackend>(std::make_unique<S3Backend>(spec));
   }
   return make_error(ErrorCode::unsupported,
                     fmt::format("remote {}: this build of kcache does not serve this scheme yet; use redis://, "
-                                "redis+unix://, redis+cluster://, http:// or https://",
+                                "redis+unix://, redis+cluster://, http://, https:// or s3://",
                                 spec.masked()));
 }
 

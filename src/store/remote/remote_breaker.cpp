@@ -102,6 +102,7 @@ std::string RemoteBreaker::server_name(const RemoteSpec& spec) {
     case Scheme::redis_cluster: return fmt::format("redis+cluster://{}", spec.host);
     case Scheme::http: return fmt::format("http://{}:{}{}", spec.host, spec.port, spec.path);
     case Scheme::https: return fmt::format("https://{}:{}{}", spec.host, spec.port, spec.path);
+    case Scheme::s3: return fmt::format("s3://{}{}?endpoint={}", spec.host, spec.path, spec.endpoint);
   }
   return spec.masked();
 }

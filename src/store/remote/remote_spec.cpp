@@ -14,7 +14,13 @@ namespace {
 constexpr std::string_view k_attrs =
     "read_only=BOOL, connect_timeout_ms=N, timeout_ms=N, max_entry_size=SIZE, ttl_s=N; for http(s) also "
     "bearer_token_file=PATH, bearer_token_env=VAR, basic_auth_file=PATH, basic_auth_env=VAR; for https also "
-    "ca_file=PATH (also rediss, rediss+cluster)";
+    "ca_file=PATH (also rediss, rediss+cluster, s3); for s3 also endpoint=URL, region=NAME, "
+    "addressing=path|virtual, profile=NAME, anonymous=BOOL, multipart_size=SIZE";
+
+bool parse_bool(const std::string& value, bool& out) {
+  out = value == "true" || value == "1" || value.empty();
+  return value == "true" || value == "1" || value == "false" || value == "0" || value.empty();
+}
 
 std::string percent_decode(std::string_view s, bool* ok) {
   std::string out;
@@ -71,6 +77,7 @@ std::string RemoteSpec::masked() const {
     case Scheme::redis_cluster: out = tls ? "rediss+cluster://" : "redis+cluster://"; break;
     case Scheme::http: out = "http://"; break;
     case Scheme::https: out = "https://"; break;
+    case Scheme::s3: out = "s3://"; break;
   }
   if (!user.empty() || !password.empty()) {
     out += user;
@@ -93,7 +100,7 @@ std::string RemoteSpec::masked() const {
     if (scheme == Scheme::redis && db != 0) {
       out += fmt::format("/{}", db);
     }
-    if (scheme == Scheme::http || scheme == Scheme::https) {
+    if (scheme == Scheme::http || scheme == Scheme::https || scheme == Scheme::s3) {
       out += path;
     }
   }
@@ -129,6 +136,24 @@ std::string RemoteSpec::masked() const {
   if (!ca_file.empty()) {
     attrs.push_back("ca_file=" + ca_file);
   }
+  if (!endpoint.empty()) {
+    attrs.push_back("endpoint=" + endpoint);
+  }
+  if (!region.empty()) {
+    attrs.push_back("region=" + region);
+  }
+  if (addressing != S3Addressing::automatic) {
+    attrs.push_back(addressing == S3Addressing::path ? "addressing=path" : "addressing=virtual");
+  }
+  if (!profile.empty()) {
+    attrs.push_back("profile=" + profile);
+  }
+  if (anonymous) {
+    attrs.emplace_back("anonymous=true");
+  }
+  if (multipart_size != d.multipart_size) {
+    attrs.push_back(fmt::format("multipart_size={}", multipart_size));
+  }
   for (std::size_t i = 0; i < attrs.size(); ++i) {
     out += (i == 0 ? '?' : '&') + attrs[i];
   }
@@ -162,15 +187,21 @@ Result<RemoteSpec> parse_remote_url(std::string_view url) {
     spec.scheme = Scheme::http;
   } else if (scheme == "https") {
     spec.scheme = Scheme::https;
+  } else if (scheme == "s3") {
+    spec.scheme = Scheme::s3;
   } else {
     return fail("unknown scheme '" + std::string(scheme) +
-                "'; use redis, rediss, redis+unix, redis+cluster, rediss+cluster, http or https");
+                "'; use redis, rediss, redis+unix, redis+cluster, rediss+cluster, http, https or s3");
   }
   std::string_view rest = url.substr(scheme_end + 3);
   std::string_view query;
   if (const auto q = rest.find('?'); q != std::string_view::npos) {
     query = rest.substr(q + 1);
     rest = rest.substr(0, q);
+  }
+  if (spec.scheme == Scheme::s3 && rest.find('@') != std::string_view::npos) {
+    return fail("an s3:// URL holds no credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE "
+                "(or ?profile=NAME) with ~/.aws/credentials, as for the AWS tools");
   }
   if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view userinfo = rest.substr(0, at);
@@ -200,7 +231,18 @@ Result<RemoteSpec> parse_remote_url(std::string_view url) {
     if (hostport.empty()) {
       return fail("no host");
     }
-    if (spec.scheme == Scheme::redis_cluster) {
+    if (spec.scheme == Scheme::s3) {
+      // The bucket: 3 to 63 of a-z 0-9 . - (S3's rule), so it is safe in a host name and a path.
+      spec.host = std::string(hostport);
+      if (spec.host.size() < 3 || spec.host.size() > 63 ||
+          spec.host.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") != std::string::npos) {
+        return fail("bad bucket name '" + spec.host + "'; a bucket is 3 to 63 characters of a-z, 0-9, '.' and '-'");
+      }
+      while (path.size() > 1 && path.back() == '/') {
+        path.remove_suffix(1);
+      }
+      spec.path = path == "/" ? std::string() : std::string(path);
+    } else if (spec.scheme == Scheme::redis_cluster) {
       spec.host = std::string(hostport);
       if (!path.empty() && path != "/") {
         return fail("a cluster URL has no database or path (Redis Cluster has only database 0)");
@@ -266,9 +308,34 @@ Result<RemoteSpec> parse_remote_url(std::string_view url) {
     } else if (is_http && name == "basic_auth_env") {
       spec.basic_auth_env = value;
       ok = !value.empty();
-    } else if ((spec.scheme == Scheme::https || spec.tls) && name == "ca_file") {
+    } else if ((spec.scheme == Scheme::https || spec.tls || spec.scheme == Scheme::s3) && name == "ca_file") {
       spec.ca_file = value;
       ok = !value.empty();
+    } else if (spec.scheme == Scheme::s3 && name == "endpoint") {
+      // http(s)://host[:port], nothing after it (the bucket and prefix are the URL's).
+      spec.endpoint = value;
+      while (!spec.endpoint.empty() && spec.endpoint.back() == '/') {
+        spec.endpoint.pop_back();
+      }
+      const auto after = spec.endpoint.find("://");
+      ok = (spec.endpoint.rfind("http://", 0) == 0 || spec.endpoint.rfind("https://", 0) == 0) &&
+           spec.endpoint.size() > after + 3 && spec.endpoint.find('/', after + 3) == std::string::npos &&
+           spec.endpoint.find('@') == std::string::npos;
+    } else if (spec.scheme == Scheme::s3 && name == "region") {
+      spec.region = value;
+      ok = !value.empty() && value.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
+    } else if (spec.scheme == Scheme::s3 && name == "addressing") {
+      ok = value == "path" || value == "virtual";
+      spec.addressing = value == "path" ? S3Addressing::path : S3Addressing::virtual_host;
+    } else if (spec.scheme == Scheme::s3 && name == "profile") {
+      spec.profile = value;
+      ok = !value.empty();
+    } else if (spec.scheme == Scheme::s3 && name == "anonymous") {
+      ok = parse_bool(value, spec.anonymous);
+    } else if (spec.scheme == Scheme::s3 && name == "multipart_size") {
+      auto size = parse_size(value);
+      ok = size.has_value() && *size >= (std::uint64_t{5} << 20);
+      spec.multipart_size = size.value_or(0);
     } else {
       return fail(fmt::format("unknown attribute '{}'; accepted: {}", name, k_attrs));
     }

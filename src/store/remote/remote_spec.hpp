@@ -6,13 +6,16 @@
 //   redis+cluster://host:port[,host:port...][?attrs]       (seeds; port 6379)
 //   rediss+cluster://...                                   (the same over TLS)
 //   http://[user[:password]@]host[:port]/prefix, https://...  (basic credentials)
+//   s3://bucket[/prefix][?attrs]                           (AWS SigV4; credentials as AWS tools find them)
 //   attrs := attr ("&" attr)*
 //   attr  := read_only=BOOL | connect_timeout_ms=N | timeout_ms=N
 //          | max_entry_size=SIZE | ttl_s=N | db=N (redis+unix)
 //          | bearer_token_file=PATH | bearer_token_env=VAR        (http, https)
 //          | basic_auth_file=PATH | basic_auth_env=VAR            (http, https: "user:password")
-//          | ca_file=PATH                          (https, rediss, rediss+cluster: trust this CA bundle
+//          | ca_file=PATH                          (https, rediss, rediss+cluster, s3: trust this CA bundle
 //                                                                  instead of the system's)
+//          | endpoint=URL | region=NAME | addressing=path|virtual
+//          | profile=NAME | anonymous=BOOL | multipart_size=SIZE             (s3)
 //
 // User and password are percent-decoded. A URL never contains spaces (the
 // KCACHE_REMOTE list is space-separated): percent-encode them. masked() is the
@@ -29,13 +32,18 @@
 
 namespace kcache::remote {
 
-enum class Scheme { redis, redis_unix, redis_cluster, http, https };
+enum class Scheme { redis, redis_unix, redis_cluster, http, https, s3 };
+
+// How an S3 bucket is named in its URLs: path-style (endpoint/bucket/key) or
+// virtual-hosted (bucket.endpoint/key). automatic: path-style with an
+// `endpoint`, virtual-hosted on AWS.
+enum class S3Addressing { automatic, path, virtual_host };
 
 struct RemoteSpec {
   Scheme scheme = Scheme::redis;
-  std::string host;      // redis, http(s): host name or address; cluster: "h:p,h:p"
+  std::string host;      // redis, http(s): host name or address; cluster: "h:p,h:p"; s3: the bucket
   int port = 0;
-  std::string path;      // redis+unix: the socket; http(s): the prefix
+  std::string path;      // redis+unix: the socket; http(s), s3: the prefix ("" or "/a/b")
   std::string user;      // secret-free, but printed only as part of masked()
   std::string password;  // never printed
   int db = 0;
@@ -53,6 +61,16 @@ struct RemoteSpec {
   // A PEM file of CA certificates that verify the server (a private CA);
   // empty: the system's CA store.
   std::string ca_file;
+  // S3 (s3_backend.hpp). endpoint: "http(s)://host[:port]" of a non-AWS store
+  // (empty: AWS, https://s3.<region>.amazonaws.com). region: empty: from
+  // AWS_REGION / AWS_DEFAULT_REGION / the profile's config, else us-east-1.
+  std::string endpoint;
+  std::string region;
+  S3Addressing addressing = S3Addressing::automatic;
+  std::string profile;     // empty: AWS_PROFILE, else "default"
+  bool anonymous = false;  // send unsigned requests (a public bucket), whatever credentials exist
+  // Objects of this size or more upload in parts of this size (S3's least: 5 MiB).
+  std::uint64_t multipart_size = std::uint64_t{64} << 20;
 
   // The URL with any password replaced by "***", and attributes that differ
   // from their defaults, e.g. "redis://ci:***@cache:6379/2?read_only=true".
