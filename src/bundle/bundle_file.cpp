@@ -137,17 +137,23 @@ Result<void> BundleFile::check_structure() {
                                                              "the one before it",
                                                              i, e.key.hex())));
     }
-    const std::uint64_t payload_end = e.payload_offset + e.payload_size;
-    const std::uint64_t next = next_entry_start(payload_end);
-    if (!all_zero(m_map + at + passport_size, e.payload_offset - at - passport_size) ||
-        !all_zero(m_map + payload_end, next - payload_end)) {
-      return tl::unexpected(refused("bad-entry", fmt::format("the padding around entry {} is not zero", e.key.hex())));
-    }
-    at = next;
+    at = next_entry_start(e.payload_offset + e.payload_size);
   }
   if (at != m_trailer) {
     return tl::unexpected(refused("bad-index", fmt::format("the entries end at byte {}, the trailer starts at {}", at,
                                                            m_trailer)));
+  }
+  // The index describes the layout exactly; now the padding it leaves must be zero.
+  for (std::uint64_t i = 0; i < m_count; ++i) {
+    const Entry& e = m_entries[i];
+    const std::uint64_t passport_end =
+        load_u64(m_map + k_header_size + i * k_record_size + k_record_passport_offset) +
+        load_u64(m_map + k_header_size + i * k_record_size + k_record_passport_size);
+    const std::uint64_t payload_end = e.payload_offset + e.payload_size;
+    if (!all_zero(m_map + passport_end, e.payload_offset - passport_end) ||
+        !all_zero(m_map + payload_end, next_entry_start(payload_end) - payload_end)) {
+      return tl::unexpected(refused("bad-entry", fmt::format("the padding around entry {} is not zero", e.key.hex())));
+    }
   }
   return {};
 }

@@ -12,7 +12,7 @@
 
 #include "bundle/bundle_format.hpp"
 #include "kcache/file_store.hpp"
-#include "tests/unit/bundle/bundle_test_util.hpp"
+#include "unit/bundle/bundle_test_util.hpp"
 
 namespace kcache {
 namespace {

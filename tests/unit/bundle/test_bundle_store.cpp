@@ -12,7 +12,7 @@
 #include "kcache/config.hpp"
 #include "kcache/file_store.hpp"
 #include "kcache/tiered_store.hpp"
-#include "tests/unit/bundle/bundle_test_util.hpp"
+#include "unit/bundle/bundle_test_util.hpp"
 
 namespace kcache {
 namespace {
@@ -94,7 +94,8 @@ TEST_F(BundleTier, HitsShareTheMappingAndMatchTheEntries) {
 }
 
 TEST_F(BundleTier, TheConfiguredChainServesFromTheBundleAndWritesNothing) {
-  const auto cache_dir = m_dir.path() / "cache";
+  test::TempDir elsewhere;
+  const auto cache_dir = elsewhere.path() / "cache";
   std::map<std::string, std::string> env{{"KCACHE_DIR", cache_dir.string()},
                                          {"KCACHE_BUNDLES", bundle().string()},
                                          {"KCACHE_BUNDLE_TRUSTED_KEYS", key().string() + ".pub"},
