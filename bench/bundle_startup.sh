@@ -24,26 +24,39 @@ extern "C" __global__ void k$i(float* out, float value, int n) {
 }
 CU
 done
-run() {  # run DIR ENV...: one process, 100 kernels; prints seconds
-  local dir=$1; shift
-  rm -rf "$dir" out && mkdir out
+run() {  # run DIR KEEP ENV...: one process, 100 kernels; prints seconds (KEEP=1 keeps DIR from the last run)
+  local dir=$1 keep=$2; shift 2
+  [ "$keep" = 1 ] || rm -rf "$dir"
+  rm -rf out && mkdir out
+  if [ "$keep" = install ]; then  # a fresh cache with the bundle installed (not timed)
+    rm -rf "$dir"
+    KCACHE_DIR="$WORK/$dir" "$K" bundle install kernels.kcb --trust ci.key.pub >/dev/null
+  fi
   local t0 t1
   t0=$(date +%s.%N)
-  (cd out && env KCACHE_DIR="$WORK/$dir" "$@" "$K" compile -q -j 1 ../src/*.cu --target cubin --arch sm_90 >/dev/null)
+  (cd out && env KCACHE_DIR="$WORK/$dir" "$@" "$K" compile -q -j 1 ../src/*.cu --target cubin --arch sm_90 \
+    >/dev/null 2>&1)
   t1=$(date +%s.%N)
   echo "$t1 - $t0" | bc
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # CI: compile once, bundle, sign.
 KCACHE_DIR="$WORK/ci" "$K" bundle keygen ci.key >/dev/null
-(mkdir -p ci-out && cd ci-out && KCACHE_DIR="$WORK/ci" "$K" compile -q ../src/*.cu --target cubin --arch sm_90 >/dev/null)
+(mkdir -p ci-out && cd ci-out && KCACHE_DIR="$WORK/ci" "$K" compile -q ../src/*.cu --target cubin --arch sm_90 \
+  >/dev/null 2>&1)
 KCACHE_DIR="$WORK/ci" "$K" bundle create --sign ci.key -o kernels.kcb >/dev/null
-cold=$(for r in $(seq "$RUNS"); do run empty; done | median)
-bundled=$(for r in $(seq "$RUNS"); do run fresh KCACHE_BUNDLES="$WORK/kernels.kcb" \
-  KCACHE_BUNDLE_TRUSTED_KEYS="$WORK/ci.key.pub"; done | median)
-warm=$(for r in $(seq "$RUNS"); do (cd ci-out && env KCACHE_DIR="$WORK/ci" /usr/bin/time -f %e "$K" compile -q \
-  ../src/*.cu --target cubin --arch sm_90 2>&1 >/dev/null); done | median)
-echo "empty cache (100 NVRTC compiles): ${cold} s"
-echo "empty cache + bundle tier:        ${bundled} s"
-echo "warm local disk cache (reference): ${warm} s"
-echo "speed-up of the bundle tier over an empty cache: $(echo "scale=1; $cold / $bundled" | bc)x"
+BUNDLE=(KCACHE_BUNDLES="$WORK/kernels.kcb" KCACHE_BUNDLE_TRUSTED_KEYS="$WORK/ci.key.pub")
+cold=$(for r in $(seq "$RUNS"); do run empty 0; done | median)
+bundled=$(for r in $(seq "$RUNS"); do run fresh 0 "${BUNDLE[@]}"; done | median)
+# The bundle runs compiled nothing and wrote no entry.
+test -z "$(find "$WORK/fresh/v1/entries" -name '*.pass' 2>/dev/null)"
+installed=$(for r in $(seq "$RUNS"); do run inst install; done | median)
+bundled_again=$(for r in $(seq "$RUNS"); do run fresh 1 "${BUNDLE[@]}"; done | median)
+installed_again=$(for r in $(seq "$RUNS"); do run inst 1; done | median)
+echo "first process on a fresh machine (a new, empty cache directory):"
+echo "  empty cache, 100 NVRTC compiles:     ${cold} s"
+echo "  bundle tier (KCACHE_BUNDLES):        ${bundled} s   ($(echo "scale=1; $cold / $bundled" | bc)x faster)"
+echo "  bundle installed into the cache:     ${installed} s"
+echo "later processes (the cache directory now holds kcache's toolkit and header memos):"
+echo "  bundle tier:                         ${bundled_again} s"
+echo "  installed bundle (disk tier):        ${installed_again} s"

@@ -2,7 +2,6 @@
 #include "bundle/bundle_keys.hpp"
 
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 
 #include "util/fd.hpp"
 #include "util/hex.hpp"
+#include "util/random_bytes.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
@@ -235,16 +235,8 @@ Result<BundlePublicKey> generate_bundle_keys(const std::filesystem::path& privat
                                   public_key_file.string()));
   }
   bundle::Ed25519Seed seed{};
-  std::size_t got = 0;
-  while (got < seed.size()) {
-    const ssize_t n = ::getrandom(seed.data() + got, seed.size() - got, 0);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      return make_errno_error(errno, "getrandom for a new bundle key");
-    }
-    got += static_cast<std::size_t>(n);
+  if (auto ok = util::random_bytes(seed.data(), seed.size(), "a new bundle key"); !ok) {
+    return tl::unexpected(ok.error());
   }
   auto pub = bundle::ed25519_public_key(seed);
   if (!pub) {

@@ -33,6 +33,17 @@ inline std::vector<Artifact> sample_artifacts() {
   return out;
 }
 
+// Writes a key pair (`key` and `key`.pub) and a bundle of `items` signed with
+// it at `file`; returns the trust that accepts it.
+inline BundleTrust make_signed_bundle(const std::filesystem::path& key, const std::filesystem::path& file,
+                                      const std::vector<Artifact>& items) {
+  auto pub = generate_bundle_keys(key, key.string() + ".pub");
+  EXPECT_TRUE(pub.has_value()) << pub.error().describe();
+  auto made = create_bundle(file, items, BundleCreateOptions{key});
+  EXPECT_TRUE(made.has_value()) << made.error().describe();
+  return pub ? BundleTrust{{*pub}} : BundleTrust{};
+}
+
 // Recomputes the digest and the signature of a bundle whose bytes a test
 // edited, so that only the edit (not the signature) can make it fail.
 inline void resign(const std::filesystem::path& file, const std::filesystem::path& key_file) {

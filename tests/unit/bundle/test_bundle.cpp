@@ -23,11 +23,10 @@ using test::write_file;
 class Bundles : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pub = generate_bundle_keys(key(), key().string() + ".pub");
-    ASSERT_TRUE(pub.has_value()) << pub.error().describe();
-    trust.keys.push_back(*pub);
     artifacts = test::sample_artifacts();
-    auto made = create_bundle(bundle(), artifacts, BundleCreateOptions{key()});
+    trust = test::make_signed_bundle(key(), bundle(), artifacts);
+    ASSERT_EQ(trust.keys.size(), 1U);
+    auto made = create_bundle(bundle(), artifacts, BundleCreateOptions{key()});  // the same bytes again
     ASSERT_TRUE(made.has_value()) << made.error().describe();
     summary = *made;
   }

@@ -22,11 +22,9 @@ using test::read_file;
 class BundleTier : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pub = generate_bundle_keys(key(), key().string() + ".pub");
-    ASSERT_TRUE(pub.has_value()) << pub.error().describe();
-    trust.keys.push_back(*pub);
     artifacts = test::sample_artifacts();
-    ASSERT_TRUE(create_bundle(bundle(), artifacts, BundleCreateOptions{key()}).has_value());
+    trust = test::make_signed_bundle(key(), bundle(), artifacts);
+    ASSERT_EQ(trust.keys.size(), 1U);
   }
   std::filesystem::path key() const { return m_dir.path() / "ci.key"; }
   std::filesystem::path bundle() const { return m_dir.path() / "kernels.kcb"; }
