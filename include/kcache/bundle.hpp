@@ -31,6 +31,12 @@
 // Thread-safety: every function is thread-safe.
 #pragma once
 
+#include "kcache/artifact.hpp"
+#include "kcache/error.hpp"
+#include "kcache/key.hpp"
+#include "kcache/passport.hpp"
+#include "kcache/store.hpp"
+
 #include <array>
 #include <cstdint>
 #include <filesystem>
@@ -39,12 +45,6 @@
 #include <string_view>
 #include <vector>
 
-#include "kcache/artifact.hpp"
-#include "kcache/error.hpp"
-#include "kcache/key.hpp"
-#include "kcache/passport.hpp"
-#include "kcache/store.hpp"
-
 namespace kcache {
 
 inline constexpr std::uint32_t k_bundle_format_version = 1;
@@ -52,12 +52,14 @@ inline constexpr std::uint32_t k_bundle_format_version = 1;
 // An Ed25519 public key a reader trusts.
 struct BundlePublicKey {
   std::array<std::uint8_t, 32> bytes{};
-  std::string source;  // the file it came from, for messages
+  std::string source; // the file it came from, for messages
 
   // 16 hex characters (the first 8 bytes of SHA-256 of the key): printable,
   // the same in `bundle verify`, `bundle ls` and `bundle keygen`.
   std::string id() const;
-  friend bool operator==(const BundlePublicKey& a, const BundlePublicKey& b) noexcept { return a.bytes == b.bytes; }
+  friend bool operator==(const BundlePublicKey& a, const BundlePublicKey& b) noexcept {
+    return a.bytes == b.bytes;
+  }
 };
 
 // Reads a public key file (PEM "PUBLIC KEY" of an Ed25519 key). Returns
@@ -67,7 +69,8 @@ Result<BundlePublicKey> read_bundle_public_key(const std::filesystem::path& path
 
 // Reads every file of `paths` (read_bundle_public_key); fails at the first
 // that cannot be read.
-Result<std::vector<BundlePublicKey>> read_bundle_public_keys(const std::vector<std::filesystem::path>& paths);
+Result<std::vector<BundlePublicKey>>
+read_bundle_public_keys(const std::vector<std::filesystem::path>& paths);
 
 // Writes a new Ed25519 key pair: the private key to `private_key_file`
 // (mode 0600) and the public key to `public_key_file` (mode 0644). Refuses to
@@ -89,8 +92,8 @@ struct BundleSummary {
   std::uint64_t entries = 0;
   std::uint64_t payload_bytes = 0;
   std::uint64_t file_bytes = 0;
-  std::string digest_hex;  // the bundle digest the signature covers (docs/bundle-format.md)
-  std::string signer_id;   // BundlePublicKey::id() of the signer; empty when unsigned
+  std::string digest_hex; // the bundle digest the signature covers (docs/bundle-format.md)
+  std::string signer_id;  // BundlePublicKey::id() of the signer; empty when unsigned
 };
 
 // Writes `artifacts` (in any order; one entry per key) as a bundle at `path`,
@@ -98,7 +101,8 @@ struct BundleSummary {
 // is checked first (Artifact::verify): one that does not verify fails the
 // whole call with `corrupt` naming its key, and nothing is written. Two keys
 // twice: the second is dropped. Returns what was written.
-Result<BundleSummary> create_bundle(const std::filesystem::path& path, std::vector<Artifact> artifacts,
+Result<BundleSummary> create_bundle(const std::filesystem::path& path,
+                                    std::vector<Artifact> artifacts,
                                     const BundleCreateOptions& options = {});
 
 // One entry of a bundle, as `bundle ls` shows it.
@@ -114,8 +118,8 @@ struct BundleInfo {
   std::uint64_t payload_bytes = 0;
   std::string digest_hex;
   bool is_signed = false;
-  std::string signer_id;  // id of the key in the trailer (trusted or not); empty when unsigned
-  std::vector<BundleEntryInfo> entries;  // sorted by key
+  std::string signer_id; // id of the key in the trailer (trusted or not); empty when unsigned
+  std::vector<BundleEntryInfo> entries; // sorted by key
 };
 
 // Who a reader trusts.
@@ -134,10 +138,10 @@ Result<BundleInfo> verify_bundle(const std::filesystem::path& path, const Bundle
 
 // What install_bundle did.
 struct BundleInstallReport {
-  std::uint64_t entries = 0;          // entries in the bundle
-  std::uint64_t stored = 0;           // written by this install
-  std::uint64_t already_present = 0;  // the target had them
-  std::uint64_t bytes = 0;            // payload bytes of the entries stored
+  std::uint64_t entries = 0;         // entries in the bundle
+  std::uint64_t stored = 0;          // written by this install
+  std::uint64_t already_present = 0; // the target had them
+  std::uint64_t bytes = 0;           // payload bytes of the entries stored
 };
 
 // Called once per entry after the target accepted it (`outcome` is stored,
@@ -151,11 +155,12 @@ using BundleInstalled = std::function<Result<void>(const Artifact& artifact, Put
 // A bundle that fails any check is refused as a whole and nothing is
 // written. Returns the counts, or the first failure of `target` or
 // `installed` (entries before it stay installed).
-Result<BundleInstallReport> install_bundle(const std::filesystem::path& path, const BundleTrust& trust,
-                                           Store& target, const BundleInstalled& installed = {});
+Result<BundleInstallReport> install_bundle(const std::filesystem::path& path,
+                                           const BundleTrust& trust, Store& target,
+                                           const BundleInstalled& installed = {});
 
 // The reason token of a bundle refusal ("untrusted-key"), or empty when
 // `error` is not one.
 std::string_view bundle_refusal(const Error& error) noexcept;
 
-}  // namespace kcache
+} // namespace kcache

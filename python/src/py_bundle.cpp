@@ -1,17 +1,16 @@
 // python/src/py_bundle.cpp: kcache.bundle.keygen / create / verify / install /
 // ls (as `kcache bundle ...`).
-#include <optional>
-#include <string>
-#include <vector>
+#include "bindings.hpp"
+#include "kcache/bundle.hpp"
+#include "kcache/file_store.hpp"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
-
-#include "bindings.hpp"
-#include "kcache/bundle.hpp"
-#include "kcache/file_store.hpp"
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace kcache::python {
 
@@ -67,7 +66,7 @@ nb::dict info_dict(const BundleInfo& info) {
   return d;
 }
 
-}  // namespace
+} // namespace
 
 void bind_bundle(nb::module_& m) {
   m.def(
@@ -82,8 +81,8 @@ void bind_bundle(nb::module_& m) {
 
   m.def(
       "_bundle_create",
-      [](const std::string& path, std::optional<std::vector<std::string>> keys, std::optional<std::string> sign,
-         const Config& c) {
+      [](const std::string& path, std::optional<std::vector<std::string>> keys,
+         std::optional<std::string> sign, const Config& c) {
         refuse_nul(path, "path");
         BundleSummary summary;
         {
@@ -104,7 +103,7 @@ void bind_bundle(nb::module_& m) {
             auto a = unwrap(store->get(k));
             if (!a) {
               if (!keys) {
-                continue;  // evicted since it was listed
+                continue; // evicted since it was listed
               }
               raise(ErrorCode::not_found, k.hex() + " is not in the local cache");
             }
@@ -174,4 +173,4 @@ void bind_bundle(nb::module_& m) {
       nb::arg("path"), nb::arg("trust").none(), nb::arg("config"));
 }
 
-}  // namespace kcache::python
+} // namespace kcache::python

@@ -27,7 +27,7 @@ Result<std::shared_ptr<const bundle::BundleFile>> open_verified(const std::files
   return file;
 }
 
-}  // namespace
+} // namespace
 
 Result<BundleInfo> inspect_bundle(const std::filesystem::path& path) {
   auto file = bundle::BundleFile::open(path);
@@ -45,8 +45,9 @@ Result<BundleInfo> verify_bundle(const std::filesystem::path& path, const Bundle
   return (*file)->info();
 }
 
-Result<BundleInstallReport> install_bundle(const std::filesystem::path& path, const BundleTrust& trust,
-                                           Store& target, const BundleInstalled& installed) {
+Result<BundleInstallReport> install_bundle(const std::filesystem::path& path,
+                                           const BundleTrust& trust, Store& target,
+                                           const BundleInstalled& installed) {
   // Everything is checked before the first entry is written: a bundle that
   // fails anywhere installs nothing.
   auto file = open_verified(path, trust);
@@ -58,7 +59,7 @@ Result<BundleInstallReport> install_bundle(const std::filesystem::path& path, co
   report.entries = entries.size();
   for (std::size_t i = 0; i < entries.size(); ++i) {
     Artifact artifact{(*file)->payload(i), entries[i].passport};
-    auto outcome = target.fill(artifact);  // its payload was hashed just now
+    auto outcome = target.fill(artifact); // its payload was hashed just now
     if (!outcome) {
       return tl::unexpected(outcome.error());
     }
@@ -91,4 +92,4 @@ std::string_view bundle_refusal(const Error& error) noexcept {
   return close == std::string_view::npos ? std::string_view{} : m.substr(start, close - start);
 }
 
-}  // namespace kcache
+} // namespace kcache

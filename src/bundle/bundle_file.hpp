@@ -19,6 +19,9 @@
 // Thread-safety: immutable after open(); every const method is thread-safe.
 #pragma once
 
+#include "kcache/bundle.hpp"
+#include "kcache/payload.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -27,9 +30,6 @@
 #include <string_view>
 #include <vector>
 
-#include "kcache/bundle.hpp"
-#include "kcache/payload.hpp"
-
 namespace kcache::bundle {
 
 // Builds the refusal error of `file`: "bundle <file> refused (<reason>): <detail>".
@@ -37,7 +37,7 @@ Error refusal(const std::filesystem::path& file, std::string_view reason, const 
               ErrorCode code = ErrorCode::corrupt);
 
 class BundleFile : public std::enable_shared_from_this<BundleFile> {
- public:
+public:
   struct Entry {
     Key key;
     std::uint64_t payload_offset = 0;
@@ -72,12 +72,13 @@ class BundleFile : public std::enable_shared_from_this<BundleFile> {
   const std::filesystem::path& path() const noexcept { return m_path; }
   std::uint64_t size() const noexcept { return m_size; }
 
- private:
+private:
   BundleFile() = default;
   Result<void> check_structure();
   Result<void> check_digest();
   Result<void> read_passports();
-  Error refused(std::string_view reason, const std::string& detail, ErrorCode code = ErrorCode::corrupt) const {
+  Error refused(std::string_view reason, const std::string& detail,
+                ErrorCode code = ErrorCode::corrupt) const {
     return refusal(m_path, reason, detail, code);
   }
 
@@ -89,4 +90,4 @@ class BundleFile : public std::enable_shared_from_this<BundleFile> {
   std::vector<Entry> m_entries;
 };
 
-}  // namespace kcache::bundle
+} // namespace kcache::bundle

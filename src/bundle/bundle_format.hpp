@@ -76,9 +76,13 @@ inline std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 // Where a payload starts when its passport ends at `passport_end`.
-inline std::uint64_t payload_start(std::uint64_t passport_end) { return align_up(passport_end, k_alignment); }
+inline std::uint64_t payload_start(std::uint64_t passport_end) {
+  return align_up(passport_end, k_alignment);
+}
 // Where the next entry (or the trailer) starts when a payload ends at `payload_end`.
-inline std::uint64_t next_entry_start(std::uint64_t payload_end) { return align_up(payload_end + 1, 8); }
+inline std::uint64_t next_entry_start(std::uint64_t payload_end) {
+  return align_up(payload_end + 1, 8);
+}
 
 inline std::uint64_t load_u64(const char* p) {
   std::uint64_t v = 0;
@@ -105,4 +109,4 @@ inline void store_u32(char* p, std::uint32_t v) {
   }
 }
 
-}  // namespace kcache::bundle
+} // namespace kcache::bundle

@@ -3,9 +3,9 @@
 // Key file grammar (the forms `openssl genpkey -algorithm ed25519` and
 // `openssl pkey -pubout` write, so either tool can read the other's keys):
 //
-//   private-key-file := "-----BEGIN PRIVATE KEY-----" LF base64(P) LF "-----END PRIVATE KEY-----" LF
-//   public-key-file  := "-----BEGIN PUBLIC KEY-----" LF base64(S) LF "-----END PUBLIC KEY-----" LF
-//   P := 30 2e 02 01 00 30 05 06 03 2b 65 70 04 22 04 20 || seed (32 bytes)     PKCS#8, RFC 8410
+//   private-key-file := "-----BEGIN PRIVATE KEY-----" LF base64(P) LF "-----END PRIVATE KEY-----"
+//   LF public-key-file  := "-----BEGIN PUBLIC KEY-----" LF base64(S) LF "-----END PUBLIC KEY-----"
+//   LF P := 30 2e 02 01 00 30 05 06 03 2b 65 70 04 22 04 20 || seed (32 bytes)     PKCS#8, RFC 8410
 //   S := 30 2a 30 05 06 03 2b 65 70 03 21 00 || public key (32 bytes)          SPKI, RFC 8410
 //
 // Readers accept the base64 split over several lines and CRLF line ends.
@@ -14,10 +14,10 @@
 // Thread-safety: every function is thread-safe.
 #pragma once
 
-#include <filesystem>
-
 #include "bundle/ed25519.hpp"
 #include "kcache/bundle.hpp"
+
+#include <filesystem>
 
 namespace kcache::bundle {
 
@@ -35,4 +35,4 @@ Result<PrivateKey> read_private_key(const std::filesystem::path& path);
 // The id of a public key (BundlePublicKey::id()).
 std::string key_id(const Ed25519PublicKey& key);
 
-}  // namespace kcache::bundle
+} // namespace kcache::bundle

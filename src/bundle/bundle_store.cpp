@@ -1,10 +1,10 @@
 // BundleStore: hits from mapped bundle files, checked like any read (bundle_store.hpp).
 #include "bundle/bundle_store.hpp"
 
-#include <fmt/format.h>
-
 #include "bundle/bundle_file.hpp"
 #include "util/sha256.hpp"
+
+#include <fmt/format.h>
 
 namespace kcache::bundle {
 
@@ -19,15 +19,16 @@ struct BundleStore::Open {
 
 BundleStore::~BundleStore() = default;
 
-std::unique_ptr<BundleStore> BundleStore::open(const std::vector<std::filesystem::path>& paths,
-                                               const BundleTrust& trust, ReadVerify verify,
-                                               const std::function<void(const std::string&)>& warn) {
-  std::unique_ptr<BundleStore> store(new BundleStore());  // NOLINT: private constructor
+std::unique_ptr<BundleStore>
+BundleStore::open(const std::vector<std::filesystem::path>& paths, const BundleTrust& trust,
+                  ReadVerify verify, const std::function<void(const std::string&)>& warn) {
+  std::unique_ptr<BundleStore> store(new BundleStore()); // NOLINT: private constructor
   store->m_verify = verify;
   store->m_warn = warn;
   for (const auto& path : paths) {
     auto file = BundleFile::open(path);
-    Result<void> trusted = file ? (*file)->check_signature(trust) : Result<void>(tl::unexpected(file.error()));
+    Result<void> trusted =
+        file ? (*file)->check_signature(trust) : Result<void>(tl::unexpected(file.error()));
     if (!trusted) {
       if (warn) {
         warn(fmt::format("{}; the bundle is not used", trusted.error().message));
@@ -68,9 +69,11 @@ Result<std::optional<Artifact>> BundleStore::get(const Key& key) {
     if (!good) {
       m_corrupt.fetch_add(1, std::memory_order_relaxed);
       if (!b->refused.exchange(true) && m_warn) {
-        m_warn(fmt::format("bundle {} refused (payload-mismatch): the payload of entry {} changed after the bundle "
-                           "was opened or does not match its passport; the bundle is not used from now on",
-                           b->file->path().string(), key.hex()));
+        m_warn(fmt::format(
+            "bundle {} refused (payload-mismatch): the payload of entry {} changed after the "
+            "bundle "
+            "was opened or does not match its passport; the bundle is not used from now on",
+            b->file->path().string(), key.hex()));
       }
       continue;
     }
@@ -84,10 +87,13 @@ Result<std::optional<Artifact>> BundleStore::get(const Key& key) {
 
 Result<PutOutcome> BundleStore::put(const Artifact& artifact) {
   return make_error(ErrorCode::read_only,
-                    fmt::format("the bundle tier is read-only; {} is not written to it", artifact.passport.key.hex()));
+                    fmt::format("the bundle tier is read-only; {} is not written to it",
+                                artifact.passport.key.hex()));
 }
 
-Result<bool> BundleStore::remove(const Key&) { return false; }
+Result<bool> BundleStore::remove(const Key&) {
+  return false;
+}
 
 Result<std::vector<EntryInfo>> BundleStore::list() {
   std::vector<EntryInfo> out;
@@ -96,7 +102,8 @@ Result<std::vector<EntryInfo>> BundleStore::list() {
       continue;
     }
     for (const auto& e : b->file->entries()) {
-      out.push_back(EntryInfo{e.key, e.passport.kind, e.payload_size, e.passport.created_unix_ms, 0});
+      out.push_back(
+          EntryInfo{e.key, e.passport.kind, e.payload_size, e.passport.created_unix_ms, 0});
     }
   }
   return out;
@@ -125,4 +132,4 @@ std::size_t BundleStore::bundles_in_use() const noexcept {
   return n;
 }
 
-}  // namespace kcache::bundle
+} // namespace kcache::bundle

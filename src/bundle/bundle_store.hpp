@@ -23,6 +23,10 @@
 // Thread-safety: every method is thread-safe.
 #pragma once
 
+#include "kcache/bundle.hpp"
+#include "kcache/file_store.hpp"
+#include "kcache/store.hpp"
+
 #include <atomic>
 #include <filesystem>
 #include <functional>
@@ -30,21 +34,18 @@
 #include <string>
 #include <vector>
 
-#include "kcache/bundle.hpp"
-#include "kcache/file_store.hpp"
-#include "kcache/store.hpp"
-
 namespace kcache::bundle {
 
 class BundleFile;
 
 class BundleStore final : public Store {
- public:
+public:
   // Opens every file of `paths` in order (an earlier bundle wins for a key
   // held by two). Never fails: a bundle that cannot be opened or verified is
   // reported to `warn` (one line each) and skipped.
-  static std::unique_ptr<BundleStore> open(const std::vector<std::filesystem::path>& paths, const BundleTrust& trust,
-                                           ReadVerify verify, const std::function<void(const std::string&)>& warn);
+  static std::unique_ptr<BundleStore> open(const std::vector<std::filesystem::path>& paths,
+                                           const BundleTrust& trust, ReadVerify verify,
+                                           const std::function<void(const std::string&)>& warn);
   ~BundleStore() override;
 
   std::string_view name() const noexcept override { return "bundle"; }
@@ -65,7 +66,7 @@ class BundleStore final : public Store {
   // How many bundles are in use (opened, verified and not refused since).
   std::size_t bundles_in_use() const noexcept;
 
- private:
+private:
   struct Open;
   BundleStore() = default;
   std::vector<std::unique_ptr<Open>> m_bundles;
@@ -77,4 +78,4 @@ class BundleStore final : public Store {
   std::atomic<std::uint64_t> m_bytes_read{0};
 };
 
-}  // namespace kcache::bundle
+} // namespace kcache::bundle

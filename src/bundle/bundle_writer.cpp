@@ -1,13 +1,5 @@
 // create_bundle: lays entries out as bundle_format.hpp says, hashing the
 // metadata as it goes, and signs the digest.
-#include <fcntl.h>
-
-#include <algorithm>
-#include <string>
-#include <vector>
-
-#include <fmt/format.h>
-
 #include "bundle/bundle_format.hpp"
 #include "bundle/bundle_keys.hpp"
 #include "kcache/bundle.hpp"
@@ -16,11 +8,17 @@
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
+#include <algorithm>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <string>
+#include <vector>
+
 namespace kcache {
 
 namespace {
 
-using namespace bundle;  // NOLINT(google-build-using-namespace): the format's constants
+using namespace bundle; // NOLINT(google-build-using-namespace): the format's constants
 
 struct Placed {
   const Artifact* artifact = nullptr;
@@ -31,7 +29,7 @@ struct Placed {
 
 // Writes bytes to `fd`, feeding metadata (not payloads) to the digest.
 class Sink {
- public:
+public:
   Sink(int fd, util::Sha256& digest) : m_fd(fd), m_digest(digest) {}
 
   Result<void> metadata(std::string_view bytes) {
@@ -58,15 +56,16 @@ class Sink {
   }
   std::uint64_t written() const { return m_written; }
 
- private:
+private:
   int m_fd;
   util::Sha256& m_digest;
   std::uint64_t m_written = 0;
 };
 
-}  // namespace
+} // namespace
 
-Result<BundleSummary> create_bundle(const std::filesystem::path& path, std::vector<Artifact> artifacts,
+Result<BundleSummary> create_bundle(const std::filesystem::path& path,
+                                    std::vector<Artifact> artifacts,
                                     const BundleCreateOptions& options) {
   std::optional<PrivateKey> signer;
   if (!options.sign_key_file.empty()) {
@@ -79,7 +78,9 @@ Result<BundleSummary> create_bundle(const std::filesystem::path& path, std::vect
   std::sort(artifacts.begin(), artifacts.end(),
             [](const Artifact& a, const Artifact& b) { return a.passport.key < b.passport.key; });
   artifacts.erase(std::unique(artifacts.begin(), artifacts.end(),
-                              [](const Artifact& a, const Artifact& b) { return a.passport.key == b.passport.key; }),
+                              [](const Artifact& a, const Artifact& b) {
+                                return a.passport.key == b.passport.key;
+                              }),
                   artifacts.end());
   // Lay the entries out first: the index, which comes before them, holds their offsets.
   std::vector<Placed> placed;
@@ -88,8 +89,9 @@ Result<BundleSummary> create_bundle(const std::filesystem::path& path, std::vect
   BundleSummary summary;
   for (const Artifact& a : artifacts) {
     if (auto ok = a.verify(); !ok) {
-      return make_error(ErrorCode::corrupt, fmt::format("entry {} does not verify, so it cannot go into a bundle: {}",
-                                                        a.passport.key.hex(), ok.error().message));
+      return make_error(ErrorCode::corrupt,
+                        fmt::format("entry {} does not verify, so it cannot go into a bundle: {}",
+                                    a.passport.key.hex(), ok.error().message));
     }
     Placed p;
     p.artifact = &a;
@@ -158,7 +160,8 @@ Result<BundleSummary> create_bundle(const std::filesystem::path& path, std::vect
         return tl::unexpected(sig.error());
       }
       store_u32(trailer.data() + k_trailer_scheme, k_scheme_ed25519);
-      std::copy(signer->public_key.bytes.begin(), signer->public_key.bytes.end(), trailer.data() + k_trailer_public_key);
+      std::copy(signer->public_key.bytes.begin(), signer->public_key.bytes.end(),
+                trailer.data() + k_trailer_public_key);
       std::copy(sig->begin(), sig->end(), trailer.data() + k_trailer_signature);
       summary.signer_id = signer->public_key.id();
     }
@@ -172,4 +175,4 @@ Result<BundleSummary> create_bundle(const std::filesystem::path& path, std::vect
   return summary;
 }
 
-}  // namespace kcache
+} // namespace kcache

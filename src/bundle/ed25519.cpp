@@ -1,12 +1,11 @@
 // Ed25519 through a dlopened libcrypto.so.3 (see ed25519.hpp for why).
 #include "bundle/ed25519.hpp"
 
-#include <openssl/evp.h>
+#include "util/dl_symbols.hpp"
 
 #include <memory>
+#include <openssl/evp.h>
 #include <string>
-
-#include "util/dl_symbols.hpp"
 
 namespace kcache::bundle {
 
@@ -25,7 +24,7 @@ struct CryptoApi {
   decltype(&::EVP_DigestSign) sign = nullptr;
   decltype(&::EVP_DigestVerifyInit) verify_init = nullptr;
   decltype(&::EVP_DigestVerify) verify = nullptr;
-  std::string error;  // why it could not be loaded; empty when loaded
+  std::string error; // why it could not be loaded; empty when loaded
 };
 
 const CryptoApi& crypto_api() {
@@ -65,9 +64,11 @@ struct CtxDeleter {
 using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyDeleter>;
 using CtxPtr = std::unique_ptr<EVP_MD_CTX, CtxDeleter>;
 
-const auto* bytes_of(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
+const auto* bytes_of(std::string_view s) {
+  return reinterpret_cast<const unsigned char*>(s.data());
+}
 
-}  // namespace
+} // namespace
 
 Result<Ed25519PublicKey> ed25519_public_key(const Ed25519Seed& seed) {
   auto api = loaded_api();
@@ -93,26 +94,29 @@ Result<Ed25519Signature> ed25519_sign(const Ed25519Seed& seed, std::string_view 
   Ed25519Signature sig{};
   std::size_t size = sig.size();
   if (!key || !ctx || (*api)->sign_init(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1 ||
-      (*api)->sign(ctx.get(), sig.data(), &size, bytes_of(message), message.size()) != 1 || size != sig.size()) {
+      (*api)->sign(ctx.get(), sig.data(), &size, bytes_of(message), message.size()) != 1 ||
+      size != sig.size()) {
     return make_error(ErrorCode::internal, "libcrypto could not make an Ed25519 signature");
   }
   return sig;
 }
 
-Result<bool> ed25519_verify(const Ed25519PublicKey& key, std::string_view message, const Ed25519Signature& signature) {
+Result<bool> ed25519_verify(const Ed25519PublicKey& key, std::string_view message,
+                            const Ed25519Signature& signature) {
   auto api = loaded_api();
   if (!api) {
     return tl::unexpected(api.error());
   }
   PkeyPtr pkey((*api)->new_public(EVP_PKEY_ED25519, nullptr, key.data(), key.size()));
   if (!pkey) {
-    return false;  // not a valid public key: nothing verifies under it
+    return false; // not a valid public key: nothing verifies under it
   }
   CtxPtr ctx((*api)->ctx_new());
   if (!ctx || (*api)->verify_init(ctx.get(), nullptr, nullptr, nullptr, pkey.get()) != 1) {
     return make_error(ErrorCode::internal, "libcrypto could not set up an Ed25519 verification");
   }
-  return (*api)->verify(ctx.get(), signature.data(), signature.size(), bytes_of(message), message.size()) == 1;
+  return (*api)->verify(ctx.get(), signature.data(), signature.size(), bytes_of(message),
+                        message.size()) == 1;
 }
 
-}  // namespace kcache::bundle
+} // namespace kcache::bundle

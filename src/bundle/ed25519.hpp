@@ -10,15 +10,15 @@
 // under a function-local static).
 #pragma once
 
+#include "kcache/error.hpp"
+
 #include <array>
 #include <cstdint>
 #include <string_view>
 
-#include "kcache/error.hpp"
-
 namespace kcache::bundle {
 
-using Ed25519Seed = std::array<std::uint8_t, 32>;       // the private key
+using Ed25519Seed = std::array<std::uint8_t, 32>; // the private key
 using Ed25519PublicKey = std::array<std::uint8_t, 32>;
 using Ed25519Signature = std::array<std::uint8_t, 64>;
 
@@ -31,6 +31,7 @@ Result<Ed25519Signature> ed25519_sign(const Ed25519Seed& seed, std::string_view 
 // True when `signature` is a valid signature of `message` under `key`;
 // false when it is not (or `key` is not a valid point). Fails only when
 // libcrypto cannot be loaded.
-Result<bool> ed25519_verify(const Ed25519PublicKey& key, std::string_view message, const Ed25519Signature& signature);
+Result<bool> ed25519_verify(const Ed25519PublicKey& key, std::string_view message,
+                            const Ed25519Signature& signature);
 
-}  // namespace kcache::bundle
+} // namespace kcache::bundle

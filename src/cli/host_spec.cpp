@@ -35,4 +35,4 @@ Result<std::string> overlay_host(HostFingerprint& host, std::string_view spec) {
   return given_fields;
 }
 
-}  // namespace kcache::cli
+} // namespace kcache::cli

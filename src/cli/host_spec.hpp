@@ -1,10 +1,10 @@
 // cli/host_spec.hpp: a host fingerprint from the probed host and a host-spec.
 #pragma once
 
+#include "kcache/host_fingerprint.hpp"
+
 #include <string>
 #include <string_view>
-
-#include "kcache/host_fingerprint.hpp"
 
 namespace kcache::cli {
 
@@ -14,4 +14,4 @@ namespace kcache::cli {
 // invalid_argument when `spec` does not parse.
 Result<std::string> overlay_host(HostFingerprint& host, std::string_view spec);
 
-}  // namespace kcache::cli
+} // namespace kcache::cli

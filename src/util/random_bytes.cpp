@@ -1,10 +1,9 @@
 // random_bytes: getrandom(2) until the buffer is full.
 #include "util/random_bytes.hpp"
 
-#include <sys/random.h>
-
 #include <cerrno>
 #include <string>
+#include <sys/random.h>
 
 namespace kcache::util {
 
@@ -24,4 +23,4 @@ Result<void> random_bytes(void* data, std::size_t size, std::string_view what) {
   return {};
 }
 
-}  // namespace kcache::util
+} // namespace kcache::util

@@ -1,10 +1,10 @@
 // util/random_bytes.hpp: bytes from the kernel's random source, for keys.
 #pragma once
 
+#include "kcache/error.hpp"
+
 #include <cstddef>
 #include <string_view>
-
-#include "kcache/error.hpp"
 
 namespace kcache::util {
 
@@ -14,4 +14,4 @@ namespace kcache::util {
 // Thread-safety: thread-safe.
 Result<void> random_bytes(void* data, std::size_t size, std::string_view what);
 
-}  // namespace kcache::util
+} // namespace kcache::util

@@ -1,21 +1,19 @@
 // `kcache bundle keygen|create|verify|ls|install` and the bundle tier, as a
 // CI job and a fresh machine use them: real processes, real caches, a real
 // NVRTC compile served from a bundle.
-#include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
-
-#include <set>
-#include <string>
-
 #include "integration/cli_shell.hpp"
 #include "unit/compile/compile_test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 namespace kcache {
 namespace {
 
 class CliBundle : public test::CliShell {
- protected:
+protected:
   // A plan of two entries built for two host profiles: four engines.
   void build_plan() {
     test::write_file(dir() / "in.txt", "model weights\n");
@@ -40,7 +38,8 @@ command = ["sh", "-c", "echo tagged-{precision} > {output}"]
 
 TEST_F(CliBundle, PlanRoundTripToAFreshCacheByteEqual) {
   build_plan();
-  const test::ShellRun created = sh(R"("$K" --json bundle create --plan plan.toml --sign ci.key -o engines.kcb)");
+  const test::ShellRun created =
+      sh(R"("$K" --json bundle create --plan plan.toml --sign ci.key -o engines.kcb)");
   ASSERT_EQ(created.rc, 0) << created.err;
   const auto summary = nlohmann::json::parse(created.out);
   EXPECT_EQ(summary["entries"], 4) << "two entries for each of two host profiles";
@@ -59,7 +58,8 @@ TEST_F(CliBundle, PlanRoundTripToAFreshCacheByteEqual) {
   EXPECT_NE(verified.out.find("OK: 4 entries"), std::string::npos) << verified.out;
 
   // A fresh machine: an empty cache that trusts the public key (setting).
-  const test::ShellRun installed = sh(R"(export KCACHE_DIR="$PWD/fresh" KCACHE_BUNDLE_TRUSTED_KEYS="$PWD/ci.key.pub"
+  const test::ShellRun installed =
+      sh(R"(export KCACHE_DIR="$PWD/fresh" KCACHE_BUNDLE_TRUSTED_KEYS="$PWD/ci.key.pub"
 "$K" --json bundle install engines.kcb)");
   ASSERT_EQ(installed.rc, 0) << installed.err;
   const auto counts = nlohmann::json::parse(installed.out);
@@ -67,12 +67,14 @@ TEST_F(CliBundle, PlanRoundTripToAFreshCacheByteEqual) {
   EXPECT_EQ(counts["already_present"], 0);
   for (const auto& e : listed["entries"]) {
     const std::string key = e["key"];
-    const test::ShellRun a = sh("\"$K\" get " + key + " -o a.bin && KCACHE_DIR=\"$PWD/fresh\" \"$K\" get " + key +
-                                " -o b.bin && cmp a.bin b.bin");
+    const test::ShellRun a =
+        sh("\"$K\" get " + key + " -o a.bin && KCACHE_DIR=\"$PWD/fresh\" \"$K\" get " + key +
+           " -o b.bin && cmp a.bin b.bin");
     EXPECT_EQ(a.rc, 0) << key << ": " << a.err;
   }
   // Two creates of the same selection give identical bytes.
-  const test::ShellRun again = sh(R"("$K" bundle create --plan plan.toml --sign ci.key -o again.kcb >/dev/null &&
+  const test::ShellRun again =
+      sh(R"("$K" bundle create --plan plan.toml --sign ci.key -o again.kcb >/dev/null &&
 cmp engines.kcb again.kcb)");
   EXPECT_EQ(again.rc, 0) << again.err;
 }
@@ -81,7 +83,9 @@ TEST_F(CliBundle, RefusalsHaveNamedReasonsAndExitCodesAndInstallNothing) {
   build_plan();
   ASSERT_EQ(sh(R"("$K" bundle create --plan plan.toml --sign ci.key -o good.kcb >/dev/null &&
 "$K" bundle create --plan plan.toml -o unsigned.kcb >/dev/null &&
-"$K" bundle keygen other.key >/dev/null)").rc, 0);
+"$K" bundle keygen other.key >/dev/null)")
+                .rc,
+            0);
   struct Case {
     std::string prepare;
     std::string reason;
@@ -93,10 +97,12 @@ TEST_F(CliBundle, RefusalsHaveNamedReasonsAndExitCodesAndInstallNothing) {
       {"cp good.kcb b.kcb; printf x >> b.kcb", "(trailing-bytes)", 4},
       {"head -c -1 good.kcb > b.kcb", "(truncated)", 4},
       // One byte of the first passport (just after the index of four 64-byte records).
-      {"cp good.kcb b.kcb; printf Z | dd of=b.kcb bs=1 seek=$((64 + 4 * 64 + 30)) conv=notrunc 2>/dev/null",
+      {"cp good.kcb b.kcb; printf Z | dd of=b.kcb bs=1 seek=$((64 + 4 * 64 + 30)) conv=notrunc "
+       "2>/dev/null",
        "(digest-mismatch)", 4},
       // One byte of the last payload (the last bytes before its padding and the 144-byte trailer).
-      {"cp good.kcb b.kcb; size=$(stat -c %s b.kcb); printf Z | dd of=b.kcb bs=1 seek=$((size - 144 - 9)) "
+      {"cp good.kcb b.kcb; size=$(stat -c %s b.kcb); printf Z | dd of=b.kcb bs=1 seek=$((size - "
+       "144 - 9)) "
        "conv=notrunc 2>/dev/null",
        "(payload-mismatch)", 4},
   };
@@ -107,8 +113,10 @@ KCACHE_DIR="$PWD/empty" "$K" bundle install b.kcb --trust "$TRUST"; rc=$?
 KCACHE_DIR="$PWD/empty" "$K" ls --json; exit $rc)");
     EXPECT_EQ(r.rc, c.rc) << c.prepare << "\n" << r.err;
     EXPECT_NE(r.err.find(c.reason), std::string::npos) << c.prepare << "\n" << r.err;
-    EXPECT_NE(r.out.find("verify=" + std::to_string(c.rc)), std::string::npos) << c.prepare << "\n" << r.out;
-    EXPECT_NE(r.out.find("[]"), std::string::npos) << c.prepare << ": something was installed\n" << r.out;
+    EXPECT_NE(r.out.find("verify=" + std::to_string(c.rc)), std::string::npos) << c.prepare << "\n"
+                                                                               << r.out;
+    EXPECT_NE(r.out.find("[]"), std::string::npos) << c.prepare << ": something was installed\n"
+                                                   << r.out;
   }
 }
 
@@ -119,14 +127,17 @@ TEST_F(CliBundle, SelectionByKeyAndFiltersAndKeygenRefusesToReplace) {
   const test::ShellRun again = sh("\"$K\" bundle keygen ci.key");
   EXPECT_EQ(again.rc, 2) << again.err;
   EXPECT_NE(again.err.find("already exists"), std::string::npos) << again.err;
-  const test::ShellRun one = sh("\"$K\" --json bundle create --key " + a + " --sign ci.key -o one.kcb");
+  const test::ShellRun one =
+      sh("\"$K\" --json bundle create --key " + a + " --sign ci.key -o one.kcb");
   ASSERT_EQ(one.rc, 0) << one.err;
   EXPECT_EQ(nlohmann::json::parse(one.out)["entries"], 1);
   const test::ShellRun all = sh(R"("$K" --json bundle create --sign ci.key -o all.kcb)");
   EXPECT_EQ(nlohmann::json::parse(all.out)["entries"], 2);
-  const test::ShellRun none = sh(R"("$K" --json bundle create --origin nvrtc --sign ci.key -o none.kcb)");
+  const test::ShellRun none =
+      sh(R"("$K" --json bundle create --origin nvrtc --sign ci.key -o none.kcb)");
   EXPECT_EQ(nlohmann::json::parse(none.out)["entries"], 0);
-  const test::ShellRun missing = sh("\"$K\" bundle create --key " + std::string(64, 'e') + " -o m.kcb");
+  const test::ShellRun missing =
+      sh("\"$K\" bundle create --key " + std::string(64, 'e') + " -o m.kcb");
   EXPECT_EQ(missing.rc, 1) << missing.err;
   EXPECT_NE(missing.err.find("not in the local cache"), std::string::npos) << missing.err;
   (void)b;
@@ -137,25 +148,30 @@ TEST_F(CliBundle, SelectionByKeyAndFiltersAndKeygenRefusesToReplace) {
 TEST_F(CliBundle, BundleTierServesACompileWithNothingCompiledOrWritten) {
   KCACHE_REQUIRE_TOOLKIT();
   const std::string src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
-  const test::ShellRun ci = sh("\"$K\" compile " + src + R"( --json --target cubin --arch sm_90 -o ci.cubin &&
+  const test::ShellRun ci =
+      sh("\"$K\" compile " + src + R"( --json --target cubin --arch sm_90 -o ci.cubin &&
 "$K" bundle keygen ci.key >/dev/null && "$K" bundle create --sign ci.key -o kernels.kcb >/dev/null)");
   ASSERT_EQ(ci.rc, 0) << ci.err;
   const auto ci_run = nlohmann::json::parse(ci.out);
   ASSERT_FALSE(ci_run["hit"].get<bool>());
   mkdir((root() / "image").c_str(), 0755);
-  const test::ShellRun fresh = sh(R"(mv kernels.kcb ci.key.pub ../image/ && export KCACHE_DIR="$PWD/fresh"
+  const test::ShellRun fresh =
+      sh(R"(mv kernels.kcb ci.key.pub ../image/ && export KCACHE_DIR="$PWD/fresh"
 export KCACHE_BUNDLES="$PWD/../image/kernels.kcb" KCACHE_BUNDLE_TRUSTED_KEYS="$PWD/../image/ci.key.pub"
-"$K" compile )" + src + R"( --json --target cubin --arch sm_90 -o fresh.cubin && cmp ci.cubin fresh.cubin &&
+"$K" compile )" +
+         src + R"( --json --target cubin --arch sm_90 -o fresh.cubin && cmp ci.cubin fresh.cubin &&
 "$K" ls --json >&2 && ls ../image >&2)");
   ASSERT_EQ(fresh.rc, 0) << fresh.err;
   const auto run = nlohmann::json::parse(fresh.out);
   EXPECT_TRUE(run["hit"].get<bool>()) << fresh.out;
   // (A new cache directory has no memo of the toolkit's version yet, so NVRTC
   // is loaded once to ask it, as for any first hit there: loaded, not compiled.)
-  EXPECT_NE(fresh.err.find("[]"), std::string::npos) << "the hit was copied to the disk tier:\n" << fresh.err;
+  EXPECT_NE(fresh.err.find("[]"), std::string::npos) << "the hit was copied to the disk tier:\n"
+                                                     << fresh.err;
   EXPECT_NE(fresh.err.find("ci.key.pub\nkernels.kcb\n"), std::string::npos)
-      << "something was written beside the bundle:\n" << fresh.err;
+      << "something was written beside the bundle:\n"
+      << fresh.err;
 }
 
-}  // namespace
-}  // namespace kcache
+} // namespace
+} // namespace kcache

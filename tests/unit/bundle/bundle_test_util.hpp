@@ -2,12 +2,6 @@
 // for the bundle tests.
 #pragma once
 
-#include <gtest/gtest.h>
-
-#include <filesystem>
-#include <string>
-#include <vector>
-
 #include "bundle/bundle_format.hpp"
 #include "bundle/bundle_keys.hpp"
 #include "bundle/ed25519.hpp"
@@ -17,15 +11,21 @@
 #include "support/temp_dir.hpp"
 #include "util/sha256.hpp"
 
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <string>
+#include <vector>
+
 namespace kcache::test {
 
 // Three entries of different shapes: an empty payload, one of exactly the
 // alignment (no room for pad1 without a new block) and a text one.
 inline std::vector<Artifact> sample_artifacts() {
   std::vector<Artifact> out;
-  for (auto [kind, content] : {std::pair<const char*, std::string>{"ptx", ".version 8.0\n.target sm_90\n"},
-                               {"cubin", std::string(4096, 'c')},
-                               {"blob", std::string()}}) {
+  for (auto [kind, content] :
+       {std::pair<const char*, std::string>{"ptx", ".version 8.0\n.target sm_90\n"},
+        {"cubin", std::string(4096, 'c')},
+        {"blob", std::string()}}) {
     auto a = make_blob(kind, content);
     EXPECT_TRUE(a.has_value());
     out.push_back(std::move(*a));
@@ -35,7 +35,8 @@ inline std::vector<Artifact> sample_artifacts() {
 
 // Writes a key pair (`key` and `key`.pub) and a bundle of `items` signed with
 // it at `file`; returns the trust that accepts it.
-inline BundleTrust make_signed_bundle(const std::filesystem::path& key, const std::filesystem::path& file,
+inline BundleTrust make_signed_bundle(const std::filesystem::path& key,
+                                      const std::filesystem::path& file,
                                       const std::vector<Artifact>& items) {
   auto pub = generate_bundle_keys(key, key.string() + ".pub");
   EXPECT_TRUE(pub.has_value()) << pub.error().describe();
@@ -47,7 +48,7 @@ inline BundleTrust make_signed_bundle(const std::filesystem::path& key, const st
 // Recomputes the digest and the signature of a bundle whose bytes a test
 // edited, so that only the edit (not the signature) can make it fail.
 inline void resign(const std::filesystem::path& file, const std::filesystem::path& key_file) {
-  using namespace bundle;  // NOLINT(google-build-using-namespace)
+  using namespace bundle; // NOLINT(google-build-using-namespace)
   std::string bytes = read_file(file);
   const std::uint64_t trailer = load_u64(bytes.data() + k_header_trailer_offset);
   const std::uint64_t count = load_u64(bytes.data() + k_header_count);
@@ -72,4 +73,4 @@ inline void resign(const std::filesystem::path& file, const std::filesystem::pat
   write_file(file, bytes);
 }
 
-}  // namespace kcache::test
+} // namespace kcache::test

@@ -1,18 +1,16 @@
 // Bundles: create, verify, inspect and install (kcache/bundle.hpp), and the
 // refusal of a bundle changed anywhere.
-#include <sys/stat.h>
-
-#include <gtest/gtest.h>
+#include "bundle/bundle_format.hpp"
+#include "kcache/file_store.hpp"
+#include "unit/bundle/bundle_test_util.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <gtest/gtest.h>
 #include <string>
-
-#include "bundle/bundle_format.hpp"
-#include "kcache/file_store.hpp"
-#include "unit/bundle/bundle_test_util.hpp"
+#include <sys/stat.h>
 
 namespace kcache {
 namespace {
@@ -21,12 +19,13 @@ using test::read_file;
 using test::write_file;
 
 class Bundles : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     artifacts = test::sample_artifacts();
     trust = test::make_signed_bundle(key(), bundle(), artifacts);
     ASSERT_EQ(trust.keys.size(), 1U);
-    auto made = create_bundle(bundle(), artifacts, BundleCreateOptions{key()});  // the same bytes again
+    auto made =
+        create_bundle(bundle(), artifacts, BundleCreateOptions{key()}); // the same bytes again
     ASSERT_TRUE(made.has_value()) << made.error().describe();
     summary = *made;
   }
@@ -78,7 +77,7 @@ TEST_F(Bundles, RoundTripKeepsEveryEntryByteForByte) {
 
 TEST_F(Bundles, SameEntriesGiveIdenticalBytesWhateverTheirOrder) {
   std::vector<Artifact> reversed(artifacts.rbegin(), artifacts.rend());
-  reversed.push_back(artifacts[0]);  // a duplicate is dropped
+  reversed.push_back(artifacts[0]); // a duplicate is dropped
   const auto other = dir() / "again.kcb";
   ASSERT_TRUE(create_bundle(other, reversed, BundleCreateOptions{key()}).has_value());
   EXPECT_EQ(read_file(other), read_file(bundle()));
@@ -111,7 +110,7 @@ struct Tamper {
 
 TEST_F(Bundles, ChangedAnywhereIsRefusedWithANamedReasonAndInstallsNothing) {
   const std::string good = read_file(bundle());
-  using namespace bundle;  // NOLINT(google-build-using-namespace)
+  using namespace bundle; // NOLINT(google-build-using-namespace)
   const std::uint64_t trailer = good.size() - k_trailer_size;
   const auto record = [](std::size_t i) { return k_header_size + i * k_record_size; };
   const std::uint64_t passport0 = load_u64(good.data() + record(0) + k_record_passport_offset);
@@ -123,13 +122,19 @@ TEST_F(Bundles, ChangedAnywhereIsRefusedWithANamedReasonAndInstallsNothing) {
     }
   }
   ASSERT_NE(payload1, 0U);
-  const auto flip = [](std::uint64_t at) { return [at](std::string& b) { b[at] = static_cast<char>(b[at] ^ 0x20); }; };
+  const auto flip = [](std::uint64_t at) {
+    return [at](std::string& b) { b[at] = static_cast<char>(b[at] ^ 0x20); };
+  };
   const std::vector<Tamper> cases{
       {"header magic", flip(0), "bad-header"},
       {"header version", [](std::string& b) { b[k_header_version] = 2; }, "bad-header"},
       {"header entry count", [](std::string& b) { b[k_header_count] = 2; }, "bad-index"},
       {"index key", flip(record(1) + 5), "digest-mismatch"},
-      {"index key order", [&](std::string& b) { std::swap_ranges(b.begin() + record(0), b.begin() + record(0) + 32, b.begin() + record(1)); }, "bad-index"},
+      {"index key order",
+       [&](std::string& b) {
+         std::swap_ranges(b.begin() + record(0), b.begin() + record(0) + 32, b.begin() + record(1));
+       },
+       "bad-index"},
       {"index payload size", flip(record(0) + k_record_payload_size), "bad-index"},
       {"passport byte", flip(passport0 + 20), "digest-mismatch"},
       {"padding byte", [&](std::string& b) { b[payload1 - 1] = 1; }, "bad-entry"},
@@ -148,12 +153,14 @@ TEST_F(Bundles, ChangedAnywhereIsRefusedWithANamedReasonAndInstallsNothing) {
     write_file(bundle(), bytes);
     auto verified = verify_bundle(bundle(), trust);
     ASSERT_FALSE(verified.has_value()) << t.what;
-    EXPECT_EQ(bundle_refusal(verified.error()), t.reason) << t.what << ": " << verified.error().message;
+    EXPECT_EQ(bundle_refusal(verified.error()), t.reason)
+        << t.what << ": " << verified.error().message;
     auto target = cache(std::string("cache-") + std::to_string(&t - cases.data()));
     auto installed = install_bundle(bundle(), trust, *target);
     ASSERT_FALSE(installed.has_value()) << t.what;
     EXPECT_EQ(bundle_refusal(installed.error()), t.reason) << t.what;
-    EXPECT_TRUE(target->list()->empty()) << t.what << ": an entry was installed from a refused bundle";
+    EXPECT_TRUE(target->list()->empty())
+        << t.what << ": an entry was installed from a refused bundle";
   }
 }
 
@@ -171,7 +178,8 @@ TEST_F(Bundles, UnsignedAndUntrustedBundlesAreRefused) {
   auto untrusted = verify_bundle(bundle(), trust);
   ASSERT_FALSE(untrusted.has_value());
   EXPECT_EQ(bundle_refusal(untrusted.error()), "untrusted-key");
-  EXPECT_NE(untrusted.error().message.find(other->id()), std::string::npos) << untrusted.error().message;
+  EXPECT_NE(untrusted.error().message.find(other->id()), std::string::npos)
+      << untrusted.error().message;
   auto nobody = verify_bundle(bundle(), BundleTrust{});
   ASSERT_FALSE(nobody.has_value());
   EXPECT_EQ(bundle_refusal(nobody.error()), "untrusted-key");
@@ -216,16 +224,20 @@ TEST_F(Bundles, KeyFilesArePemThatOpensslReads) {
   EXPECT_EQ(pub.rfind("-----BEGIN PUBLIC KEY-----\n", 0), 0U) << pub;
   // OpenSSL derives the same public key from the private key file.
   const std::string derived = (dir() / "derived.pub").string();
-  const std::string cmd = "openssl pkey -in '" + key().string() + "' -pubout -out '" + derived + "' 2>/dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl (Debian openssl, scripts/bootstrap.sh) could not read the key";
+  const std::string cmd =
+      "openssl pkey -in '" + key().string() + "' -pubout -out '" + derived + "' 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0)
+      << "openssl (Debian openssl, scripts/bootstrap.sh) could not read the key";
   EXPECT_EQ(read_file(derived), pub);
   auto read_back = read_bundle_public_key(derived);
   ASSERT_TRUE(read_back.has_value());
   EXPECT_EQ(read_back->id(), trust.keys[0].id());
   // A key made by OpenSSL signs bundles kcache trusts.
   const auto openssl_key = dir() / "openssl.key";
-  ASSERT_EQ(std::system(("openssl genpkey -algorithm ed25519 -out '" + openssl_key.string() + "' 2>/dev/null && "
-                         "chmod 600 '" + openssl_key.string() + "' && openssl pkey -in '" + openssl_key.string() +
+  ASSERT_EQ(std::system(("openssl genpkey -algorithm ed25519 -out '" + openssl_key.string() +
+                         "' 2>/dev/null && "
+                         "chmod 600 '" +
+                         openssl_key.string() + "' && openssl pkey -in '" + openssl_key.string() +
                          "' -pubout -out '" + openssl_key.string() + ".pub' 2>/dev/null")
                             .c_str()),
             0);
@@ -242,7 +254,8 @@ TEST_F(Bundles, KeygenNeverReplacesAFileAndAReadableKeyIsRefused) {
   ASSERT_EQ(::chmod(key().c_str(), 0644), 0);
   auto refused = create_bundle(dir() / "x.kcb", artifacts, BundleCreateOptions{key()});
   ASSERT_FALSE(refused.has_value());
-  EXPECT_NE(refused.error().message.find("chmod 600"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("chmod 600"), std::string::npos)
+      << refused.error().message;
   EXPECT_FALSE(std::filesystem::exists(dir() / "x.kcb"));
 }
 
@@ -263,5 +276,5 @@ TEST_F(Bundles, AnEmptyBundleIsValid) {
   EXPECT_TRUE(info->entries.empty());
 }
 
-}  // namespace
-}  // namespace kcache
+} // namespace
+} // namespace kcache

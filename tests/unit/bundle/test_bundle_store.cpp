@@ -1,18 +1,16 @@
 // The read-only bundle tier: hits from the mapped file, nothing written,
 // bundles that fail their checks skipped with one warning.
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <gtest/gtest.h>
-
-#include <map>
-#include <set>
-
 #include "bundle/bundle_store.hpp"
 #include "kcache/config.hpp"
 #include "kcache/file_store.hpp"
 #include "kcache/tiered_store.hpp"
 #include "unit/bundle/bundle_test_util.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <map>
+#include <set>
+#include <unistd.h>
 
 namespace kcache {
 namespace {
@@ -20,7 +18,7 @@ namespace {
 using test::read_file;
 
 class BundleTier : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     artifacts = test::sample_artifacts();
     trust = test::make_signed_bundle(key(), bundle(), artifacts);
@@ -109,7 +107,8 @@ TEST_F(BundleTier, TheConfiguredChainServesFromTheBundleAndWritesNothing) {
   auto config = Config::load_from(inputs);
   ASSERT_TRUE(config.has_value()) << config.error().describe();
   ASSERT_EQ(config->bundles.size(), 1U);
-  const std::set<std::filesystem::path> before{std::filesystem::directory_iterator(m_dir.path()), {}};
+  const std::set<std::filesystem::path> before{std::filesystem::directory_iterator(m_dir.path()),
+                                               {}};
   const std::string bundle_bytes = read_file(bundle());
   {
     auto store = open_configured_store(*config);
@@ -118,7 +117,8 @@ TEST_F(BundleTier, TheConfiguredChainServesFromTheBundleAndWritesNothing) {
       auto got = (*store)->get(a.passport.key);
       ASSERT_TRUE(got.has_value() && got->has_value());
       EXPECT_EQ((*got)->payload, a.payload);
-      EXPECT_EQ(TieredStore::last_hit_tier(), 1) << "memory is tier 0, the bundle tier 1, the disk 2";
+      EXPECT_EQ(TieredStore::last_hit_tier(), 1)
+          << "memory is tier 0, the bundle tier 1, the disk 2";
     }
   }
   // Nothing was copied to the disk tier, nothing appeared beside the bundle,
@@ -126,7 +126,8 @@ TEST_F(BundleTier, TheConfiguredChainServesFromTheBundleAndWritesNothing) {
   auto disk = FileStore::open(config->file_store_options());
   ASSERT_TRUE(disk.has_value());
   EXPECT_TRUE((*disk)->list()->empty());
-  const std::set<std::filesystem::path> after{std::filesystem::directory_iterator(m_dir.path()), {}};
+  const std::set<std::filesystem::path> after{std::filesystem::directory_iterator(m_dir.path()),
+                                              {}};
   EXPECT_EQ(after, before);
   EXPECT_EQ(read_file(bundle()), bundle_bytes);
 }
@@ -180,5 +181,5 @@ TEST_F(BundleTier, APayloadChangedAfterItsFirstHitIsCaughtByTheFastCheck) {
   EXPECT_EQ(tier->stats()->corrupt, 1U);
 }
 
-}  // namespace
-}  // namespace kcache
+} // namespace
+} // namespace kcache
