@@ -18,6 +18,7 @@
 
 #include "kcache/file_store.hpp"
 #include "kcache/key_builder.hpp"
+#include "seeded_artifact.hpp"
 
 namespace {
 
@@ -44,15 +45,7 @@ struct Cleanup {
   }
 } g_cleanup;
 
-Artifact artifact(std::uint64_t seed, std::size_t size) {
-  std::string payload(size, '\0');
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
-  for (std::size_t i = 0; i < size; i += 8) {
-    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-    std::memcpy(payload.data() + i, &x, std::min<std::size_t>(8, size - i));
-  }
-  return Artifact::make(KeyBuilder("bench").add("seed", static_cast<std::int64_t>(seed)), "blob", std::move(payload));
-}
+Artifact artifact(std::uint64_t seed, std::size_t size) { return bench::seeded_artifact(seed, size); }
 
 std::unique_ptr<FileStore> open(const std::filesystem::path& root, std::uint64_t cap, FsyncPolicy fsync) {
   FileStoreOptions o;

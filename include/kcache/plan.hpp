@@ -5,6 +5,9 @@
 //
 //   version    = 1                      required, must be 1
 //   output_dir = "engines"              optional, relative to the plan file's directory
+//   hosts      = ["sm=87,jp=6.2", "sm=90"]   optional: host profiles (host_fingerprint.hpp
+//                                       syntax) the plan is built for; `kcache bundle create
+//                                       --plan` takes every entry for each of them
 //   [defaults]                          optional: builder, kind, precision, timeout_s, labels
 //   [[entry]]                           zero or more
 //   name       = "dinov2_vpr"           required; a model name (engine_name.hpp grammar), unique
@@ -78,6 +81,7 @@ struct PlanLoadOptions {
 struct Plan {
   std::filesystem::path file;        // the plan file (absolute), or a label for parsed text
   std::filesystem::path output_dir;  // absolute
+  std::vector<std::string> hosts;    // host profiles (HostFingerprint::parse syntax), in file order
   std::vector<PlanEntry> entries;
 
   // Reads and validates the plan at `path`. On success every entry is valid.

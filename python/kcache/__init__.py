@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from . import _kcache
 from ._errors import (
+    BundleRefused,
     CacheError,
     CompileError,
     ConfigError,
@@ -41,15 +42,15 @@ if TYPE_CHECKING:
     import os
     from typing import Any, NamedTuple
 
-    from . import cuda_core, onnx, plan
+    from . import bundle, cuda_core, onnx, plan
 
     __version__: str = _kcache.__version__
 
 __all__ = [
-    "Artifact", "CacheError", "CompileError", "Config", "ConfigError", "CorruptEntry", "Entry", "Error",
+    "Artifact", "BundleRefused", "CacheError", "CompileError", "Config", "ConfigError", "CorruptEntry", "Entry", "Error",
     "FieldDiff", "InternalError", "InvalidArgument", "Key", "NotFound", "Store", "ToolkitNotFound",
     "Unsupported", "WorkerCrashed", "compile", "compile_key", "cuda_core", "default_store", "link",
-    "nvvm_compile", "onnx", "open_store", "plan", "setting_names", "why_miss",
+    "bundle", "nvvm_compile", "onnx", "open_store", "plan", "setting_names", "why_miss",
 ]
 
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
@@ -268,7 +269,7 @@ def why_miss(
 def __getattr__(name: str) -> Any:
     # kcache.plan and kcache.cuda_core are imported when first used, so that
     # `import kcache` stays small (and never imports cuda.core).
-    if name in ("plan", "cuda_core", "onnx"):
+    if name in ("plan", "cuda_core", "onnx", "bundle"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

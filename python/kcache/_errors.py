@@ -68,6 +68,21 @@ class InternalError(Error):
     """A broken invariant inside kcache: a bug, please report it."""
 
 
+class BundleRefused(Error):
+    """A bundle was refused as a whole; ``reason`` names why (docs/bundle-format.md,
+    "Refusals"): ``unsigned``, ``untrusted-key``, ``bad-signature``, ``digest-mismatch``,
+    ``entry-mismatch``, ``payload-mismatch``, ``truncated``, ``trailing-bytes``, ...
+    """
+
+    reason: str
+
+    def __init__(self, message: str, code: str = "corrupt", log: str = "") -> None:
+        super().__init__(message, code, log)
+        start = message.find(" refused (")
+        end = message.find(")", start + 10)
+        self.reason = message[start + 10 : end] if start >= 0 and end > start else ""
+
+
 _BY_CODE: dict[str, type[Error]] = {
     "invalid_argument": InvalidArgument,
     "not_found": NotFound,
@@ -89,6 +104,8 @@ _BY_CODE: dict[str, type[Error]] = {
 def from_code(code: int, name: str, message: str, log: str, family: str = "") -> Error:
     """The exception for a C++ kcache::Error (called by the extension module)."""
     cls = _BY_CODE.get(name, InternalError)
+    if family == "bundle":
+        return BundleRefused(message, name, log)
     if family == "config":
         cls = ConfigError if name in ("invalid_argument", "unsupported") else CacheError
     return cls(message, name, log)

@@ -147,5 +147,6 @@ void bind_store(nb::module_& m);
 void bind_compile(nb::module_& m);
 void bind_plan(nb::module_& m);
 void bind_flight(nb::module_& m);
+void bind_bundle(nb::module_& m);
 
 }  // namespace kcache::python

@@ -76,4 +76,5 @@ NB_MODULE(_kcache, m) {
   bind_compile(m);
   bind_plan(m);
   bind_flight(m);
+  bind_bundle(m);
 }

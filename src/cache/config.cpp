@@ -292,6 +292,23 @@ Result<void> parse_remote_read_key_files(Config& c, const std::string& v, const 
   return {};
 }
 
+// A space-separated list of paths (bundles, bundle_trusted_keys).
+Result<void> parse_path_list(std::vector<std::filesystem::path>& out, const std::string& v, const Origin& o) {
+  out.clear();
+  for (const std::string& w : split_words(v)) {
+    out.push_back(resolve_path(w, o));
+  }
+  return {};
+}
+
+std::string format_path_list(const std::vector<std::filesystem::path>& paths) {
+  std::string out;
+  for (const auto& p : paths) {
+    out += (out.empty() ? "" : " ") + p.string();
+  }
+  return out;
+}
+
 Result<void> parse_remote_compression(Config& c, const std::string& v, const Origin&) {
   if (v != "zstd" && v != "none") {
     return bad_value(v);
@@ -320,7 +337,7 @@ Result<void> parse_small_count(std::uint32_t& out, const std::string& v, std::ui
 }
 
 // THE table. Order here is the order of `kcache config` and of the docs.
-const std::array<Setting, 24> k_settings{{
+const std::array<Setting, 26> k_settings{{
     {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
      "Directory of the on-disk cache (never defaults to /tmp)",
      "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
@@ -427,6 +444,16 @@ const std::array<Setting, 24> k_settings{{
      "a whole number of milliseconds from 0 to 86400000",
      [](Config& c, const std::string& v, const Origin&) { return parse_small_count(c.remote_lease_wait_ms, v, 86400000); },
      [](const Config& c) { return std::to_string(c.remote_lease_wait_ms); }},
+    {"bundles", "KCACHE_BUNDLES", "(none)",
+     "Signed bundle files served read-only, in place, as a tier in front of the disk (docs/bundles.md)",
+     "space-separated bundle files (in the config file also a list); each must be signed by a trusted key",
+     [](Config& c, const std::string& v, const Origin& o) { return parse_path_list(c.bundles, v, o); },
+     [](const Config& c) { return format_path_list(c.bundles); }},
+    {"bundle_trusted_keys", "KCACHE_BUNDLE_TRUSTED_KEYS", "(none: no bundle is trusted)",
+     "Public keys whose bundles are trusted (`bundle verify`, `bundle install`, the bundle tier)",
+     "space-separated public key files (`kcache bundle keygen` writes one; in the config file also a list)",
+     [](Config& c, const std::string& v, const Origin& o) { return parse_path_list(c.bundle_trusted_keys, v, o); },
+     [](const Config& c) { return format_path_list(c.bundle_trusted_keys); }},
 }};
 
 const Setting* find_setting(std::string_view key) {
@@ -541,6 +568,18 @@ Result<void> apply_file(Config& c, const std::filesystem::path& path, std::vecto
         return tl::unexpected(joined.error());
       }
       text = std::move(*joined);
+    }
+    if (const auto* list = node.as_array(); !text && list != nullptr && (key == "bundles" || key == "bundle_trusted_keys")) {
+      // A list of files, each a string: the same as the space-separated text.
+      text = std::string();
+      for (const toml::node& item : *list) {
+        const auto* file = item.as_string();
+        if (file == nullptr) {
+          text.reset();
+          break;
+        }
+        *text += (text->empty() ? "" : " ") + file->get();
+      }
     }
     if (!text) {
       return make_error(ErrorCode::invalid_argument,

@@ -8,6 +8,8 @@
 #include "kcache/memory_store.hpp"
 #include "kcache/tiered_store.hpp"
 #include "kcache/write_behind_store.hpp"
+#include "bundle/bundle_store.hpp"
+#include "kcache/bundle.hpp"
 #include "store/disabled_store.hpp"
 #include "cache/remote_tiers.hpp"
 #include "cache/store_warnings.hpp"
@@ -41,6 +43,23 @@ void add_remote_tiers(const Config& config, std::vector<std::unique_ptr<Store>>&
   }
 }
 
+// Appends the read-only bundle tier when `bundles` names files. It goes in
+// front of the disk, so a bundle hit fills the memory tier (sharing the
+// mapping) but is never copied to the disk. Returns whether it was added.
+bool add_bundle_tier(const Config& config, std::vector<std::unique_ptr<Store>>& tiers) {
+  if (config.bundles.empty()) {
+    return false;
+  }
+  BundleTrust trust;
+  if (auto keys = read_bundle_public_keys(config.bundle_trusted_keys); keys) {
+    trust.keys = std::move(*keys);
+  } else {
+    warn_line(keys.error().message + "; no bundle is trusted until it is fixed (setting bundle_trusted_keys)");
+  }
+  tiers.push_back(bundle::BundleStore::open(config.bundles, trust, config.verify, warn_line));
+  return true;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
@@ -60,11 +79,15 @@ Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
   if (config.memory_size_bytes > 0) {
     tiers.push_back(std::make_unique<MemoryStore>(config.memory_size_bytes));
   }
+  const bool bundle_tier = add_bundle_tier(config, tiers);
   tiers.push_back(std::move(*file));
   std::vector<std::string> remotes;
   add_remote_tiers(config, tiers, remotes);
   const std::size_t first_remote = tiers.size() - remotes.size();
   auto chain = std::make_unique<TieredStore>(std::move(tiers), store_warnings::sink(Source::layer));
+  if (bundle_tier) {
+    chain->set_tier_location(config.memory_size_bytes > 0 ? 1 : 0, "bundles");
+  }
   for (std::size_t i = 0; i < remotes.size(); ++i) {
     chain->set_tier_location(first_remote + i, std::move(remotes[i]));
   }

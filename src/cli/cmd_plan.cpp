@@ -13,6 +13,7 @@
 
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
+#include "cli/host_spec.hpp"
 #include "cli/onnx_module.hpp"
 #include "cli/output.hpp"
 #include "cli/output_file.hpp"
@@ -41,32 +42,11 @@ Result<HostFingerprint> host_for(const PlanArgs& args) {
   HostFingerprint host = probe_host();
   std::string given_fields;
   if (!args.host.empty()) {
-    auto given = HostFingerprint::parse(args.host);
+    auto given = overlay_host(host, args.host);
     if (!given) {
-      return given;
+      return tl::unexpected(given.error());
     }
-    std::string_view spec = args.host;
-    while (!spec.empty()) {
-      const std::string_view pair = spec.substr(0, spec.find(','));
-      spec.remove_prefix(std::min(spec.size(), pair.size() + 1));
-      const std::string_view field = pair.substr(0, pair.find('='));
-      std::string* to = field == "sm"       ? &host.sm
-                        : field == "driver" ? &host.driver
-                        : field == "cuda"   ? &host.cuda
-                        : field == "trt"    ? &host.trt
-                        : field == "jp"     ? &host.jetpack
-                                            : nullptr;
-      const std::string* from = field == "sm"       ? &given->sm
-                                : field == "driver" ? &given->driver
-                                : field == "cuda"   ? &given->cuda
-                                : field == "trt"    ? &given->trt
-                                : field == "jp"     ? &given->jetpack
-                                                    : nullptr;
-      if (to != nullptr && from != nullptr) {
-        *to = *from;
-        given_fields += (given_fields.empty() ? "" : ",") + std::string(field);
-      }
-    }
+    given_fields = std::move(*given);
   }
   std::string line = "host " + host.to_string() +
                      (given_fields.empty() ? " (probed)" : " (" + given_fields + " from --host, the rest probed)");

@@ -11,5 +11,6 @@ inline constexpr int k_exit_corrupt = 4;      // `verify`: damaged entries were 
 inline constexpr int k_exit_compile = 5;      // `compile`/`link`: the compiler rejected the input
 inline constexpr int k_exit_toolkit = 6;      // a CUDA library is missing or too old
 inline constexpr int k_exit_build = 7;        // `plan build`: an entry failed to build
+inline constexpr int k_exit_untrusted = 8;    // `bundle verify`/`install`: unsigned, or signed by an untrusted key
 
 }  // namespace kcache::cli

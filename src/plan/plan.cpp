@@ -1,5 +1,6 @@
 // Plan files: TOML parsing and validation (see kcache/plan.hpp, docs/plan-file.md).
 #include "kcache/plan.hpp"
+#include "kcache/host_fingerprint.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -15,7 +16,7 @@ namespace kcache {
 
 namespace {
 
-const std::vector<std::string> k_top_keys{"version", "output_dir", "defaults", "entry"};
+const std::vector<std::string> k_top_keys{"version", "output_dir", "hosts", "defaults", "entry"};
 const std::vector<std::string> k_default_keys{"builder", "kind", "precision", "timeout_s", "labels"};
 const std::vector<std::string> k_entry_keys{"name",   "builder", "kind",   "precision", "inputs", "command",
                                             "flags",  "shapes",  "options", "labels",    "timeout_s"};
@@ -354,6 +355,16 @@ Result<Plan> Plan::parse(std::string_view text, const std::filesystem::path& bas
         v.problem(line_of(*out), "output_dir is empty", "name a directory, e.g. output_dir = \"engines\"");
       } else {
         plan.output_dir = v.resolve(*s);
+      }
+    }
+  }
+  if (const auto* hosts = root.get("hosts")) {
+    for (std::string& spec : v.string_list(*hosts, "hosts")) {
+      if (auto host = HostFingerprint::parse(spec); host) {
+        plan.hosts.push_back(std::move(spec));
+      } else {
+        v.problem(line_of(*hosts), "host profile '" + spec + "': " + host.error().message,
+                  "write each profile as field=value,... with fields sm, driver, cuda, trt, jp (e.g. \"sm=87,jp=6.2\")");
       }
     }
   }

@@ -13,6 +13,7 @@
 
 #include "util/fd.hpp"
 #include "util/hex.hpp"
+#include "util/random_bytes.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
@@ -87,16 +88,8 @@ Result<TeamKey> load_team_key(const std::filesystem::path& path) {
 
 Result<TeamKey> generate_team_key_file(const std::filesystem::path& path) {
   std::array<std::uint8_t, 32> raw{};
-  std::size_t got = 0;
-  while (got < raw.size()) {
-    const ssize_t n = ::getrandom(raw.data() + got, raw.size() - got, 0);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      return make_errno_error(errno, "getrandom for a new team key");
-    }
-    got += static_cast<std::size_t>(n);
+  if (auto ok = util::random_bytes(raw.data(), raw.size(), "a new team key"); !ok) {
+    return tl::unexpected(ok.error());
   }
   const std::string text = util::to_hex(raw.data(), raw.size()) + "\n";
   const std::string name = path.string();

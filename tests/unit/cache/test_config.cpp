@@ -434,3 +434,21 @@ TEST(Blob, KeyCoversKindAndContentOnly) {
   EXPECT_EQ(bad.error().code, ErrorCode::invalid_argument);
   EXPECT_FALSE(kcache::make_blob("ptx", "x", {{"", "v"}}).has_value());
 }
+
+TEST(Config, BundleFilesAndTrustedKeysFromAListInTheFileOrWordsInTheEnvironment) {
+  kcache::test::TempDir dir;
+  write(dir.path() / "kcache.toml",
+        "bundles = [\"a.kcb\", \"/opt/b.kcb\"]\nbundle_trusted_keys = \"ci.pub\"\n");
+  auto file = Config::load_from(inputs({{"HOME", "/nonexistent"}}, {}, dir.path() / "kcache.toml"));
+  ASSERT_TRUE(file.has_value()) << file.error().describe();
+  EXPECT_EQ(file->bundles,
+            (std::vector<std::filesystem::path>{dir.path() / "a.kcb", std::filesystem::path("/opt/b.kcb")}));
+  EXPECT_EQ(file->bundle_trusted_keys, (std::vector<std::filesystem::path>{dir.path() / "ci.pub"}));
+  auto env = Config::load_from(
+      inputs({{"HOME", "/nonexistent"}, {"KCACHE_BUNDLES", "/x.kcb /y.kcb"}}, {}, dir.path() / "kcache.toml"));
+  ASSERT_TRUE(env.has_value());
+  EXPECT_EQ(env->bundles.size(), 2U);
+  EXPECT_EQ(value_of(*env, "bundles"), "/x.kcb /y.kcb");
+  write(dir.path() / "bad.toml", "bundles = [1]\n");
+  EXPECT_FALSE(Config::load_from(inputs({{"HOME", "/nonexistent"}}, {}, dir.path() / "bad.toml")).has_value());
+}

@@ -87,6 +87,13 @@ TEST_F(PlanTest, EmptyPlanIsValidAndHasNoEntries) {
   EXPECT_EQ(plan->output_dir, m_dir.path() / "engines");
 }
 
+TEST_F(PlanTest, HostProfilesAreKeptInOrderAndABadOneIsNamed) {
+  auto plan = parse("version = 1\nhosts = [\"sm=87,jp=6.2\", \"sm=90\"]\n");
+  ASSERT_TRUE(plan) << plan.error().log;
+  EXPECT_EQ(plan->hosts, (std::vector<std::string>{"sm=87,jp=6.2", "sm=90"}));
+  expect_problem("version = 1\nhosts = [\"sm=90\", \"gpu=h100\"]\n", 2, "host profile 'gpu=h100'");
+}
+
 TEST_F(PlanTest, UnknownKeyNamesLineAndSuggestsTheFix) {
   expect_problem("version = 1\n[[entry]]\nname = \"a\"\nbuilder = \"command\"\ncommand = [\"x\", \"{output}\"]\nprecison = \"fp16\"\n",
                  6, "did you mean 'precision'?");
