@@ -141,8 +141,11 @@ std::optional<Jit> classify_library_file(std::string_view path) noexcept {
   const auto slash = path.rfind('/');
   const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
   const auto is = [&](std::string_view stem) {
-    return name.size() >= stem.size() + 3 && name.substr(0, stem.size()) == stem &&
-           name.substr(stem.size(), 3) == ".so";
+    if (name.substr(0, stem.size()) != stem) {
+      return false;
+    }
+    const auto rest = name.substr(stem.size());
+    return rest.substr(0, 3) == ".so" || rest.substr(0, 7) == ".alt.so";  // libnvrtc.alt.so: NVRTC's other build
   };
   if (is("libnvrtc")) {
     return Jit::nvrtc;

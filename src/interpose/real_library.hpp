@@ -32,7 +32,8 @@ inline constexpr int k_jit_count = 3;
 std::string_view to_string(Jit jit) noexcept;
 
 // Which JIT library a file named to dlopen is, judged by its file name:
-// libnvrtc.so*, libnvJitLink.so*, libnvvm.so* (not libnvrtc-builtins);
+// libnvrtc.so*, libnvrtc.alt.so*, libnvJitLink.so*, libnvvm.so* (not
+// libnvrtc-builtins);
 // std::nullopt for anything else.
 std::optional<Jit> classify_library_file(std::string_view path) noexcept;
 

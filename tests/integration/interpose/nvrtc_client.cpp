@@ -1,0 +1,206 @@
+// tests/integration/interpose/nvrtc_client.cpp: an ordinary NVRTC program,
+// written as a user would, that the `kcache run` tests run with and without
+// the stand-in. It knows nothing of kcache.
+//
+//   nvrtc_client MODE LIBRARY INCLUDE_DIR OUT [THREADS]
+//
+// MODE: linked (built with -lnvrtc; LIBRARY is ignored), dlopen (dlopen of
+// LIBRARY: a soname or an absolute path) or deepbind (the same with
+// RTLD_DEEPBIND). It compiles several programs: name expressions, an
+// in-memory header, a header from INCLUDE_DIR, LTO-IR, a warning, an error;
+// and with THREADS, that many threads at once. Everything the NVRTC API
+// returns (codes, sizes, PTX, CUBIN, LTO-IR, logs, lowered names) is written
+// to OUT, so two runs can be compared byte for byte. Exit 0 when every call
+// behaved as the test expects, 1 otherwise (the program's own check).
+#include <dlfcn.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern "C" {
+typedef int nvrtcResult;
+typedef void* nvrtcProgram;
+#ifdef KCACHE_CLIENT_LINKED
+nvrtcResult nvrtcCreateProgram(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*);
+nvrtcResult nvrtcDestroyProgram(nvrtcProgram*);
+nvrtcResult nvrtcCompileProgram(nvrtcProgram, int, const char* const*);
+nvrtcResult nvrtcGetPTXSize(nvrtcProgram, size_t*);
+nvrtcResult nvrtcGetPTX(nvrtcProgram, char*);
+nvrtcResult nvrtcGetCUBINSize(nvrtcProgram, size_t*);
+nvrtcResult nvrtcGetCUBIN(nvrtcProgram, char*);
+nvrtcResult nvrtcGetLTOIRSize(nvrtcProgram, size_t*);
+nvrtcResult nvrtcGetLTOIR(nvrtcProgram, char*);
+nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram, size_t*);
+nvrtcResult nvrtcGetProgramLog(nvrtcProgram, char*);
+nvrtcResult nvrtcAddNameExpression(nvrtcProgram, const char*);
+nvrtcResult nvrtcGetLoweredName(nvrtcProgram, const char*, const char**);
+nvrtcResult nvrtcVersion(int*, int*);
+#endif
+}
+
+namespace {
+
+struct Api {
+  nvrtcResult (*create)(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*);
+  nvrtcResult (*destroy)(nvrtcProgram*);
+  nvrtcResult (*compile)(nvrtcProgram, int, const char* const*);
+  nvrtcResult (*ptx_size)(nvrtcProgram, size_t*);
+  nvrtcResult (*ptx)(nvrtcProgram, char*);
+  nvrtcResult (*cubin_size)(nvrtcProgram, size_t*);
+  nvrtcResult (*cubin)(nvrtcProgram, char*);
+  nvrtcResult (*ltoir_size)(nvrtcProgram, size_t*);
+  nvrtcResult (*ltoir)(nvrtcProgram, char*);
+  nvrtcResult (*log_size)(nvrtcProgram, size_t*);
+  nvrtcResult (*log)(nvrtcProgram, char*);
+  nvrtcResult (*add_name)(nvrtcProgram, const char*);
+  nvrtcResult (*lowered)(nvrtcProgram, const char*, const char**);
+  nvrtcResult (*version)(int*, int*);
+};
+
+Api g_api;
+
+template <class F>
+void load(void* lib, F& fn, const char* name) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  if (fn == nullptr) {
+    std::fprintf(stderr, "nvrtc_client: %s missing\n", name);
+    std::exit(1);
+  }
+}
+
+void output(std::string& out, const char* what, nvrtcProgram p, nvrtcResult (*size_fn)(nvrtcProgram, size_t*),
+            nvrtcResult (*get_fn)(nvrtcProgram, char*)) {
+  size_t n = 0;
+  const int rc = size_fn(p, &n);
+  std::string bytes(n + 1, '\0');
+  const int get_rc = rc == 0 ? get_fn(p, bytes.data()) : -1;
+  bytes.resize(n);
+  char line[128];
+  std::snprintf(line, sizeof line, "%s size_rc=%d size=%zu get_rc=%d\n", what, rc, n, get_rc);
+  out += line;
+  out += bytes;
+  out += "\n";
+}
+
+const char* k_memory_header = "#pragma once\ntemplate <int N> struct Scale { static constexpr int value = 3 * N; };\n";
+
+std::string source(int variant) {
+  return "#include \"scale.h\"\n#include \"disk.h\"\n#ifndef VARIANT\n#define VARIANT 0\n#endif\n"
+         "template <int N> __global__ void fill(int* p) { p[threadIdx.x] = Scale<N>::value + DISK_OFFSET + VARIANT; }\n"
+         "template <typename T> __global__ void copy(T* d, const T* s) { d[threadIdx.x] = s[threadIdx.x]; }\n"
+         "extern \"C\" __global__ void plain(float* p) { p[0] = 1.0f + " +
+         std::to_string(variant) + "; }\n";
+}
+
+// Compiles one program and appends what NVRTC returned to `out`; false when
+// a code is not what NVRTC documents for it.
+bool compile_one(std::string& out, const std::string& name, const std::string& src, std::vector<std::string> options,
+                 const std::vector<std::string>& expressions, bool expect_ok) {
+  nvrtcProgram p = nullptr;
+  const char* headers[] = {k_memory_header};
+  const char* names[] = {"scale.h"};
+  if (g_api.create(&p, src.c_str(), name.c_str(), 1, headers, names) != 0) {
+    return false;
+  }
+  for (const auto& e : expressions) {
+    if (g_api.add_name(p, e.c_str()) != 0) {
+      return false;
+    }
+  }
+  std::vector<const char*> opts;
+  for (const auto& o : options) {
+    opts.push_back(o.c_str());
+  }
+  const int rc = g_api.compile(p, static_cast<int>(opts.size()), opts.data());
+  out += "== " + name + " compile rc=" + std::to_string(rc) + "\n";
+  output(out, "ptx", p, g_api.ptx_size, g_api.ptx);
+  output(out, "cubin", p, g_api.cubin_size, g_api.cubin);
+  output(out, "ltoir", p, g_api.ltoir_size, g_api.ltoir);
+  output(out, "log", p, g_api.log_size, g_api.log);
+  for (const auto& e : expressions) {
+    const char* lowered = nullptr;
+    const int lrc = g_api.lowered(p, e.c_str(), &lowered);
+    out += "lowered " + e + " rc=" + std::to_string(lrc) + " " + (lrc == 0 && lowered ? lowered : "-") + "\n";
+  }
+  const char* unknown = nullptr;
+  out += "lowered-unknown rc=" + std::to_string(g_api.lowered(p, "fill<999>", &unknown)) + "\n";
+  out += "add-after rc=" + std::to_string(g_api.add_name(p, "fill<7>")) + "\n";
+  g_api.destroy(&p);
+  return (rc == 0) == expect_ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: nvrtc_client linked|dlopen|deepbind LIBRARY INCLUDE_DIR OUT [THREADS]\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+#ifdef KCACHE_CLIENT_LINKED
+  g_api = Api{nvrtcCreateProgram, nvrtcDestroyProgram, nvrtcCompileProgram, nvrtcGetPTXSize, nvrtcGetPTX,
+              nvrtcGetCUBINSize,  nvrtcGetCUBIN,       nvrtcGetLTOIRSize,   nvrtcGetLTOIR,   nvrtcGetProgramLogSize,
+              nvrtcGetProgramLog, nvrtcAddNameExpression, nvrtcGetLoweredName, nvrtcVersion};
+#else
+  void* lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL | (mode == "deepbind" ? RTLD_DEEPBIND : 0));
+  if (lib == nullptr) {
+    std::fprintf(stderr, "nvrtc_client: %s\n", dlerror());
+    return 1;
+  }
+  load(lib, g_api.create, "nvrtcCreateProgram");
+  load(lib, g_api.destroy, "nvrtcDestroyProgram");
+  load(lib, g_api.compile, "nvrtcCompileProgram");
+  load(lib, g_api.ptx_size, "nvrtcGetPTXSize");
+  load(lib, g_api.ptx, "nvrtcGetPTX");
+  load(lib, g_api.cubin_size, "nvrtcGetCUBINSize");
+  load(lib, g_api.cubin, "nvrtcGetCUBIN");
+  load(lib, g_api.ltoir_size, "nvrtcGetLTOIRSize");
+  load(lib, g_api.ltoir, "nvrtcGetLTOIR");
+  load(lib, g_api.log_size, "nvrtcGetProgramLogSize");
+  load(lib, g_api.log, "nvrtcGetProgramLog");
+  load(lib, g_api.add_name, "nvrtcAddNameExpression");
+  load(lib, g_api.lowered, "nvrtcGetLoweredName");
+  load(lib, g_api.version, "nvrtcVersion");
+#endif
+  const std::string include = std::string("-I") + argv[3];
+  const int threads = argc > 5 ? std::atoi(argv[5]) : 0;
+  std::string out;
+  bool ok = true;
+  if (threads > 0) {
+    std::vector<std::string> outs(static_cast<std::size_t>(threads));
+    std::vector<int> oks(static_cast<std::size_t>(threads), 0);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const std::string variant = "-DVARIANT=" + std::to_string(t % 4);  // 4 keys, each asked by several threads
+        oks[static_cast<std::size_t>(t)] = compile_one(outs[static_cast<std::size_t>(t)], "thread.cu", source(t % 4),
+                                                       {"-arch=sm_90", include, variant}, {"fill<2>"}, true);
+      });
+    }
+    for (auto& th : pool) {
+      th.join();
+    }
+    for (int t = 0; t < threads; ++t) {
+      out += outs[static_cast<std::size_t>(t)];
+      ok = ok && oks[static_cast<std::size_t>(t)] != 0;
+    }
+  } else {
+    ok &= compile_one(out, "kernels.cu", source(0), {"-arch=sm_90", include, "-default-device"},
+                      {"fill<1>", "fill<4>", "copy<float>", "&plain"}, true);
+    ok &= compile_one(out, "lto.cu", source(1), {"-arch=sm_90", "-dlto", include}, {"fill<2>"}, true);
+    ok &= compile_one(out, "warn.cu", "#warning \"kcache test warning\"\n" + source(2),
+                      {"-arch=compute_90", include}, {"copy<int>"}, true);
+    ok &= compile_one(out, "broken.cu", source(3) + "\nthis is not C++;\n", {"-arch=sm_90", include}, {}, false);
+  }
+  FILE* f = std::fopen(argv[4], "wb");
+  if (f == nullptr || std::fwrite(out.data(), 1, out.size(), f) != out.size() || std::fclose(f) != 0) {
+    std::fprintf(stderr, "nvrtc_client: cannot write %s\n", argv[4]);
+    return 1;
+  }
+  return ok ? 0 : 1;
+}
