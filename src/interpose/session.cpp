@@ -77,9 +77,8 @@ struct SessionFactory {
     auto config = Config::load_from(inputs);
     if (!config || !problems.empty()) {
       const std::string why = !config ? config.error().describe() : problems.front().describe();
-      for (int j = 0; j < k_jit_count; ++j) {
-        Session::warn_once(static_cast<Jit>(j), "bad settings: " + why);
-      }
+      // Made once per process: one line, whichever library asked first.
+      std::fprintf(stderr, "kcache: warning: kcache run: compiling without the cache: %s\n", why.c_str());
       return nullptr;
     }
     if (config->disable || config->cache_dir.empty()) {
