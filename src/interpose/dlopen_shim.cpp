@@ -11,12 +11,16 @@
 // made by kcache's own code inside the stand-in, goes to the real dlopen
 // untouched. A failed dlopen returns nullptr with the real dlerror().
 //
+// An object opened with RTLD_DEEPBIND has its JIT calls pointed at the
+// stand-in afterwards (deepbind_patch.hpp).
+//
 // KCACHE_DISABLE=1 (or any value kcache reads as true) leaves dlopen alone.
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <strings.h>
 
+#include "interpose/deepbind_patch.hpp"
 #include "interpose/real_library.hpp"
 
 namespace {
@@ -43,7 +47,11 @@ extern "C" __attribute__((visibility("default"))) void* dlopen(const char* file,
   }
   const auto jit = classify_library_file(file);
   if (!jit || disabled_by_environment()) {
-    return real_dlopen(file, mode);
+    void* handle = real_dlopen(file, mode);
+    if (handle != nullptr && (mode & RTLD_DEEPBIND) != 0 && !disabled_by_environment()) {
+      bind_loaded_objects();  // its own lookup scope would reach the real library first
+    }
+    return handle;
   }
   void* real = real_dlopen(file, mode);
   if (real == nullptr) {

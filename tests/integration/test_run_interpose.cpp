@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 const std::string k_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
 
 // How a client program reaches NVRTC.
-enum class Loading { linked, soname, path, deepbind };
+enum class Loading { linked, soname, path, deepbind, deepbind_plugin };
 
 std::string loading_name(Loading l) {
   switch (l) {
@@ -37,6 +37,8 @@ std::string loading_name(Loading l) {
       return "path";
     case Loading::deepbind:
       return "deepbind";
+    case Loading::deepbind_plugin:
+      return "deepbind_plugin";
   }
   return "?";
 }
@@ -79,6 +81,13 @@ class RunInterpose : public CliShell {
       return {};
 #endif
     }
+    if (loading == Loading::deepbind_plugin) {
+#ifdef KCACHE_NVRTC_CLIENT_PLUGIN
+      return std::string(KCACHE_NVRTC_CLIENT_DLOPEN) + " plugin " + KCACHE_NVRTC_CLIENT_PLUGIN + tail;
+#else
+      return {};
+#endif
+    }
     auto lib = Toolkit::instance().library_path(ToolkitLibrary::nvrtc);
     if (!lib) {
       return {};
@@ -111,9 +120,10 @@ TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   const std::string plain_cmd = client(GetParam(), "plain.out");
   if (plain_cmd.empty()) {
     if (toolkit_required()) {
-      FAIL() << "KCACHE_REQUIRE_TOOLKIT=1 but the client linked with -lnvrtc was not built (no libnvrtc at configure time)";
+      FAIL() << "KCACHE_REQUIRE_TOOLKIT=1 but the clients linked with -lnvrtc were not built (no libnvrtc at configure "
+                "time)";
     }
-    GTEST_SKIP() << "no client linked with -lnvrtc";
+    GTEST_SKIP() << "no clients linked with -lnvrtc";
   }
   const ShellRun plain = sh("env " + plain_cmd);
   ASSERT_EQ(plain.rc, 0) << plain.err;
@@ -144,7 +154,8 @@ TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Loadings, RunInterposeLoading,
-                         ::testing::Values(Loading::linked, Loading::soname, Loading::path, Loading::deepbind),
+                         ::testing::Values(Loading::linked, Loading::soname, Loading::path, Loading::deepbind,
+                                           Loading::deepbind_plugin),
                          [](const auto& p) { return loading_name(p.param); });
 
 TEST_F(RunInterpose, EditedDiskHeaderIsAMiss) {

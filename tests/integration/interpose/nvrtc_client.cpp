@@ -5,8 +5,10 @@
 //   nvrtc_client MODE LIBRARY INCLUDE_DIR OUT [THREADS]
 //
 // MODE: linked (built with -lnvrtc; LIBRARY is ignored), dlopen (dlopen of
-// LIBRARY: a soname or an absolute path) or deepbind (the same with
-// RTLD_DEEPBIND). It compiles several programs: name expressions, an
+// LIBRARY: a soname or an absolute path), deepbind (the same with
+// RTLD_DEEPBIND) or plugin (LIBRARY is this file built as a shared library
+// linked with -lnvrtc, KCACHE_CLIENT_PLUGIN, opened with RTLD_DEEPBIND: its
+// calls would bind to the real NVRTC first). It compiles several programs: name expressions, an
 // in-memory header, a header from INCLUDE_DIR, LTO-IR, a warning, an error;
 // and with THREADS, that many threads at once. Everything the NVRTC API
 // returns (codes, sizes, PTX, CUBIN, LTO-IR, logs, lowered names) is written
@@ -25,7 +27,7 @@
 extern "C" {
 typedef int nvrtcResult;
 typedef void* nvrtcProgram;
-#ifdef KCACHE_CLIENT_LINKED
+#if defined(KCACHE_CLIENT_LINKED) || defined(KCACHE_CLIENT_PLUGIN)
 nvrtcResult nvrtcCreateProgram(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*);
 nvrtcResult nvrtcDestroyProgram(nvrtcProgram*);
 nvrtcResult nvrtcCompileProgram(nvrtcProgram, int, const char* const*);
@@ -136,13 +138,28 @@ bool compile_one(std::string& out, const std::string& name, const std::string& s
 
 }  // namespace
 
+#ifdef KCACHE_CLIENT_PLUGIN
+extern "C" __attribute__((visibility("default"))) int kcache_client_main(int argc, char** argv) {
+#else
 int main(int argc, char** argv) {
+#endif
   if (argc < 5) {
-    std::fprintf(stderr, "usage: nvrtc_client linked|dlopen|deepbind LIBRARY INCLUDE_DIR OUT [THREADS]\n");
+    std::fprintf(stderr, "usage: nvrtc_client linked|dlopen|deepbind|plugin LIBRARY INCLUDE_DIR OUT [THREADS]\n");
     return 2;
   }
   const std::string mode = argv[1];
-#ifdef KCACHE_CLIENT_LINKED
+#if !defined(KCACHE_CLIENT_LINKED) && !defined(KCACHE_CLIENT_PLUGIN)
+  if (mode == "plugin") {
+    void* plugin = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (plugin == nullptr) {
+      std::fprintf(stderr, "nvrtc_client: %s\n", dlerror());
+      return 1;
+    }
+    auto* entry = reinterpret_cast<int (*)(int, char**)>(dlsym(plugin, "kcache_client_main"));
+    return entry != nullptr ? entry(argc, argv) : 1;
+  }
+#endif
+#if defined(KCACHE_CLIENT_LINKED) || defined(KCACHE_CLIENT_PLUGIN)
   g_api = Api{nvrtcCreateProgram, nvrtcDestroyProgram, nvrtcCompileProgram, nvrtcGetPTXSize, nvrtcGetPTX,
               nvrtcGetCUBINSize,  nvrtcGetCUBIN,       nvrtcGetLTOIRSize,   nvrtcGetLTOIR,   nvrtcGetProgramLogSize,
               nvrtcGetProgramLog, nvrtcAddNameExpression, nvrtcGetLoweredName, nvrtcVersion};
