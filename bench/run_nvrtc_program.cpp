@@ -3,10 +3,14 @@
 // libnvrtc with dlopen, compiles each kernel of bench/corpus once (CUBIN for
 // sm_90; CUB with -I <cuda>/include/cccl) and prints, per kernel, the time its
 // compile calls took (nvrtcCompileProgram plus fetching the CUBIN), in
-// microseconds, as one JSON object: {"trivial.cu": us, ...}.
+// microseconds, as one JSON object: {"trivial.cu": us, "trivial.cu/cpu": us,
+// ...}: wall time, and the calling thread's CPU time (which the load of a
+// shared machine does not inflate).
 //
 //   run_nvrtc_program CORPUS_DIR CUDA_HOME [KERNEL...]
 #include <dlfcn.h>
+
+#include <time.h>
 
 #include <chrono>
 #include <cstdio>
@@ -67,6 +71,8 @@ int main(int argc, char** argv) {
     ss << in.rdbuf();
     const std::string src = ss.str();
     std::vector<const char*> options = {"-arch=sm_90", cccl.c_str(), include.c_str()};
+    timespec cpu_start{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_start);
     const auto start = std::chrono::steady_clock::now();
     Program p = nullptr;
     size_t size = 0;
@@ -78,8 +84,12 @@ int main(int argc, char** argv) {
     std::string cubin(size, '\0');
     api.cubin(p, cubin.data());
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
+    timespec cpu_end{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_end);
+    const long long cpu_us = (cpu_end.tv_sec - cpu_start.tv_sec) * 1000000LL + (cpu_end.tv_nsec - cpu_start.tv_nsec) / 1000;
     api.destroy(&p);
-    json += (json.size() > 1 ? ", \"" : "\"") + k + "\": " + std::to_string(us.count());
+    json += (json.size() > 1 ? ", \"" : "\"") + k + "/cpu\": " + std::to_string(cpu_us);
+    json += ", \"" + k + "\": " + std::to_string(us.count());
   }
   std::printf("%s}\n", json.c_str());
   return 0;
