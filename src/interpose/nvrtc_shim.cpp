@@ -32,12 +32,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "interpose/nvrtc_result.hpp"
+#include "interpose/interposed_compile.hpp"
+#include "interpose/jit_result.hpp"
 #include "interpose/real_library.hpp"
 #include "interpose/session.hpp"
-#include "kcache/compiler.hpp"
-#include "kcache/toolkit.hpp"
-#include "util/hex.hpp"
 
 using nvrtcResult = int;
 using nvrtcProgram = void*;
@@ -78,7 +76,7 @@ constexpr nvrtcResult k_invalid_input = 3;
 constexpr nvrtcResult k_internal_error = 11;
 constexpr nvrtcResult k_no_name_expressions_after_compilation = 8;
 constexpr nvrtcResult k_name_expression_not_valid = 10;
-// The kind of an interposed NVRTC entry: its payload is an NvrtcResult.
+// The kind of an interposed NVRTC entry: its payload is a JitResult.
 constexpr const char* k_entry_kind = "nvrtc-result";
 
 // The real function `name`, resolved once per call site.
@@ -97,7 +95,7 @@ struct ProgramState {
   std::vector<std::string> name_expressions;
   bool keyable = true;  // false: a header without content
   bool compiled = false;
-  std::shared_ptr<const NvrtcResult> served;  // set: the last compile was answered from the cache
+  std::shared_ptr<const JitResult> served;  // set: the last compile was answered from the cache
 };
 
 std::shared_mutex g_programs_mutex;
@@ -117,7 +115,7 @@ std::shared_ptr<ProgramState> find_program(nvrtcProgram prog) {
 }
 
 // The recorded result when `prog`'s last compile was served from the cache.
-std::shared_ptr<const NvrtcResult> served(nvrtcProgram prog) {
+std::shared_ptr<const JitResult> served(nvrtcProgram prog) {
   auto state = find_program(prog);
   if (!state) {
     return nullptr;
@@ -129,42 +127,9 @@ std::shared_ptr<const NvrtcResult> served(nvrtcProgram prog) {
 using SizeFn = nvrtcResult (*)(nvrtcProgram, std::size_t*);
 using GetFn = nvrtcResult (*)(nvrtcProgram, char*);
 
-// Records what a pair of getters gives for `prog`.
-NvrtcOutput record_output(nvrtcProgram prog, SizeFn size_fn, GetFn get_fn) {
-  NvrtcOutput o;
-  std::size_t n = 0;
-  o.size_rc = size_fn(prog, &n);
-  if (o.size_rc != k_success) {
-    o.get_rc = o.size_rc;
-    return o;
-  }
-  // Room for at least a few bytes: an empty output is fetched with a real buffer too.
-  std::string buffer(n + 16, '\0');
-  o.get_rc = get_fn(prog, buffer.data());
-  if (o.get_rc == k_success) {
-    buffer.resize(n);
-    o.bytes = std::move(buffer);
-  }
-  return o;
-}
-
-nvrtcResult replay_size(const NvrtcOutput& o, std::size_t* size) {
-  if (o.size_rc == k_success) {
-    *size = o.bytes.size();
-  }
-  return o.size_rc;
-}
-
-nvrtcResult replay_get(const NvrtcOutput& o, char* out) {
-  if (o.get_rc == k_success && !o.bytes.empty()) {
-    std::memcpy(out, o.bytes.data(), o.bytes.size());
-  }
-  return o.get_rc;
-}
-
 // Everything the program can read back after the real compile of `prog`.
-NvrtcResult record_result(nvrtcProgram prog, nvrtcResult compile_rc, const std::vector<std::string>& expressions) {
-  NvrtcResult r;
+JitResult record_result(nvrtcProgram prog, nvrtcResult compile_rc, const std::vector<std::string>& expressions) {
+  JitResult r;
   r.compile_rc = compile_rc;
   const auto out = [&](NvrtcOutputKind k, SizeFn s, GetFn g) { r.outputs[static_cast<int>(k)] = record_output(prog, s, g); };
   out(NvrtcOutputKind::ptx, &nvrtcGetPTXSize, &nvrtcGetPTX);
@@ -176,7 +141,7 @@ NvrtcResult record_result(nvrtcProgram prog, nvrtcResult compile_rc, const std::
     if (r.lowered(e) != nullptr) {
       continue;
     }
-    NvrtcLoweredName n;
+    JitLoweredName n;
     n.expression = e;
     const char* lowered = nullptr;
     n.rc = nvrtcGetLoweredName(prog, e.c_str(), &lowered);
@@ -202,151 +167,45 @@ std::string real_version() {
   return version;
 }
 
-// kcache's key for `request` (derive_key's fields) plus the real library's
-// identity, with the entry kind as the target kind.
-Result<KeyBuilder> interposed_key(const CompileRequest& request, const std::string& version,
-                                  const std::string& build_id) {
-  auto base = derive_key(request);
-  if (!base) {
-    return tl::unexpected(base.error());
-  }
-  KeyBuilder kb(base->record().domain);
-  for (const auto& f : base->record().fields) {
-    if (f.digested) {
-      const auto raw = util::from_hex(f.value);
-      if (!raw || raw->size() != 32) {
-        return make_error(ErrorCode::internal, "key field " + f.name + " holds no SHA-256");
-      }
-      std::array<std::uint8_t, 32> d{};
-      std::memcpy(d.data(), raw->data(), d.size());
-      kb.add_digest(f.name, d);
-    } else {
-      kb.add(f.name, f.name == "target_kind" ? std::string_view(k_entry_kind) : std::string_view(f.value));
-    }
-  }
-  kb.add("interposed.format", "1");
-  kb.add("interposed.version", version);
-  kb.add("interposed.build_id", build_id);
-  return kb;
-}
-
-// The arch the options name (for the passport's target), or empty.
-std::string arch_of(const KeyRecord& record) {
-  for (const auto& f : record.fields) {
-    if (f.name == "option" && f.value.rfind("--gpu-architecture=", 0) == 0) {
-      return f.value.substr(19);
-    }
-  }
-  return {};
-}
-
-std::map<std::string, std::string> symbols_of(const NvrtcResult& r) {
-  std::map<std::string, std::string> m;
-  for (const auto& n : r.names) {
-    if (n.rc == k_success) {
-      m.emplace(n.expression, n.lowered);
-    }
-  }
-  return m;
-}
-
 nvrtcResult compile(nvrtcProgram prog, int num_options, const char* const* options) {
   KCACHE_REAL(nvrtcCompileProgram)
-  const auto real_compile = [&] { return real_nvrtcCompileProgram(prog, num_options, options); };
   auto state = find_program(prog);
   if (!state) {
-    return real_compile();  // made before the stand-in was there, or not by NVRTC
+    return real_nvrtcCompileProgram(prog, num_options, options);  // made before the stand-in was there
   }
-  CompileRequest request;
+  InterposedCall call;
+  call.jit = Jit::nvrtc;
+  call.entry_kind = k_entry_kind;
+  call.version = real_version();
+  call.real = [&] { return real_nvrtcCompileProgram(prog, num_options, options); };
   {
     std::lock_guard lock(state->mutex);
     state->served.reset();
     state->compiled = true;
-    if (!state->keyable || num_options < 0 || (num_options > 0 && options == nullptr)) {
-      Session::log_event(Jit::nvrtc, InterposedEvent::uncached, {});
-      return real_compile();
-    }
-    request.backend = "nvrtc";
-    request.name = state->name;
-    request.source = state->source;
-    request.headers = state->headers;
-    request.name_expressions = state->name_expressions;
+    call.keyable = state->keyable && num_options >= 0 && (num_options == 0 || options != nullptr);
+    call.request.backend = "nvrtc";
+    call.request.name = state->name;
+    call.request.source = state->source;
+    call.request.headers = state->headers;
+    call.request.name_expressions = state->name_expressions;
   }
-  request.target_kind = "ptx";
-  for (int i = 0; i < num_options; ++i) {
+  call.request.target_kind = "ptx";
+  for (int i = 0; call.keyable && i < num_options; ++i) {
     if (options[i] == nullptr) {
-      Session::log_event(Jit::nvrtc, InterposedEvent::uncached, {});
-      return real_compile();
-    }
-    request.options.emplace_back(options[i]);
-  }
-  Session::Use use;
-  Session* session = use.session();
-  if (session == nullptr) {
-    Session::log_event(Jit::nvrtc, InterposedEvent::uncached, {});
-    return real_compile();
-  }
-  const RealIdentity identity = real_identity(Jit::nvrtc);
-  const std::string version = real_version();
-  auto key = interposed_key(request, version, identity.build_id);
-  if (!key) {
-    // Not cacheable by design (a side-effect option, an unbounded computed
-    // include) is no failure; anything else is warned about once.
-    if (key.error().code != ErrorCode::unsupported) {
-      Session::warn_once(Jit::nvrtc, "cannot key a compile of " + request.name + ": " + key.error().describe());
-      session->record(Jit::nvrtc, InterposedEvent::fallback, {});
+      call.keyable = false;
     } else {
-      session->record(Jit::nvrtc, InterposedEvent::uncached, {});
+      call.request.options.emplace_back(options[i]);
     }
-    return real_compile();
   }
-  const std::string key_hex = key->key().hex();
-  bool compiled_here = false;
-  nvrtcResult compile_rc = k_internal_error;
-  const auto produce = [&]() -> Result<CompileOutput> {
-    compiled_here = true;
-    compile_rc = real_compile();
-    NvrtcResult recorded = record_result(prog, compile_rc, request.name_expressions);
-    CompileOutput out;
-    // A failed compile is passed through and never stored; so is one whose
-    // disk headers changed while it ran (its key no longer names its inputs).
-    out.cacheable = compile_rc == k_success;
-    if (out.cacheable) {
-      auto again = interposed_key(request, version, identity.build_id);
-      out.cacheable = again && again->key() == key->key();
-    }
-    const std::string log = recorded.log.bytes.substr(0, recorded.log.bytes.find('\0'));
-    auto symbols = symbols_of(recorded);
-    out.artifact = Artifact::make(*key, k_entry_kind, Payload(encode(recorded)), Producer{"nvrtc", version},
-                                  Target{arch_of(key->record()), ""});
-    out.artifact.passport.log = log.substr(0, k_passport_max_log_bytes);
-    out.artifact.passport.symbols = std::move(symbols);
-    out.artifact.passport.labels["interposed"] = "nvrtc";
-    return out;
+  call.compile = [&] {
+    return record_result(prog, real_nvrtcCompileProgram(prog, num_options, options), call.request.name_expressions);
   };
-  CacheOutcome outcome{};
-  auto artifact = session->cache().get_or_compile(key->key(), produce, &outcome);
-  if (compiled_here) {
-    const bool stored = outcome == CacheOutcome::compiled;
-    session->record(Jit::nvrtc, stored ? InterposedEvent::compile : InterposedEvent::uncached, key_hex);
-    return compile_rc;
-  }
-  std::optional<NvrtcResult> result;
-  if (artifact && artifact->passport.kind == k_entry_kind) {
-    result = decode_nvrtc_result(artifact->payload.view());
-  }
-  if (!result || result->compile_rc != k_success) {
-    Session::warn_once(Jit::nvrtc, artifact ? "entry " + key_hex + " does not hold an NVRTC result"
-                                            : "cache lookup failed: " + artifact.error().describe());
-    session->record(Jit::nvrtc, InterposedEvent::fallback, key_hex);
-    return real_compile();
-  }
-  {
+  ServedCall served = serve(call);
+  if (served.served) {
     std::lock_guard lock(state->mutex);
-    state->served = std::make_shared<const NvrtcResult>(std::move(*result));
+    state->served = std::move(served.served);
   }
-  session->record(Jit::nvrtc, InterposedEvent::hit, key_hex);
-  return k_success;
+  return served.rc;
 }
 
 }  // namespace
@@ -480,7 +339,7 @@ nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char* name_expression, 
     if (name_expression == nullptr || lowered == nullptr) {
       return k_invalid_input;
     }
-    const NvrtcLoweredName* n = r->lowered(name_expression);
+    const JitLoweredName* n = r->lowered(name_expression);
     if (n == nullptr) {
       return k_name_expression_not_valid;
     }

@@ -1,4 +1,4 @@
-#include "interpose/nvrtc_result.hpp"
+#include "interpose/jit_result.hpp"
 
 #include <cstring>
 
@@ -6,7 +6,7 @@ namespace kcache::interpose {
 
 namespace {
 
-constexpr std::string_view k_magic = "KCNVRTC1";
+constexpr std::string_view k_magic = "KCJITR01";
 
 template <class T>
 void put_int(std::string& out, T v) {
@@ -20,7 +20,7 @@ void put_bytes(std::string& out, std::string_view bytes) {
   out.append(bytes);
 }
 
-void put_output(std::string& out, const NvrtcOutput& o) {
+void put_output(std::string& out, const JitOutput& o) {
   put_int<std::uint32_t>(out, static_cast<std::uint32_t>(o.size_rc));
   put_int<std::uint32_t>(out, static_cast<std::uint32_t>(o.get_rc));
   put_bytes(out, o.bytes);
@@ -52,7 +52,7 @@ class Reader {
     m_in.remove_prefix(n);
     return true;
   }
-  bool get_output(NvrtcOutput& o) {
+  bool get_output(JitOutput& o) {
     std::uint32_t a = 0, b = 0;
     if (!get_int(a) || !get_int(b)) {
       return false;
@@ -77,7 +77,7 @@ class Reader {
 
 }  // namespace
 
-const NvrtcLoweredName* NvrtcResult::lowered(std::string_view expression) const {
+const JitLoweredName* JitResult::lowered(std::string_view expression) const {
   for (const auto& n : names) {
     if (n.expression == expression) {
       return &n;
@@ -86,7 +86,7 @@ const NvrtcLoweredName* NvrtcResult::lowered(std::string_view expression) const 
   return nullptr;
 }
 
-std::string encode(const NvrtcResult& result) {
+std::string encode(const JitResult& result) {
   std::string out(k_magic);
   put_int<std::uint32_t>(out, static_cast<std::uint32_t>(result.compile_rc));
   for (const auto& o : result.outputs) {
@@ -102,9 +102,9 @@ std::string encode(const NvrtcResult& result) {
   return out;
 }
 
-std::optional<NvrtcResult> decode_nvrtc_result(std::string_view bytes) {
+std::optional<JitResult> decode_jit_result(std::string_view bytes) {
   Reader r(bytes);
-  NvrtcResult result;
+  JitResult result;
   std::uint32_t rc = 0;
   if (!r.skip(k_magic) || !r.get_int(rc)) {
     return std::nullopt;
