@@ -1,4 +1,4 @@
-// `kcache run -- PROGRAM`: an unmodified NVRTC program, run under the
+// `kcache run -- PROGRAM`: an unmodified NVRTC + nvJitLink program, run under the
 // stand-in library, gets from a warm cache exactly what the real library
 // gives (codes, PTX, CUBIN, LTO-IR, logs, lowered names, byte for byte) and
 // the real library compiles nothing; whatever is wrong with the cache, the
@@ -43,11 +43,11 @@ std::string loading_name(Loading l) {
   return "?";
 }
 
-// The number of interposed NVRTC calls in `log` that ended with `event`.
-std::size_t count(const std::string& log, const std::string& event) {
+// The number of interposed calls of `library` in `log` that ended with `event`.
+std::size_t count(const std::string& log, const std::string& event, const std::string& library = "nvrtc") {
+  const std::string word = " " + library + " " + event + " ";
   std::size_t n = 0;
-  for (std::size_t at = log.find(" nvrtc " + event + " "); at != std::string::npos;
-       at = log.find(" nvrtc " + event + " ", at + 1)) {
+  for (std::size_t at = log.find(word); at != std::string::npos; at = log.find(word, at + 1)) {
     ++n;
   }
   return n;
@@ -136,12 +136,15 @@ TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   // Three programs compile, the broken one is passed through and not stored.
   EXPECT_EQ(count(file("cold.log"), "compile"), 3U) << file("cold.log");
   EXPECT_EQ(count(file("cold.log"), "uncached"), 1U) << file("cold.log");
+  EXPECT_EQ(count(file("cold.log"), "compile", "nvjitlink"), 2U) << file("cold.log");
 
   const ShellRun warm = run(client(GetParam(), "warm.out"), "warm.log");
   ASSERT_EQ(warm.rc, 0) << warm.err;
   EXPECT_EQ(file("warm.out"), file("plain.out"));
   EXPECT_EQ(count(file("warm.log"), "compile"), 0U) << file("warm.log");
   EXPECT_EQ(count(file("warm.log"), "hit"), 3U) << file("warm.log");
+  EXPECT_EQ(count(file("warm.log"), "hit", "nvjitlink"), 2U) << file("warm.log");
+  EXPECT_EQ(count(file("warm.log"), "compile", "nvjitlink"), 0U) << file("warm.log");
 
   // `kcache stats` counts them per library, across the processes.
   const ShellRun stats = sh("\"$K\" stats --json");
@@ -151,6 +154,7 @@ TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   EXPECT_EQ(nvrtc["compiles"], 3) << stats.out;
   EXPECT_EQ(nvrtc["uncached"], 2) << stats.out;
   EXPECT_EQ(nvrtc["fallbacks"], 0) << stats.out;
+  EXPECT_EQ(nlohmann::json::parse(stats.out)["interposed"]["nvjitlink"]["hits"], 2) << stats.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Loadings, RunInterposeLoading,
@@ -211,12 +215,13 @@ TEST_F(RunInterpose, DamagedEntriesAreMissesWithTheRealBytes) {
       ++damaged;
     }
   }
-  ASSERT_EQ(damaged, 3U);
+  ASSERT_EQ(damaged, 5U);  // three compiles, two links
   const ShellRun again = run(client(Loading::path, "again.out"), "again.log");
   ASSERT_EQ(again.rc, 0) << again.err;
   EXPECT_EQ(file("again.out"), file("plain.out"));
   EXPECT_EQ(count(file("again.log"), "compile"), 3U) << file("again.log");
   EXPECT_EQ(count(file("again.log"), "hit"), 0U) << file("again.log");
+  EXPECT_EQ(count(file("again.log"), "compile", "nvjitlink"), 2U) << file("again.log");
 }
 
 TEST_F(RunInterpose, ReadOnlyCacheStillHitsAndCompilesWhatItCannotStore) {

@@ -10,13 +10,15 @@
 // linked with -lnvrtc, KCACHE_CLIENT_PLUGIN, opened with RTLD_DEEPBIND: its
 // calls would bind to the real NVRTC first). It compiles several programs: name expressions, an
 // in-memory header, a header from INCLUDE_DIR, LTO-IR, a warning, an error;
-// and with THREADS, that many threads at once. Everything the NVRTC API
+// then links the LTO-IR and the PTX with nvJitLink (found as NVRTC is: linked,
+// or the file beside it); with THREADS, that many threads compile at once. Everything the NVRTC API
 // returns (codes, sizes, PTX, CUBIN, LTO-IR, logs, lowered names) is written
 // to OUT, so two runs can be compared byte for byte. Exit 0 when every call
 // behaved as the test expects, 1 otherwise (the program's own check).
 #include <dlfcn.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +46,9 @@ nvrtcResult nvrtcGetLoweredName(nvrtcProgram, const char*, const char**);
 nvrtcResult nvrtcVersion(int*, int*);
 #endif
 }
+#if defined(KCACHE_CLIENT_LINKED) || defined(KCACHE_CLIENT_PLUGIN)
+#include <nvJitLink.h>  // its inline wrappers call the versioned entry points (__nvJitLinkCreate_13_0 ...)
+#endif
 
 namespace {
 
@@ -65,6 +70,22 @@ struct Api {
 };
 
 Api g_api;
+
+// nvJitLink, reached as NVRTC is (linked, or dlopen of the file beside it).
+struct LinkApi {
+  int (*create)(void**, uint32_t, const char**);
+  int (*destroy)(void**);
+  int (*add_data)(void*, int, const void*, size_t, const char*);
+  int (*complete)(void*);
+  int (*cubin_size)(void*, size_t*);
+  int (*cubin)(void*, void*);
+  int (*error_size)(void*, size_t*);
+  int (*error)(void*, char*);
+  int (*info_size)(void*, size_t*);
+  int (*info)(void*, char*);
+};
+
+LinkApi g_link;
 
 template <class F>
 void load(void* lib, F& fn, const char* name) {
@@ -136,6 +157,49 @@ bool compile_one(std::string& out, const std::string& name, const std::string& s
   return (rc == 0) == expect_ok;
 }
 
+template <class F>
+void output_any(std::string& out, const char* what, void* h, int (*size_fn)(void*, size_t*), F get_fn) {
+  size_t n = 0;
+  const int rc = size_fn(h, &n);
+  std::string bytes(n + 1, '\0');
+  const int get_rc = rc == 0 ? get_fn(h, bytes.data()) : -1;
+  bytes.resize(n);
+  char line[128];
+  std::snprintf(line, sizeof line, "%s size_rc=%d size=%zu get_rc=%d\n", what, rc, n, get_rc);
+  out += line;
+  out += bytes;
+  out += "\n";
+}
+
+// Links `input` (of nvJitLinkInputType `type`) with nvJitLink; appends what it returned.
+bool link_one(std::string& out, const std::string& name, int type, const std::string& input,
+              std::vector<const char*> options) {
+  void* h = nullptr;
+  if (g_link.create(&h, static_cast<uint32_t>(options.size()), options.data()) != 0) {
+    return false;
+  }
+  const int add_rc = g_link.add_data(h, type, input.data(), input.size(), name.c_str());
+  const int rc = g_link.complete(h);
+  out += "== link " + name + " add rc=" + std::to_string(add_rc) + " complete rc=" + std::to_string(rc) + "\n";
+  output_any(out, "linked-cubin", h, g_link.cubin_size, g_link.cubin);
+  output_any(out, "error-log", h, g_link.error_size, g_link.error);
+  output_any(out, "info-log", h, g_link.info_size, g_link.info);
+  g_link.destroy(&h);
+  return rc == 0;
+}
+
+// The bytes after the "<what> size_rc=0 size=N get_rc=0\n" line of the program `name` in `out`.
+std::string output_of(const std::string& out, const std::string& name, const std::string& what) {
+  const auto at = out.find("== " + name + " ");
+  const auto line = out.find(what + " size_rc=0 size=", at);
+  if (at == std::string::npos || line == std::string::npos) {
+    return {};
+  }
+  const size_t size = std::strtoull(out.c_str() + line + what.size() + 16, nullptr, 10);
+  const auto start = out.find('\n', line) + 1;
+  return out.substr(start, size);
+}
+
 }  // namespace
 
 #ifdef KCACHE_CLIENT_PLUGIN
@@ -163,6 +227,31 @@ int main(int argc, char** argv) {
   g_api = Api{nvrtcCreateProgram, nvrtcDestroyProgram, nvrtcCompileProgram, nvrtcGetPTXSize, nvrtcGetPTX,
               nvrtcGetCUBINSize,  nvrtcGetCUBIN,       nvrtcGetLTOIRSize,   nvrtcGetLTOIR,   nvrtcGetProgramLogSize,
               nvrtcGetProgramLog, nvrtcAddNameExpression, nvrtcGetLoweredName, nvrtcVersion};
+  g_link.create = [](void** h, uint32_t n, const char** o) {
+    return static_cast<int>(nvJitLinkCreate(reinterpret_cast<nvJitLinkHandle*>(h), n, o));
+  };
+  g_link.destroy = [](void** h) { return static_cast<int>(nvJitLinkDestroy(reinterpret_cast<nvJitLinkHandle*>(h))); };
+  g_link.add_data = [](void* h, int t, const void* d, size_t n, const char* name) {
+    return static_cast<int>(
+        nvJitLinkAddData(static_cast<nvJitLinkHandle>(h), static_cast<nvJitLinkInputType>(t), d, n, name));
+  };
+  g_link.complete = [](void* h) { return static_cast<int>(nvJitLinkComplete(static_cast<nvJitLinkHandle>(h))); };
+  g_link.cubin_size = [](void* h, size_t* n) {
+    return static_cast<int>(nvJitLinkGetLinkedCubinSize(static_cast<nvJitLinkHandle>(h), n));
+  };
+  g_link.cubin = [](void* h, void* b) {
+    return static_cast<int>(nvJitLinkGetLinkedCubin(static_cast<nvJitLinkHandle>(h), b));
+  };
+  g_link.error_size = [](void* h, size_t* n) {
+    return static_cast<int>(nvJitLinkGetErrorLogSize(static_cast<nvJitLinkHandle>(h), n));
+  };
+  g_link.error = [](void* h, char* b) {
+    return static_cast<int>(nvJitLinkGetErrorLog(static_cast<nvJitLinkHandle>(h), b));
+  };
+  g_link.info_size = [](void* h, size_t* n) {
+    return static_cast<int>(nvJitLinkGetInfoLogSize(static_cast<nvJitLinkHandle>(h), n));
+  };
+  g_link.info = [](void* h, char* b) { return static_cast<int>(nvJitLinkGetInfoLog(static_cast<nvJitLinkHandle>(h), b)); };
 #else
   void* lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL | (mode == "deepbind" ? RTLD_DEEPBIND : 0));
   if (lib == nullptr) {
@@ -183,6 +272,24 @@ int main(int argc, char** argv) {
   load(lib, g_api.add_name, "nvrtcAddNameExpression");
   load(lib, g_api.lowered, "nvrtcGetLoweredName");
   load(lib, g_api.version, "nvrtcVersion");
+  // nvJitLink beside NVRTC: the same soname or path with libnvrtc replaced.
+  std::string link_name = argv[2];
+  link_name.replace(link_name.find("libnvrtc"), 8, "libnvJitLink");
+  void* link_lib = dlopen(link_name.c_str(), RTLD_NOW | RTLD_LOCAL | (mode == "deepbind" ? RTLD_DEEPBIND : 0));
+  if (link_lib == nullptr) {
+    std::fprintf(stderr, "nvrtc_client: %s\n", dlerror());
+    return 1;
+  }
+  load(link_lib, g_link.create, "nvJitLinkCreate");
+  load(link_lib, g_link.destroy, "nvJitLinkDestroy");
+  load(link_lib, g_link.add_data, "nvJitLinkAddData");
+  load(link_lib, g_link.complete, "nvJitLinkComplete");
+  load(link_lib, g_link.cubin_size, "nvJitLinkGetLinkedCubinSize");
+  load(link_lib, g_link.cubin, "nvJitLinkGetLinkedCubin");
+  load(link_lib, g_link.error_size, "nvJitLinkGetErrorLogSize");
+  load(link_lib, g_link.error, "nvJitLinkGetErrorLog");
+  load(link_lib, g_link.info_size, "nvJitLinkGetInfoLogSize");
+  load(link_lib, g_link.info, "nvJitLinkGetInfoLog");
 #endif
   const std::string include = std::string("-I") + argv[3];
   const int threads = argc > 5 ? std::atoi(argv[5]) : 0;
@@ -213,6 +320,9 @@ int main(int argc, char** argv) {
     ok &= compile_one(out, "warn.cu", "#warning \"kcache test warning\"\n" + source(2),
                       {"-arch=compute_90", include}, {"copy<int>"}, true);
     ok &= compile_one(out, "broken.cu", source(3) + "\nthis is not C++;\n", {"-arch=sm_90", include}, {}, false);
+    // Link-time optimisation of the LTO-IR, and a cubin from the PTX, with nvJitLink.
+    ok &= link_one(out, "lto.ltoir", 3, output_of(out, "lto.cu", "ltoir"), {"-arch=sm_90", "-lto", "-O3"});
+    ok &= link_one(out, "kernels.ptx", 2, output_of(out, "kernels.cu", "ptx"), {"-arch=sm_90"});
   }
   FILE* f = std::fopen(argv[4], "wb");
   if (f == nullptr || std::fwrite(out.data(), 1, out.size(), f) != out.size() || std::fclose(f) != 0) {
