@@ -18,11 +18,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "interpose/handle_table.hpp"
 #include "interpose/interposed_compile.hpp"
 #include "interpose/jit_result.hpp"
 #include "interpose/real_library.hpp"
@@ -63,28 +62,7 @@ struct LinkState {
   std::shared_ptr<const JitResult> served;
 };
 
-std::shared_mutex g_links_mutex;
-std::unordered_map<nvJitLinkHandle, std::shared_ptr<LinkState>> g_links;
-
-[[maybe_unused]] const bool g_fork_safe = [] {
-  ::pthread_atfork([] { g_links_mutex.lock(); }, [] { g_links_mutex.unlock(); }, [] { g_links_mutex.unlock(); });
-  return true;
-}();
-
-std::shared_ptr<LinkState> find_link(nvJitLinkHandle h) {
-  std::shared_lock lock(g_links_mutex);
-  const auto it = g_links.find(h);
-  return it == g_links.end() ? nullptr : it->second;
-}
-
-std::shared_ptr<const JitResult> served(nvJitLinkHandle h) {
-  auto s = find_link(h);
-  if (!s) {
-    return nullptr;
-  }
-  std::lock_guard lock(s->mutex);
-  return s->served;
-}
+HandleTable<LinkState>& links() { return HandleTable<LinkState>::instance(); }
 
 // kcache's name for an nvJitLinkInputType, or empty for one it does not key.
 const char* kind_name(int type) {
@@ -154,8 +132,7 @@ nvJitLinkResult create(CreateFn fn, nvJitLinkHandle* handle, std::uint32_t n, co
       }
       s->options.emplace_back(options[i]);
     }
-    std::unique_lock lock(g_links_mutex);
-    g_links[*handle] = std::move(s);
+    links().insert(*handle, std::move(s));
   } catch (...) {
   }
   return rc;
@@ -166,8 +143,7 @@ nvJitLinkResult destroy(DestroyFn fn, nvJitLinkHandle* handle) {
     return k_internal;
   }
   if (handle != nullptr && *handle != nullptr) {
-    std::unique_lock lock(g_links_mutex);
-    g_links.erase(*handle);
+    links().erase(*handle);
   }
   return fn(handle);
 }
@@ -178,7 +154,7 @@ nvJitLinkResult add_data(AddDataFn fn, nvJitLinkHandle h, int type, const void* 
     return k_internal;
   }
   const nvJitLinkResult rc = fn(h, type, data, size, name);
-  if (auto s = find_link(h)) {
+  if (auto s = links().find(h)) {
     std::lock_guard lock(s->mutex);
     if (rc != k_success || data == nullptr || *kind_name(type) == '\0') {
       s->keyable = false;
@@ -195,7 +171,7 @@ nvJitLinkResult add_file(AddFileFn fn, nvJitLinkHandle h, int type, const char* 
     return k_internal;
   }
   const nvJitLinkResult rc = fn(h, type, file);
-  if (auto s = find_link(h)) {
+  if (auto s = links().find(h)) {
     std::string bytes;
     const bool read = rc == k_success && file != nullptr && *kind_name(type) != '\0' && read_file(file, bytes);
     std::lock_guard lock(s->mutex);
@@ -248,7 +224,7 @@ nvJitLinkResult complete(CompleteFn fn, nvJitLinkHandle h) {
   if (fn == nullptr) {
     return k_internal;
   }
-  auto s = find_link(h);
+  auto s = links().find(h);
   if (!s) {
     return fn(h);
   }
@@ -283,7 +259,7 @@ nvJitLinkResult complete(CompleteFn fn, nvJitLinkHandle h) {
 
 template <class Fn>
 nvJitLinkResult get_size(Fn fn, int which, nvJitLinkHandle h, std::size_t* size) {
-  if (auto r = served(h); r && size != nullptr) {
+  if (auto r = links().served(h); r && size != nullptr) {
     return replay_size(which < 0 ? r->log : r->outputs[static_cast<std::size_t>(which)], size);
   }
   return fn != nullptr ? fn(h, size) : k_internal;
@@ -291,7 +267,7 @@ nvJitLinkResult get_size(Fn fn, int which, nvJitLinkHandle h, std::size_t* size)
 
 template <class Fn, class Out>
 nvJitLinkResult get(Fn fn, int which, nvJitLinkHandle h, Out* out) {
-  if (auto r = served(h); r && out != nullptr) {
+  if (auto r = links().served(h); r && out != nullptr) {
     return replay_get(which < 0 ? r->log : r->outputs[static_cast<std::size_t>(which)], out);
   }
   return fn != nullptr ? fn(h, out) : k_internal;

@@ -21,17 +21,14 @@
 //
 // Thread-safety: as NVRTC's (distinct programs on distinct threads); the
 // program table is locked.
-#include <pthread.h>
-
 #include <cstddef>
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "interpose/handle_table.hpp"
 #include "interpose/interposed_compile.hpp"
 #include "interpose/jit_result.hpp"
 #include "interpose/real_library.hpp"
@@ -98,31 +95,11 @@ struct ProgramState {
   std::shared_ptr<const JitResult> served;  // set: the last compile was answered from the cache
 };
 
-std::shared_mutex g_programs_mutex;
-std::unordered_map<nvrtcProgram, std::shared_ptr<ProgramState>> g_programs;
+HandleTable<ProgramState>& programs() { return HandleTable<ProgramState>::instance(); }
 
-// The program table stays usable in a child forked while another thread held its lock.
-[[maybe_unused]] const bool g_fork_safe = [] {
-  ::pthread_atfork([] { g_programs_mutex.lock(); }, [] { g_programs_mutex.unlock(); },
-                   [] { g_programs_mutex.unlock(); });
-  return true;
-}();
+std::shared_ptr<ProgramState> find_program(nvrtcProgram prog) { return programs().find(prog); }
 
-std::shared_ptr<ProgramState> find_program(nvrtcProgram prog) {
-  std::shared_lock lock(g_programs_mutex);
-  const auto it = g_programs.find(prog);
-  return it == g_programs.end() ? nullptr : it->second;
-}
-
-// The recorded result when `prog`'s last compile was served from the cache.
-std::shared_ptr<const JitResult> served(nvrtcProgram prog) {
-  auto state = find_program(prog);
-  if (!state) {
-    return nullptr;
-  }
-  std::lock_guard lock(state->mutex);
-  return state->served;
-}
+std::shared_ptr<const JitResult> served(nvrtcProgram prog) { return programs().served(prog); }
 
 using SizeFn = nvrtcResult (*)(nvrtcProgram, std::size_t*);
 using GetFn = nvrtcResult (*)(nvrtcProgram, char*);
@@ -252,8 +229,7 @@ nvrtcResult nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char* 
       }
       state->headers.push_back(kcache::NamedBytes{include_names[i], "header", headers[i]});
     }
-    std::unique_lock lock(g_programs_mutex);
-    g_programs[*prog] = std::move(state);
+    programs().insert(*prog, std::move(state));
   } catch (...) {
     // Out of memory: the program simply compiles without the cache.
   }
@@ -263,8 +239,7 @@ nvrtcResult nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char* 
 nvrtcResult nvrtcDestroyProgram(nvrtcProgram* prog) {
   KCACHE_REAL(nvrtcDestroyProgram)
   if (prog != nullptr && *prog != nullptr) {
-    std::unique_lock lock(g_programs_mutex);
-    g_programs.erase(*prog);
+    programs().erase(*prog);
   }
   return real_nvrtcDestroyProgram(prog);
 }
