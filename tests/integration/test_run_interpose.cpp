@@ -1,4 +1,4 @@
-// `kcache run -- PROGRAM`: an unmodified NVRTC + nvJitLink program, run under the
+// `kcache run -- PROGRAM`: an unmodified NVRTC + nvJitLink + NVVM program, run under the
 // stand-in library, gets from a warm cache exactly what the real library
 // gives (codes, PTX, CUBIN, LTO-IR, logs, lowered names, byte for byte) and
 // the real library compiles nothing; whatever is wrong with the cache, the
@@ -73,7 +73,20 @@ class RunInterpose : public CliShell {
   // (with `threads` threads when not 0); empty (and the test fails or is
   // skipped, as the toolkit rules say) when it cannot be had here.
   std::string client(Loading loading, const std::string& out, int threads = 0) {
-    const std::string tail = " inc " + out + (threads > 0 ? " " + std::to_string(threads) : "");
+    std::string tail = " inc " + out + (threads > 0 ? " " + std::to_string(threads) : "");
+    // libNVVM for the dlopen clients, and libdevice to add lazily (kcache's toolkit discovery finds both).
+    std::string env;
+    if (auto nvvm = Toolkit::instance().library_path(ToolkitLibrary::nvvm)) {
+      env += "KCACHE_TEST_NVVM='" + fs::canonical(*nvvm).string() + "' ";
+    }
+    const fs::path libdevice = Toolkit::instance().cuda_home() / "nvvm" / "libdevice" / "libdevice.10.bc";
+    if (fs::exists(libdevice)) {
+      env += "KCACHE_TEST_LIBDEVICE='" + libdevice.string() + "' ";
+    }
+    return env + client_command(loading, tail);
+  }
+
+  std::string client_command(Loading loading, const std::string& tail) {
     if (loading == Loading::linked) {
 #ifdef KCACHE_NVRTC_CLIENT_LINKED
       return std::string(KCACHE_NVRTC_CLIENT_LINKED) + " linked -" + tail;
@@ -118,7 +131,7 @@ class RunInterposeLoading : public RunInterpose, public ::testing::WithParamInte
 TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   KCACHE_REQUIRE_TOOLKIT();
   const std::string plain_cmd = client(GetParam(), "plain.out");
-  if (plain_cmd.empty()) {
+  if (plain_cmd.find("nvrtc_client") == std::string::npos) {
     if (toolkit_required()) {
       FAIL() << "KCACHE_REQUIRE_TOOLKIT=1 but the clients linked with -lnvrtc were not built (no libnvrtc at configure "
                 "time)";
@@ -137,6 +150,8 @@ TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   EXPECT_EQ(count(file("cold.log"), "compile"), 3U) << file("cold.log");
   EXPECT_EQ(count(file("cold.log"), "uncached"), 1U) << file("cold.log");
   EXPECT_EQ(count(file("cold.log"), "compile", "nvjitlink"), 2U) << file("cold.log");
+  EXPECT_EQ(count(file("cold.log"), "compile", "nvvm"), 1U) << file("cold.log");
+  EXPECT_EQ(count(file("cold.log"), "uncached", "nvvm"), 1U) << file("cold.log");  // the bad option
 
   const ShellRun warm = run(client(GetParam(), "warm.out"), "warm.log");
   ASSERT_EQ(warm.rc, 0) << warm.err;
@@ -145,6 +160,7 @@ TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   EXPECT_EQ(count(file("warm.log"), "hit"), 3U) << file("warm.log");
   EXPECT_EQ(count(file("warm.log"), "hit", "nvjitlink"), 2U) << file("warm.log");
   EXPECT_EQ(count(file("warm.log"), "compile", "nvjitlink"), 0U) << file("warm.log");
+  EXPECT_EQ(count(file("warm.log"), "hit", "nvvm"), 1U) << file("warm.log");
 
   // `kcache stats` counts them per library, across the processes.
   const ShellRun stats = sh("\"$K\" stats --json");
@@ -215,7 +231,7 @@ TEST_F(RunInterpose, DamagedEntriesAreMissesWithTheRealBytes) {
       ++damaged;
     }
   }
-  ASSERT_EQ(damaged, 5U);  // three compiles, two links
+  ASSERT_EQ(damaged, 6U);  // three compiles, two links, one NVVM compile
   const ShellRun again = run(client(Loading::path, "again.out"), "again.log");
   ASSERT_EQ(again.rc, 0) << again.err;
   EXPECT_EQ(file("again.out"), file("plain.out"));

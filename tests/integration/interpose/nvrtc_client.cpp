@@ -11,7 +11,8 @@
 // calls would bind to the real NVRTC first). It compiles several programs: name expressions, an
 // in-memory header, a header from INCLUDE_DIR, LTO-IR, a warning, an error;
 // then links the LTO-IR and the PTX with nvJitLink (found as NVRTC is: linked,
-// or the file beside it); with THREADS, that many threads compile at once. Everything the NVRTC API
+// or the file beside it) and compiles NVVM IR with libNVVM (linked, or the
+// file $KCACHE_TEST_NVVM names); with THREADS, that many threads compile at once. Everything the NVRTC API
 // returns (codes, sizes, PTX, CUBIN, LTO-IR, logs, lowered names) is written
 // to OUT, so two runs can be compared byte for byte. Exit 0 when every call
 // behaved as the test expects, 1 otherwise (the program's own check).
@@ -47,6 +48,7 @@ nvrtcResult nvrtcVersion(int*, int*);
 #endif
 }
 #if defined(KCACHE_CLIENT_LINKED) || defined(KCACHE_CLIENT_PLUGIN)
+#include <nvvm.h>
 #include <nvJitLink.h>  // its inline wrappers call the versioned entry points (__nvJitLinkCreate_13_0 ...)
 #endif
 
@@ -86,6 +88,51 @@ struct LinkApi {
 };
 
 LinkApi g_link;
+
+// libNVVM, reached as NVRTC is (linked, or dlopen of $KCACHE_TEST_NVVM).
+struct NvvmApi {
+  int (*create)(void**);
+  int (*destroy)(void**);
+  int (*add)(void*, const char*, size_t, const char*);
+  int (*lazy_add)(void*, const char*, size_t, const char*);
+  int (*compile)(void*, int, const char**);
+  int (*result_size)(void*, size_t*);
+  int (*result)(void*, char*);
+  int (*log_size)(void*, size_t*);
+  int (*log)(void*, char*);
+};
+
+NvvmApi g_nvvm;
+
+const char* k_nvvm_ir =
+    "target datalayout = \"e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-"
+    "f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64\"\n"
+    "target triple = \"nvptx64-unknown-cuda\"\n"
+    "declare i32 @helper(i32)\n"
+    "define void @simple(i32* %data) {\n"
+    "entry:\n"
+    "  %0 = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n"
+    "  %1 = getelementptr inbounds i32, i32* %data, i32 %0\n"
+    "  %2 = call i32 @helper(i32 %0)\n"
+    "  store i32 %2, i32* %1, align 4\n"
+    "  ret void\n"
+    "}\n"
+    "declare i32 @llvm.nvvm.read.ptx.sreg.tid.x() nounwind readnone\n"
+    "!nvvm.annotations = !{!0}\n"
+    "!0 = !{void (i32*)* @simple, !\"kernel\", i32 1}\n"
+    "!nvvmir.version = !{!1}\n"
+    "!1 = !{i32 2, i32 0}\n";
+
+const char* k_nvvm_helper =
+    "target datalayout = \"e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-"
+    "f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64\"\n"
+    "target triple = \"nvptx64-unknown-cuda\"\n"
+    "define i32 @helper(i32 %x) {\n"
+    "  %y = mul i32 %x, 7\n"
+    "  ret i32 %y\n"
+    "}\n"
+    "!nvvmir.version = !{!0}\n"
+    "!0 = !{i32 2, i32 0}\n";
 
 template <class F>
 void load(void* lib, F& fn, const char* name) {
@@ -188,6 +235,42 @@ bool link_one(std::string& out, const std::string& name, int type, const std::st
   return rc == 0;
 }
 
+// Compiles two NVVM IR modules, with libdevice added lazily ($KCACHE_TEST_LIBDEVICE),
+// with libNVVM; appends what it returned.
+bool nvvm_one(std::string& out, const std::string& name, bool with_helper) {
+  void* p = nullptr;
+  if (g_nvvm.create(&p) != 0) {
+    return false;
+  }
+  int add_rc = g_nvvm.add(p, k_nvvm_ir, std::strlen(k_nvvm_ir), "main.ll");
+  if (with_helper) {
+    add_rc |= g_nvvm.add(p, k_nvvm_helper, std::strlen(k_nvvm_helper), "helper.ll");
+  } else {
+    const char* broken = "define i32 @helper(ptr %x) {\n  ret i32 0\n}\n";  // does not parse: a failed compile
+    add_rc |= g_nvvm.add(p, broken, std::strlen(broken), "broken.ll");
+  }
+  int lazy_rc = -1;
+  if (const char* libdevice = std::getenv("KCACHE_TEST_LIBDEVICE"); libdevice != nullptr) {
+    std::string bc;
+    if (FILE* f = std::fopen(libdevice, "rb")) {
+      char buffer[65536];
+      for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;) {
+        bc.append(buffer, n);
+      }
+      std::fclose(f);
+    }
+    lazy_rc = g_nvvm.lazy_add(p, bc.data(), bc.size(), "libdevice");
+  }
+  const char* options[] = {"-arch=compute_90", "-opt=3"};
+  const int rc = g_nvvm.compile(p, 2, options);
+  out += "== nvvm " + name + " add rc=" + std::to_string(add_rc) + " lazy rc=" + std::to_string(lazy_rc) +
+         " compile rc=" + std::to_string(rc) + "\n";
+  output_any(out, "result", p, g_nvvm.result_size, g_nvvm.result);
+  output_any(out, "log", p, g_nvvm.log_size, g_nvvm.log);
+  g_nvvm.destroy(&p);
+  return rc == 0;
+}
+
 // The bytes after the "<what> size_rc=0 size=N get_rc=0\n" line of the program `name` in `out`.
 std::string output_of(const std::string& out, const std::string& name, const std::string& what) {
   const auto at = out.find("== " + name + " ");
@@ -252,6 +335,25 @@ int main(int argc, char** argv) {
     return static_cast<int>(nvJitLinkGetInfoLogSize(static_cast<nvJitLinkHandle>(h), n));
   };
   g_link.info = [](void* h, char* b) { return static_cast<int>(nvJitLinkGetInfoLog(static_cast<nvJitLinkHandle>(h), b)); };
+  g_nvvm.create = [](void** p) { return static_cast<int>(nvvmCreateProgram(reinterpret_cast<nvvmProgram*>(p))); };
+  g_nvvm.destroy = [](void** p) { return static_cast<int>(nvvmDestroyProgram(reinterpret_cast<nvvmProgram*>(p))); };
+  g_nvvm.add = [](void* p, const char* b, size_t n, const char* name) {
+    return static_cast<int>(nvvmAddModuleToProgram(static_cast<nvvmProgram>(p), b, n, name));
+  };
+  g_nvvm.lazy_add = [](void* p, const char* b, size_t n, const char* name) {
+    return static_cast<int>(nvvmLazyAddModuleToProgram(static_cast<nvvmProgram>(p), b, n, name));
+  };
+  g_nvvm.compile = [](void* p, int n, const char** o) {
+    return static_cast<int>(nvvmCompileProgram(static_cast<nvvmProgram>(p), n, o));
+  };
+  g_nvvm.result_size = [](void* p, size_t* n) {
+    return static_cast<int>(nvvmGetCompiledResultSize(static_cast<nvvmProgram>(p), n));
+  };
+  g_nvvm.result = [](void* p, char* b) { return static_cast<int>(nvvmGetCompiledResult(static_cast<nvvmProgram>(p), b)); };
+  g_nvvm.log_size = [](void* p, size_t* n) {
+    return static_cast<int>(nvvmGetProgramLogSize(static_cast<nvvmProgram>(p), n));
+  };
+  g_nvvm.log = [](void* p, char* b) { return static_cast<int>(nvvmGetProgramLog(static_cast<nvvmProgram>(p), b)); };
 #else
   void* lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL | (mode == "deepbind" ? RTLD_DEEPBIND : 0));
   if (lib == nullptr) {
@@ -290,6 +392,22 @@ int main(int argc, char** argv) {
   load(link_lib, g_link.error, "nvJitLinkGetErrorLog");
   load(link_lib, g_link.info_size, "nvJitLinkGetInfoLogSize");
   load(link_lib, g_link.info, "nvJitLinkGetInfoLog");
+  const char* nvvm_name = std::getenv("KCACHE_TEST_NVVM");
+  void* nvvm_lib = dlopen(nvvm_name != nullptr ? nvvm_name : "libnvvm.so",
+                          RTLD_NOW | RTLD_LOCAL | (mode == "deepbind" ? RTLD_DEEPBIND : 0));
+  if (nvvm_lib == nullptr) {
+    std::fprintf(stderr, "nvrtc_client: %s\n", dlerror());
+    return 1;
+  }
+  load(nvvm_lib, g_nvvm.create, "nvvmCreateProgram");
+  load(nvvm_lib, g_nvvm.destroy, "nvvmDestroyProgram");
+  load(nvvm_lib, g_nvvm.add, "nvvmAddModuleToProgram");
+  load(nvvm_lib, g_nvvm.lazy_add, "nvvmLazyAddModuleToProgram");
+  load(nvvm_lib, g_nvvm.compile, "nvvmCompileProgram");
+  load(nvvm_lib, g_nvvm.result_size, "nvvmGetCompiledResultSize");
+  load(nvvm_lib, g_nvvm.result, "nvvmGetCompiledResult");
+  load(nvvm_lib, g_nvvm.log_size, "nvvmGetProgramLogSize");
+  load(nvvm_lib, g_nvvm.log, "nvvmGetProgramLog");
 #endif
   const std::string include = std::string("-I") + argv[3];
   const int threads = argc > 5 ? std::atoi(argv[5]) : 0;
@@ -323,6 +441,9 @@ int main(int argc, char** argv) {
     // Link-time optimisation of the LTO-IR, and a cubin from the PTX, with nvJitLink.
     ok &= link_one(out, "lto.ltoir", 3, output_of(out, "lto.cu", "ltoir"), {"-arch=sm_90", "-lto", "-O3"});
     ok &= link_one(out, "kernels.ptx", 2, output_of(out, "kernels.cu", "ptx"), {"-arch=sm_90"});
+    // NVVM IR modules with libdevice added lazily, and with a module that does not parse.
+    ok &= nvvm_one(out, "main+helper", true);
+    ok &= !nvvm_one(out, "main+broken", false);
   }
   FILE* f = std::fopen(argv[4], "wb");
   if (f == nullptr || std::fwrite(out.data(), 1, out.size(), f) != out.size() || std::fclose(f) != 0) {
