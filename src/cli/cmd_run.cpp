@@ -1,5 +1,5 @@
 // kcache run: run a program with the stand-in JIT libraries preloaded, so
-// that its NVRTC compiles go through the cache with no change to the program
+// that its NVRTC, nvJitLink and NVVM compiles go through the cache with no change to the program
 // (docs/run.md).
 #include <unistd.h>
 
@@ -131,7 +131,7 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
 }
 
 void register_run(CLI::App& app, Context& ctx, std::function<int()>& run) {
-  CLI::App* sub = app.add_subcommand("run", "Run a program with its NVRTC compiles cached (no change to the program)");
+  CLI::App* sub = app.add_subcommand("run", "Run a program with its NVRTC, nvJitLink and NVVM compiles cached (no change to it)");
   auto print_env = std::make_shared<bool>(false);
   sub->add_flag("--print-env", *print_env,
                 "Print the environment that turns the cache on (for launchers that cannot wrap a command) and exit");
@@ -139,7 +139,7 @@ void register_run(CLI::App& app, Context& ctx, std::function<int()>& run) {
   sub->add_option("command", *command, "The program and its arguments, after `--`");
   sub->footer(
       "Usage: kcache run -- PROGRAM [ARGS...]. The program and its children load kcache's stand-in for "
-      "libnvrtc (LD_PRELOAD); compiles are keyed as `kcache compile` keys them and served from the cache. "
+      "libnvrtc, libnvJitLink and libnvvm (LD_PRELOAD); compiles are keyed as `kcache compile` keys them and served from the cache. "
       "The exit status is the program's; 126/127 when it cannot be started. See docs/run.md.");
   sub->callback([&ctx, &run, command, print_env] {
     run = [&ctx, command, print_env] { return run_run(ctx, *command, *print_env); };
