@@ -39,9 +39,13 @@ class HandleTable {
     m_states[handle] = std::move(state);
   }
 
-  void erase(const void* handle) {
-    std::unique_lock lock(m_mutex);
-    m_states.erase(handle);
+  // Forgets `*handle` (a destroy call's argument; nothing when either is null).
+  template <class Handle>
+  void forget(const Handle* handle) {
+    if (handle != nullptr && *handle != nullptr) {
+      std::unique_lock lock(m_mutex);
+      m_states.erase(*handle);
+    }
   }
 
   // The state of `handle`, or null for a handle the stand-in did not see made.

@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "interpose/jit_result.hpp"
@@ -43,5 +44,17 @@ struct ServedCall {
 };
 
 ServedCall serve(const InterposedCall& call);
+
+// serve(), keeping a served result in `state` (a HandleTable state) for the
+// getters to replay. Returns the code the compile call returns.
+template <class State>
+int serve_into(const InterposedCall& call, State& state) {
+  ServedCall served = serve(call);
+  if (served.served) {
+    std::lock_guard lock(state.mutex);
+    state.served = std::move(served.served);
+  }
+  return served.rc;
+}
 
 }  // namespace kcache::interpose

@@ -142,9 +142,7 @@ nvJitLinkResult destroy(DestroyFn fn, nvJitLinkHandle* handle) {
   if (fn == nullptr) {
     return k_internal;
   }
-  if (handle != nullptr && *handle != nullptr) {
-    links().erase(*handle);
-  }
+  links().forget(handle);
   return fn(handle);
 }
 
@@ -249,12 +247,7 @@ nvJitLinkResult complete(CompleteFn fn, nvJitLinkHandle h) {
     }
   }
   call.compile = [&] { return record(h, fn(h)); };
-  ServedCall result = serve(call);
-  if (result.served) {
-    std::lock_guard lock(s->mutex);
-    s->served = std::move(result.served);
-  }
-  return result.rc;
+  return serve_into(call, *s);
 }
 
 template <class Fn>

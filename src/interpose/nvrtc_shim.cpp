@@ -177,12 +177,7 @@ nvrtcResult compile(nvrtcProgram prog, int num_options, const char* const* optio
   call.compile = [&] {
     return record_result(prog, real_nvrtcCompileProgram(prog, num_options, options), call.request.name_expressions);
   };
-  ServedCall served = serve(call);
-  if (served.served) {
-    std::lock_guard lock(state->mutex);
-    state->served = std::move(served.served);
-  }
-  return served.rc;
+  return serve_into(call, *state);
 }
 
 }  // namespace
@@ -238,9 +233,7 @@ nvrtcResult nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char* 
 
 nvrtcResult nvrtcDestroyProgram(nvrtcProgram* prog) {
   KCACHE_REAL(nvrtcDestroyProgram)
-  if (prog != nullptr && *prog != nullptr) {
-    programs().erase(*prog);
-  }
+  programs().forget(prog);
   return real_nvrtcDestroyProgram(prog);
 }
 

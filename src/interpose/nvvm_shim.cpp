@@ -139,12 +139,7 @@ nvvmResult compile(nvvmProgram prog, int num_options, const char** options) {
     r.log = record_output(prog, log_size_fn, log_fn);
     return r;
   };
-  ServedCall served = serve(call);
-  if (served.served) {
-    std::lock_guard lock(state->mutex);
-    state->served = std::move(served.served);
-  }
-  return served.rc;
+  return serve_into(call, *state);
 }
 
 }  // namespace
@@ -181,9 +176,7 @@ nvvmResult nvvmCreateProgram(nvvmProgram* prog) {
 
 nvvmResult nvvmDestroyProgram(nvvmProgram* prog) {
   KCACHE_REAL_NVVM(nvvmDestroyProgram)
-  if (prog != nullptr && *prog != nullptr) {
-    programs().erase(*prog);
-  }
+  programs().forget(prog);
   return real_nvvmDestroyProgram(prog);
 }
 

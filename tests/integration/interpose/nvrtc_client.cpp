@@ -143,12 +143,13 @@ void load(void* lib, F& fn, const char* name) {
   }
 }
 
-void output(std::string& out, const char* what, nvrtcProgram p, nvrtcResult (*size_fn)(nvrtcProgram, size_t*),
-            nvrtcResult (*get_fn)(nvrtcProgram, char*)) {
+// Appends what a getter pair returns for `h`: codes, size and the bytes.
+template <class Handle, class SizeFn, class GetFn>
+void output(std::string& out, const char* what, Handle h, SizeFn size_fn, GetFn get_fn) {
   size_t n = 0;
-  const int rc = size_fn(p, &n);
+  const int rc = size_fn(h, &n);
   std::string bytes(n + 1, '\0');
-  const int get_rc = rc == 0 ? get_fn(p, bytes.data()) : -1;
+  const int get_rc = rc == 0 ? get_fn(h, bytes.data()) : -1;
   bytes.resize(n);
   char line[128];
   std::snprintf(line, sizeof line, "%s size_rc=%d size=%zu get_rc=%d\n", what, rc, n, get_rc);
@@ -204,20 +205,6 @@ bool compile_one(std::string& out, const std::string& name, const std::string& s
   return (rc == 0) == expect_ok;
 }
 
-template <class F>
-void output_any(std::string& out, const char* what, void* h, int (*size_fn)(void*, size_t*), F get_fn) {
-  size_t n = 0;
-  const int rc = size_fn(h, &n);
-  std::string bytes(n + 1, '\0');
-  const int get_rc = rc == 0 ? get_fn(h, bytes.data()) : -1;
-  bytes.resize(n);
-  char line[128];
-  std::snprintf(line, sizeof line, "%s size_rc=%d size=%zu get_rc=%d\n", what, rc, n, get_rc);
-  out += line;
-  out += bytes;
-  out += "\n";
-}
-
 // Links `input` (of nvJitLinkInputType `type`) with nvJitLink; appends what it returned.
 bool link_one(std::string& out, const std::string& name, int type, const std::string& input,
               std::vector<const char*> options) {
@@ -228,9 +215,9 @@ bool link_one(std::string& out, const std::string& name, int type, const std::st
   const int add_rc = g_link.add_data(h, type, input.data(), input.size(), name.c_str());
   const int rc = g_link.complete(h);
   out += "== link " + name + " add rc=" + std::to_string(add_rc) + " complete rc=" + std::to_string(rc) + "\n";
-  output_any(out, "linked-cubin", h, g_link.cubin_size, g_link.cubin);
-  output_any(out, "error-log", h, g_link.error_size, g_link.error);
-  output_any(out, "info-log", h, g_link.info_size, g_link.info);
+  output(out, "linked-cubin", h, g_link.cubin_size, g_link.cubin);
+  output(out, "error-log", h, g_link.error_size, g_link.error);
+  output(out, "info-log", h, g_link.info_size, g_link.info);
   g_link.destroy(&h);
   return rc == 0;
 }
@@ -265,8 +252,8 @@ bool nvvm_one(std::string& out, const std::string& name, bool with_helper) {
   const int rc = g_nvvm.compile(p, 2, options);
   out += "== nvvm " + name + " add rc=" + std::to_string(add_rc) + " lazy rc=" + std::to_string(lazy_rc) +
          " compile rc=" + std::to_string(rc) + "\n";
-  output_any(out, "result", p, g_nvvm.result_size, g_nvvm.result);
-  output_any(out, "log", p, g_nvvm.log_size, g_nvvm.log);
+  output(out, "result", p, g_nvvm.result_size, g_nvvm.result);
+  output(out, "log", p, g_nvvm.log_size, g_nvvm.log);
   g_nvvm.destroy(&p);
   return rc == 0;
 }
@@ -355,11 +342,15 @@ int main(int argc, char** argv) {
   };
   g_nvvm.log = [](void* p, char* b) { return static_cast<int>(nvvmGetProgramLog(static_cast<nvvmProgram>(p), b)); };
 #else
-  void* lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL | (mode == "deepbind" ? RTLD_DEEPBIND : 0));
-  if (lib == nullptr) {
-    std::fprintf(stderr, "nvrtc_client: %s\n", dlerror());
-    return 1;
-  }
+  const auto open_library = [&](const char* name) {
+    void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL | (mode == "deepbind" ? RTLD_DEEPBIND : 0));
+    if (handle == nullptr) {
+      std::fprintf(stderr, "nvrtc_client: %s\n", dlerror());
+      std::exit(1);
+    }
+    return handle;
+  };
+  void* lib = open_library(argv[2]);
   load(lib, g_api.create, "nvrtcCreateProgram");
   load(lib, g_api.destroy, "nvrtcDestroyProgram");
   load(lib, g_api.compile, "nvrtcCompileProgram");
@@ -377,11 +368,7 @@ int main(int argc, char** argv) {
   // nvJitLink beside NVRTC: the same soname or path with libnvrtc replaced.
   std::string link_name = argv[2];
   link_name.replace(link_name.find("libnvrtc"), 8, "libnvJitLink");
-  void* link_lib = dlopen(link_name.c_str(), RTLD_NOW | RTLD_LOCAL | (mode == "deepbind" ? RTLD_DEEPBIND : 0));
-  if (link_lib == nullptr) {
-    std::fprintf(stderr, "nvrtc_client: %s\n", dlerror());
-    return 1;
-  }
+  void* link_lib = open_library(link_name.c_str());
   load(link_lib, g_link.create, "nvJitLinkCreate");
   load(link_lib, g_link.destroy, "nvJitLinkDestroy");
   load(link_lib, g_link.add_data, "nvJitLinkAddData");
@@ -393,12 +380,7 @@ int main(int argc, char** argv) {
   load(link_lib, g_link.info_size, "nvJitLinkGetInfoLogSize");
   load(link_lib, g_link.info, "nvJitLinkGetInfoLog");
   const char* nvvm_name = std::getenv("KCACHE_TEST_NVVM");
-  void* nvvm_lib = dlopen(nvvm_name != nullptr ? nvvm_name : "libnvvm.so",
-                          RTLD_NOW | RTLD_LOCAL | (mode == "deepbind" ? RTLD_DEEPBIND : 0));
-  if (nvvm_lib == nullptr) {
-    std::fprintf(stderr, "nvrtc_client: %s\n", dlerror());
-    return 1;
-  }
+  void* nvvm_lib = open_library(nvvm_name != nullptr ? nvvm_name : "libnvvm.so");
   load(nvvm_lib, g_nvvm.create, "nvvmCreateProgram");
   load(nvvm_lib, g_nvvm.destroy, "nvvmDestroyProgram");
   load(nvvm_lib, g_nvvm.add, "nvvmAddModuleToProgram");
