@@ -45,10 +45,7 @@ extern "C" __attribute__((visibility("default"))) void* dlopen(const char* file,
   if (file == nullptr || inside_self(__builtin_return_address(0))) {
     return real_dlopen(file, mode);
   }
-  auto jit = classify_library_file(file);
-  if (jit && !implemented(*jit)) {
-    jit.reset();  // a library the stand-in does not present yet: the program gets the real one
-  }
+  const auto jit = classify_library_file(file);
   if (!jit || disabled_by_environment()) {
     void* handle = real_dlopen(file, mode);
     if (handle != nullptr && (mode & RTLD_DEEPBIND) != 0 && !disabled_by_environment()) {

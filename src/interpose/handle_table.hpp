@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include <memory>
+#include <new>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -27,8 +28,10 @@ class HandleTable {
   static HandleTable& instance() {
     static HandleTable* table = [] {
       auto* t = new HandleTable();  // NOLINT: intentional process-lifetime singleton
+      // The child's one thread does not own the lock the parent's thread took:
+      // it gets a fresh one (the table itself was copied whole under the lock).
       ::pthread_atfork([] { instance().m_mutex.lock(); }, [] { instance().m_mutex.unlock(); },
-                       [] { instance().m_mutex.unlock(); });
+                       [] { new (&instance().m_mutex) std::shared_mutex(); });
       return t;
     }();
     return *table;

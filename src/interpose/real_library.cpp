@@ -159,8 +159,6 @@ std::optional<Jit> classify_library_file(std::string_view path) noexcept {
   return std::nullopt;
 }
 
-bool implemented(Jit jit) noexcept { return jit == Jit::nvrtc || jit == Jit::nvjitlink || jit == Jit::nvvm; }
-
 void note_program_handle(Jit jit, void* handle) noexcept {
   void* expected = nullptr;
   states()[static_cast<int>(jit)].program_handle.compare_exchange_strong(expected, handle);

@@ -37,9 +37,6 @@ std::string_view to_string(Jit jit) noexcept;
 // std::nullopt for anything else.
 std::optional<Jit> classify_library_file(std::string_view path) noexcept;
 
-// True when the stand-in presents `jit`'s API (its dlopen is redirected).
-bool implemented(Jit jit) noexcept;
-
 // Records `handle`, returned by the real dlopen for a file of `jit`, as the
 // library to forward to (the first one recorded wins).
 void note_program_handle(Jit jit, void* handle) noexcept;

@@ -191,6 +191,22 @@ TEST_F(RunInterpose, EditedDiskHeaderIsAMiss) {
   EXPECT_EQ(count(file("edited.log"), "hit"), 0U) << file("edited.log");
 }
 
+// As `kcache compile`: the working directory is not in the key (NVRTC does not
+// write it into these outputs), so a checkout elsewhere with the same relative
+// include path hits; a different header there would miss (EditedDiskHeaderIsAMiss).
+TEST_F(RunInterpose, AnotherWorkingDirectoryHitsLikeKcacheCompile) {
+  KCACHE_REQUIRE_TOOLKIT();
+  ASSERT_EQ(run(client(Loading::path, "first.out"), "first.log").rc, 0);
+  fs::create_directories(dir() / "elsewhere" / "inc");
+  fs::copy_file(dir() / "inc" / "disk.h", dir() / "elsewhere" / "inc" / "disk.h");
+  const ShellRun moved = sh("cd elsewhere && env KCACHE_INTERPOSE_LOG=../moved.log \"$K\" run -- env " +
+                            client(Loading::path, "../moved.out"));
+  ASSERT_EQ(moved.rc, 0) << moved.err;
+  EXPECT_EQ(file("moved.out"), file("first.out"));
+  EXPECT_EQ(count(file("moved.log"), "compile"), 0U) << file("moved.log");
+  EXPECT_EQ(count(file("moved.log"), "hit"), 3U) << file("moved.log");
+}
+
 TEST_F(RunInterpose, ManyThreadsInOneProcessCompileEachKeyOnce) {
   KCACHE_REQUIRE_TOOLKIT();
   ASSERT_EQ(sh("env " + client(Loading::path, "plain.out", 8)).rc, 0);
