@@ -108,18 +108,22 @@ Session* Session::get() noexcept {
   std::lock_guard lock(*g_make);
   if (!g_made) {
     g_made = true;
-    static const bool registered = [] {
-      ::pthread_atfork(nullptr, nullptr, after_fork_in_child);
-      std::atexit(exit_handler);
-      return true;
-    }();
-    (void)registered;
     try {
       g_session = SessionFactory::make();
     } catch (...) {
       g_session = nullptr;
     }
     g_owner = ::getpid();
+    // Registered after the stores exist and after the warning state is made
+    // (flush() makes it): exit handlers and static destructors run in reverse
+    // order, so those statics are still alive when exit_handler runs.
+    static const bool registered = [] {
+      store_warnings::flush();
+      ::pthread_atfork(nullptr, nullptr, after_fork_in_child);
+      std::atexit(exit_handler);
+      return true;
+    }();
+    (void)registered;
   }
   return g_session;
 }
