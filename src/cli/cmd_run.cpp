@@ -77,8 +77,11 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
   // Settings given on kcache's command line reach the program as environment
   // variables, which the stand-in reads as `kcache compile` would.
   std::vector<std::pair<std::string, std::string>> env;
+  // Bad settings outside the command line are the stand-in's to warn about (it
+  // then runs the program without the cache); a bad command-line setting is exit 2.
+  std::vector<Error> problems;
   if (!ctx.overrides.empty() || !ctx.config_file.empty()) {
-    auto config = ctx.config();
+    auto config = ctx.config(&problems);
     if (!config) {
       std::fprintf(stderr, "kcache: error: %s\nkcache: hint: see `kcache config`\n", config.error().describe().c_str());
       return k_exit_usage;
@@ -94,7 +97,7 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
   }
   // The toolkit home and base_dir are read from the environment by the key
   // derivation (as `kcache compile` arranges for itself).
-  if (auto config = ctx.config(); config) {
+  if (auto config = ctx.config(&problems); config) {
     if (!config->cuda_home.empty()) {
       env.emplace_back("KCACHE_CUDA_HOME", config->cuda_home);
     }
@@ -106,7 +109,11 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
   env.emplace_back("LD_PRELOAD", preload_with(current != nullptr ? current : "", library.string()));
   if (print_env) {
     for (const auto& [name, value] : env) {
-      std::printf("export %s='%s'\n", name.c_str(), value.c_str());
+      std::string quoted;  // single-quoted for the shell: ' becomes '\''
+      for (const char c : value) {
+        quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      }
+      std::printf("export %s='%s'\n", name.c_str(), quoted.c_str());
     }
     return k_exit_ok;
   }
