@@ -192,6 +192,16 @@ TEST_F(RunInterpose, EditedDiskHeaderIsAMiss) {
   EXPECT_NE(file("edited.out"), file("first.out"));
   EXPECT_EQ(count(file("edited.log"), "compile"), 3U) << file("edited.log");
   EXPECT_EQ(count(file("edited.log"), "hit"), 0U) << file("edited.log");
+
+  // `kcache why-miss` names the header between the two interposed compiles of kernels.cu.
+  const auto first_key = [](const std::string& log) {
+    const auto at = log.find(" nvrtc compile ");
+    return at == std::string::npos ? std::string() : log.substr(at + 15, 64);
+  };
+  const ShellRun why = sh("\"$K\" why-miss " + first_key(file("first.log")) + " " + first_key(file("edited.log")));
+  EXPECT_EQ(why.rc, 0) << why.err;
+  EXPECT_NE(why.out.find("1 field(s) differ"), std::string::npos) << why.out;
+  EXPECT_NE(why.out.find("disk_header:inc/disk.h"), std::string::npos) << why.out;
 }
 
 // As `kcache compile`: the working directory is not in the key (NVRTC does not
