@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cache/interposed_counters.hpp"
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
@@ -76,6 +77,28 @@ void add_remote_rows(std::vector<std::vector<std::string>>& rows, const RemoteTi
                                           "said why after 1 s), {} lease errors",
                                           r.lease_taken, r.lease_takeovers, r.lease_foreign_takeovers,
                                           r.lease_waits, r.lease_stalls, r.lease_errors)});
+}
+
+// The stand-in libraries' counters (`kcache run`, docs/run.md), when any
+// process has used them with this cache: library -> event -> count.
+std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::uint64_t>>>> interposed_stats(
+    const std::filesystem::path& cache_dir) {
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::uint64_t>>>> out;
+  std::error_code ec;
+  if (!std::filesystem::exists(cache_dir / "v1" / "stats" / "interposed", ec)) {
+    return out;
+  }
+  const auto counters = InterposedCounters::open(cache_dir);
+  const char* names[] = {"nvrtc", "nvjitlink", "nvvm"};
+  for (unsigned lib = 0; lib < k_interposed_libraries; ++lib) {
+    std::vector<std::pair<std::string, std::uint64_t>> events;
+    for (unsigned e = 0; e < static_cast<unsigned>(InterposedEvent::count_); ++e) {
+      const auto event = static_cast<InterposedEvent>(e);
+      events.emplace_back(std::string(to_string(event)), counters->get(lib, event));
+    }
+    out.emplace_back(names[lib], std::move(events));
+  }
+  return out;
 }
 
 int run_stats(const Context& ctx) {
@@ -158,6 +181,11 @@ int run_stats(const Context& ctx) {
       per.push_back(remote_json(r));
     }
     j["remotes"] = per;
+    for (const auto& [lib, events] : interposed_stats(config->cache_dir)) {
+      for (const auto& [event, value] : events) {
+        j["interposed"][lib][event] = value;
+      }
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return k_exit_ok;
   }
@@ -213,6 +241,13 @@ int run_stats(const Context& ctx) {
   }
   for (const RemoteTierStats& r : remotes) {
     add_remote_rows(rows, r);
+  }
+  for (const auto& [lib, events] : interposed_stats(config->cache_dir)) {
+    std::string line;
+    for (const auto& [event, value] : events) {
+      line += (line.empty() ? "" : ", ") + std::to_string(value) + " " + event;
+    }
+    rows.push_back({"kcache run: " + lib, line});
   }
   print_table(rows);
   return k_exit_ok;

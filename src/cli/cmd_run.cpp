@@ -1,0 +1,160 @@
+// kcache run: run a program with the stand-in JIT libraries preloaded, so
+// that its NVRTC, nvJitLink and NVVM compiles go through the cache with no change to the program
+// (docs/run.md).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+#include "cli/exit_codes.hpp"
+
+#ifndef KCACHE_INTERPOSE_RELPATH
+#error "KCACHE_INTERPOSE_RELPATH (the stand-in's path relative to the kcache executable's directory) is not defined"
+#endif
+
+namespace kcache::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Exit codes of a program that could not be started, as env(1) and shells use them.
+constexpr int k_exit_cannot_execute = 126;
+constexpr int k_exit_not_found = 127;
+
+// The stand-in library: $KCACHE_INTERPOSE_LIBRARY, else beside the command's
+// own installation (<libdir>/kcache/libkcache-interpose.so).
+fs::path interpose_library() {
+  if (const char* env = std::getenv("KCACHE_INTERPOSE_LIBRARY"); env != nullptr && *env != '\0') {
+    return fs::absolute(env);
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    return {};
+  }
+  return (exe.parent_path() / KCACHE_INTERPOSE_RELPATH).lexically_normal();
+}
+
+// LD_PRELOAD with `library` appended (a preload that must come first, such as
+// a sanitizer runtime, stays first); unchanged when it is already there.
+std::string preload_with(const std::string& current, const std::string& library) {
+  if (current.empty()) {
+    return library;
+  }
+  std::string::size_type start = 0;
+  while (start <= current.size()) {
+    const auto end = current.find_first_of(": ", start);
+    if (current.substr(start, end == std::string::npos ? std::string::npos : end - start) == library) {
+      return current;
+    }
+    if (end == std::string::npos) {
+      break;
+    }
+    start = end + 1;
+  }
+  return current + ":" + library;
+}
+
+int run_run(const Context& ctx, std::vector<std::string> command, bool print_env) {
+  if (!command.empty() && command.front() == "--") {
+    command.erase(command.begin());
+  }
+  const fs::path library = interpose_library();
+  std::error_code ec;
+  if (library.empty() || !fs::is_regular_file(library, ec)) {
+    std::fprintf(stderr,
+                 "kcache: error: the stand-in library %s is missing\nkcache: hint: it is installed beside kcache in "
+                 "<libdir>/kcache/; set KCACHE_INTERPOSE_LIBRARY to its path\n",
+                 library.empty() ? "libkcache-interpose.so" : library.c_str());
+    return k_exit_error;
+  }
+  // Settings given on kcache's command line reach the program as environment
+  // variables, which the stand-in reads as `kcache compile` would.
+  std::vector<std::pair<std::string, std::string>> env;
+  // Bad settings outside the command line are the stand-in's to warn about (it
+  // then runs the program without the cache); a bad command-line setting is exit 2.
+  std::vector<Error> problems;
+  if (!ctx.overrides.empty() || !ctx.config_file.empty()) {
+    auto config = ctx.config(&problems);
+    if (!config) {
+      std::fprintf(stderr, "kcache: error: %s\nkcache: hint: see `kcache config`\n", config.error().describe().c_str());
+      return k_exit_usage;
+    }
+    for (const auto& row : config->rows()) {
+      if (ctx.overrides.count(row.key) != 0) {
+        env.emplace_back(row.env, row.value);
+      }
+    }
+    if (!ctx.config_file.empty()) {
+      env.emplace_back("KCACHE_CONFIG", fs::absolute(ctx.config_file).string());
+    }
+  }
+  // The toolkit home and base_dir are read from the environment by the key
+  // derivation (as `kcache compile` arranges for itself).
+  if (auto config = ctx.config(&problems); config) {
+    if (!config->cuda_home.empty()) {
+      env.emplace_back("KCACHE_CUDA_HOME", config->cuda_home);
+    }
+    if (!config->base_dir.empty()) {
+      env.emplace_back("KCACHE_BASE_DIR", config->base_dir);
+    }
+  }
+  const char* current = std::getenv("LD_PRELOAD");
+  env.emplace_back("LD_PRELOAD", preload_with(current != nullptr ? current : "", library.string()));
+  if (print_env) {
+    for (const auto& [name, value] : env) {
+      std::string quoted;  // single-quoted for the shell: ' becomes '\''
+      for (const char c : value) {
+        quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      }
+      std::printf("export %s='%s'\n", name.c_str(), quoted.c_str());
+    }
+    return k_exit_ok;
+  }
+  if (command.empty()) {
+    std::fputs("kcache: error: no command given\nkcache: hint: kcache run -- PROGRAM [ARGS...]\n", stderr);
+    return k_exit_usage;
+  }
+  for (const auto& [name, value] : env) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  std::vector<char*> argv;
+  for (auto& a : command) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  ::execvp(argv[0], argv.data());
+  const int err = errno;
+  std::fprintf(stderr, "kcache: error: cannot run %s: %s\nkcache: hint: check the program's name and PATH\n",
+               argv[0], std::strerror(err));
+  return err == ENOENT ? k_exit_not_found : k_exit_cannot_execute;
+}
+
+void register_run(CLI::App& app, Context& ctx, std::function<int()>& run) {
+  CLI::App* sub = app.add_subcommand("run", "Run a program with its NVRTC, nvJitLink and NVVM compiles cached (no change to it)");
+  auto print_env = std::make_shared<bool>(false);
+  sub->add_flag("--print-env", *print_env,
+                "Print the environment that turns the cache on (for launchers that cannot wrap a command) and exit");
+  auto command = std::make_shared<std::vector<std::string>>();
+  sub->add_option("command", *command, "The program and its arguments, after `--`");
+  sub->footer(
+      "Usage: kcache run -- PROGRAM [ARGS...]. The program and its children load kcache's stand-in for "
+      "libnvrtc, libnvJitLink and libnvvm (LD_PRELOAD); compiles are keyed as `kcache compile` keys them and served from the cache. "
+      "The exit status is the program's; 126/127 when it cannot be started. See docs/run.md.");
+  sub->callback([&ctx, &run, command, print_env] {
+    run = [&ctx, command, print_env] { return run_run(ctx, *command, *print_env); };
+  });
+}
+
+}  // namespace
+
+KCACHE_COMMAND(run, register_run);
+
+}  // namespace kcache::cli

@@ -1,0 +1,140 @@
+#include "interpose/interposed_compile.hpp"
+
+#include <array>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "interpose/session.hpp"
+#include "kcache/compiler.hpp"
+#include "util/hex.hpp"
+
+namespace kcache::interpose {
+
+namespace {
+
+// kcache's key for `request` (derive_key's fields) plus the real library's
+// identity, with the entry kind as the target kind.
+Result<KeyBuilder> interposed_key(const InterposedCall& call, const std::string& build_id) {
+  auto base = derive_key(call.request);
+  if (!base) {
+    return tl::unexpected(base.error());
+  }
+  KeyBuilder kb(base->record().domain);
+  for (const auto& f : base->record().fields) {
+    if (f.digested) {
+      const auto raw = util::from_hex(f.value);
+      if (!raw || raw->size() != 32) {
+        return make_error(ErrorCode::internal, "key field " + f.name + " holds no SHA-256");
+      }
+      std::array<std::uint8_t, 32> d{};
+      std::memcpy(d.data(), raw->data(), d.size());
+      kb.add_digest(f.name, d);
+    } else {
+      kb.add(f.name, f.name == "target_kind" ? std::string_view(call.entry_kind) : std::string_view(f.value));
+    }
+  }
+  kb.add("interposed.format", "1");
+  kb.add("interposed.version", call.version);
+  kb.add("interposed.build_id", build_id);
+  return kb;
+}
+
+// The arch the options name (for the passport's target), or empty.
+std::string arch_of(const KeyRecord& record) {
+  for (const auto& f : record.fields) {
+    if (f.name == "option" && f.value.rfind("--gpu-architecture=", 0) == 0) {
+      return f.value.substr(19);
+    }
+    if (f.name == "option" && f.value.rfind("-arch=", 0) == 0) {
+      return f.value.substr(6);
+    }
+  }
+  return {};
+}
+
+std::map<std::string, std::string> symbols_of(const JitResult& r) {
+  std::map<std::string, std::string> m;
+  for (const auto& n : r.names) {
+    if (n.rc == 0) {
+      m.emplace(n.expression, n.lowered);
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+ServedCall serve(const InterposedCall& call) {
+  const Jit jit = call.jit;
+  if (!call.keyable) {
+    Session::log_event(jit, InterposedEvent::uncached, {});
+    return {call.real(), nullptr};
+  }
+  Session::Use use;
+  Session* session = use.session();
+  if (session == nullptr) {
+    Session::log_event(jit, InterposedEvent::uncached, {});
+    return {call.real(), nullptr};
+  }
+  const RealIdentity identity = real_identity(jit);
+  auto key = interposed_key(call, identity.build_id);
+  if (!key) {
+    // Not cacheable by design (a side-effect option, an unbounded computed
+    // include) is no failure; anything else is warned about once.
+    if (key.error().code != ErrorCode::unsupported) {
+      Session::warn_once(jit, "cannot key a compile of " + call.request.name + ": " + key.error().describe());
+      session->record(jit, InterposedEvent::fallback, {});
+    } else {
+      session->record(jit, InterposedEvent::uncached, {});
+    }
+    return {call.real(), nullptr};
+  }
+  const std::string key_hex = key->key().hex();
+  bool compiled_here = false;
+  int compile_rc = 0;
+  const auto produce = [&]() -> Result<CompileOutput> {
+    compiled_here = true;
+    JitResult recorded = call.compile();
+    compile_rc = recorded.compile_rc;
+    CompileOutput out;
+    // A failed compile is passed through and never stored; so is one whose
+    // disk inputs changed while it ran (its key no longer names its inputs).
+    out.cacheable = compile_rc == 0;
+    if (out.cacheable) {
+      auto again = interposed_key(call, identity.build_id);
+      out.cacheable = again && again->key() == key->key();
+    }
+    const std::string log = recorded.log.bytes.substr(0, recorded.log.bytes.find('\0'));
+    auto symbols = symbols_of(recorded);
+    out.artifact = Artifact::make(*key, call.entry_kind, Payload(encode(recorded)),
+                                  Producer{std::string(to_string(jit)), call.version},
+                                  Target{arch_of(key->record()), ""});
+    out.artifact.passport.log = log.substr(0, k_passport_max_log_bytes);
+    out.artifact.passport.symbols = std::move(symbols);
+    out.artifact.passport.labels["interposed"] = std::string(to_string(jit));
+    return out;
+  };
+  CacheOutcome outcome{};
+  auto artifact = session->cache().get_or_compile(key->key(), produce, &outcome);
+  if (compiled_here) {
+    const bool stored = outcome == CacheOutcome::compiled;
+    session->record(jit, stored ? InterposedEvent::compile : InterposedEvent::uncached, key_hex);
+    return {compile_rc, nullptr};
+  }
+  std::optional<JitResult> result;
+  if (artifact && artifact->passport.kind == call.entry_kind) {
+    result = decode_jit_result(artifact->payload.view());
+  }
+  if (!result || result->compile_rc != 0) {
+    Session::warn_once(jit, artifact ? "entry " + key_hex + " does not hold a " + call.entry_kind
+                                     : "cache lookup failed: " + artifact.error().describe());
+    session->record(jit, InterposedEvent::fallback, key_hex);
+    return {call.real(), nullptr};
+  }
+  session->record(jit, InterposedEvent::hit, key_hex);
+  const int rc = result->compile_rc;
+  return {rc, std::make_shared<const JitResult>(std::move(*result))};
+}
+
+}  // namespace kcache::interpose

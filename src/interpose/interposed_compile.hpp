@@ -1,0 +1,60 @@
+// interpose/interposed_compile.hpp: one compile call of a JIT library, through
+// the cache (the part the NVRTC, nvJitLink and NVVM stand-ins share).
+//
+// serve(): derives kcache's key of `request` (derive_key: the fields of the
+// `kcache compile` / `kcache link` key) with `target_kind` replaced by the
+// entry kind and the real library's version and build-id added; looks it up
+// through the session's single-flight Cache; on a hit returns the recorded
+// result without calling the real library; on a miss calls `compile`, which
+// runs the real compile on the program's own handle and records what its
+// getters return, and stores the record when the compile succeeded and the
+// inputs did not change meanwhile. Anything kcache cannot do (no session, no
+// key, a failed lookup, an entry that does not decode) ends in one call of
+// `real` (the real compile alone), with one warning per process where
+// something failed.
+//
+// Thread-safety: thread-safe (calls for distinct handles may run at once).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "interpose/jit_result.hpp"
+#include "interpose/real_library.hpp"
+#include "kcache/compile_request.hpp"
+
+namespace kcache::interpose {
+
+struct InterposedCall {
+  Jit jit = Jit::nvrtc;
+  std::string entry_kind;        // "nvrtc-result", "nvjitlink-result", "nvvm-result"
+  std::string version;           // the real library's run-time version
+  CompileRequest request;        // what the key is derived from (target_kind: any the backend accepts)
+  bool keyable = true;           // false: forwarded uncached (an input kcache cannot see)
+  std::function<JitResult()> compile;  // the real compile, recorded
+  std::function<int()> real;           // the real compile alone
+};
+
+struct ServedCall {
+  int rc = 0;
+  // Set when the result came from the cache: the getters replay it.
+  std::shared_ptr<const JitResult> served;
+};
+
+ServedCall serve(const InterposedCall& call);
+
+// serve(), keeping a served result in `state` (a HandleTable state) for the
+// getters to replay. Returns the code the compile call returns.
+template <class State>
+int serve_into(const InterposedCall& call, State& state) {
+  ServedCall served = serve(call);
+  if (served.served) {
+    std::lock_guard lock(state.mutex);
+    state.served = std::move(served.served);
+  }
+  return served.rc;
+}
+
+}  // namespace kcache::interpose

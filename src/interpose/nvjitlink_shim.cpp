@@ -1,0 +1,330 @@
+// interpose/nvjitlink_shim.cpp: the nvJitLink C API of the stand-in library.
+//
+// nvJitLink.h calls versioned entry points (__nvJitLinkCreate_13_0 ...) from
+// inline wrappers; older programs and language bindings call the plain names.
+// The stand-in exports both: the plain names and the versioned ones of
+// nvJitLink 12.0-12.9 and 13.0-13.2, each forwarding to the same name in the
+// real library. nvJitLinkComplete is served from kcache: the key holds every
+// input's kind and bytes (AddData; AddFile reads the file), the options and
+// the real library's version and build-id (docs/keys.md, "nvJitLink"); after
+// a hit the linked CUBIN/PTX and both logs are the recorded ones
+// (jit_result.hpp: outputs cubin, ptx, info log; log: error log).
+//
+// Thread-safety: as nvJitLink's (distinct handles on distinct threads).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "interpose/handle_table.hpp"
+#include "interpose/interposed_compile.hpp"
+#include "interpose/jit_result.hpp"
+#include "interpose/real_library.hpp"
+#include "interpose/session.hpp"
+
+using nvJitLinkResult = int;
+using nvJitLinkHandle = void*;
+
+#define KCACHE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace kcache::interpose {
+namespace {
+
+constexpr nvJitLinkResult k_success = 0;
+constexpr nvJitLinkResult k_internal = 6;  // NVJITLINK_ERROR_INTERNAL
+constexpr const char* k_entry_kind = "nvjitlink-result";
+enum Output { cubin = 0, ptx = 1, info_log = 2 };
+
+using CreateFn = nvJitLinkResult (*)(nvJitLinkHandle*, std::uint32_t, const char**);
+using DestroyFn = nvJitLinkResult (*)(nvJitLinkHandle*);
+using AddDataFn = nvJitLinkResult (*)(nvJitLinkHandle, int, const void*, std::size_t, const char*);
+using AddFileFn = nvJitLinkResult (*)(nvJitLinkHandle, int, const char*);
+using CompleteFn = nvJitLinkResult (*)(nvJitLinkHandle);
+using SizeFn = nvJitLinkResult (*)(nvJitLinkHandle, std::size_t*);
+using GetFn = nvJitLinkResult (*)(nvJitLinkHandle, void*);
+using GetTextFn = nvJitLinkResult (*)(nvJitLinkHandle, char*);
+
+template <class Fn>
+Fn real(const char* name) {
+  return reinterpret_cast<Fn>(real_symbol(Jit::nvjitlink, name));  // POSIX: data to function pointer
+}
+
+struct LinkState {
+  std::mutex mutex;
+  std::vector<std::string> options;
+  std::vector<NamedBytes> inputs;
+  bool keyable = true;
+  std::shared_ptr<const JitResult> served;
+};
+
+HandleTable<LinkState>& links() { return HandleTable<LinkState>::instance(); }
+
+// kcache's name for an nvJitLinkInputType, or empty for one it does not key.
+const char* kind_name(int type) {
+  switch (type) {
+    case 1:
+      return "cubin";
+    case 2:
+      return "ptx";
+    case 3:
+      return "ltoir";
+    case 4:
+      return "fatbin";
+    case 5:
+      return "object";
+    case 6:
+      return "library";
+    default:
+      return "";
+  }
+}
+
+bool read_file(const char* path, std::string& out) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return false;
+  }
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      ::close(fd);
+      return n == 0;
+    }
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+}
+
+std::string real_version() {
+  static const std::string version = [] {
+    const auto fn = real<nvJitLinkResult (*)(unsigned*, unsigned*)>("nvJitLinkVersion");
+    unsigned major = 0, minor = 0;
+    if (fn == nullptr || fn(&major, &minor) != k_success) {
+      return std::string();
+    }
+    return std::to_string(major) + "." + std::to_string(minor);
+  }();
+  return version;
+}
+
+nvJitLinkResult create(CreateFn fn, nvJitLinkHandle* handle, std::uint32_t n, const char** options) {
+  if (fn == nullptr) {
+    return k_internal;
+  }
+  const nvJitLinkResult rc = fn(handle, n, options);
+  if (rc != k_success || handle == nullptr) {
+    return rc;
+  }
+  try {
+    auto s = std::make_shared<LinkState>();
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (options == nullptr || options[i] == nullptr) {
+        s->keyable = false;
+        break;
+      }
+      s->options.emplace_back(options[i]);
+    }
+    links().insert(*handle, std::move(s));
+  } catch (...) {
+  }
+  return rc;
+}
+
+nvJitLinkResult destroy(DestroyFn fn, nvJitLinkHandle* handle) {
+  if (fn == nullptr) {
+    return k_internal;
+  }
+  links().forget(handle);
+  return fn(handle);
+}
+
+nvJitLinkResult add_data(AddDataFn fn, nvJitLinkHandle h, int type, const void* data, std::size_t size,
+                         const char* name) {
+  if (fn == nullptr) {
+    return k_internal;
+  }
+  const nvJitLinkResult rc = fn(h, type, data, size, name);
+  if (auto s = links().find(h)) {
+    std::lock_guard lock(s->mutex);
+    if (rc != k_success || data == nullptr || *kind_name(type) == '\0') {
+      s->keyable = false;
+    } else {
+      s->inputs.push_back(NamedBytes{name != nullptr ? name : "", kind_name(type),
+                                     std::string(static_cast<const char*>(data), size)});
+    }
+  }
+  return rc;
+}
+
+nvJitLinkResult add_file(AddFileFn fn, nvJitLinkHandle h, int type, const char* file) {
+  if (fn == nullptr) {
+    return k_internal;
+  }
+  const nvJitLinkResult rc = fn(h, type, file);
+  if (auto s = links().find(h)) {
+    std::string bytes;
+    const bool read = rc == k_success && file != nullptr && *kind_name(type) != '\0' && read_file(file, bytes);
+    std::lock_guard lock(s->mutex);
+    if (!read) {
+      s->keyable = false;
+    } else {
+      s->inputs.push_back(NamedBytes{file, kind_name(type), std::move(bytes)});
+    }
+  }
+  return rc;
+}
+
+struct Getters {
+  SizeFn cubin_size = nullptr;
+  GetFn cubin_get = nullptr;
+  SizeFn ptx_size = nullptr;
+  GetTextFn ptx_get = nullptr;
+  SizeFn info_size = nullptr;
+  GetTextFn info_get = nullptr;
+  SizeFn error_size = nullptr;
+  GetTextFn error_get = nullptr;
+  bool complete() const {
+    return cubin_size != nullptr && cubin_get != nullptr && ptx_size != nullptr && ptx_get != nullptr &&
+           info_size != nullptr && info_get != nullptr && error_size != nullptr && error_get != nullptr;
+  }
+};
+
+// The real getters a link is recorded with.
+const Getters& getters() {
+  static const Getters g{real<SizeFn>("nvJitLinkGetLinkedCubinSize"), real<GetFn>("nvJitLinkGetLinkedCubin"),
+                         real<SizeFn>("nvJitLinkGetLinkedPtxSize"),   real<GetTextFn>("nvJitLinkGetLinkedPtx"),
+                         real<SizeFn>("nvJitLinkGetInfoLogSize"),     real<GetTextFn>("nvJitLinkGetInfoLog"),
+                         real<SizeFn>("nvJitLinkGetErrorLogSize"),    real<GetTextFn>("nvJitLinkGetErrorLog")};
+  return g;
+}
+
+// REQUIRES: getters().complete().
+JitResult record(nvJitLinkHandle h, nvJitLinkResult rc) {
+  const Getters& g = getters();
+  JitResult r;
+  r.compile_rc = rc;
+  r.outputs[cubin] = record_output(h, g.cubin_size, g.cubin_get);
+  r.outputs[ptx] = record_output(h, g.ptx_size, g.ptx_get);
+  r.outputs[info_log] = record_output(h, g.info_size, g.info_get);
+  r.log = record_output(h, g.error_size, g.error_get);
+  return r;
+}
+
+nvJitLinkResult complete(CompleteFn fn, nvJitLinkHandle h) {
+  if (fn == nullptr) {
+    return k_internal;
+  }
+  auto s = links().find(h);
+  if (!s) {
+    return fn(h);
+  }
+  InterposedCall call;
+  call.jit = Jit::nvjitlink;
+  call.entry_kind = k_entry_kind;
+  call.version = real_version();
+  call.real = [&] { return fn(h); };
+  {
+    std::lock_guard lock(s->mutex);
+    s->served.reset();
+    call.keyable = s->keyable && getters().complete();
+    call.request.backend = "nvjitlink";
+    call.request.name = "link";
+    call.request.options = s->options;
+    call.request.inputs = s->inputs;
+  }
+  call.request.target_kind = "cubin";
+  for (const auto& o : call.request.options) {
+    if (o == "-ptx") {
+      call.request.target_kind = "ptx";
+    }
+  }
+  call.compile = [&] { return record(h, fn(h)); };
+  return serve_into(call, *s);
+}
+
+template <class Fn>
+nvJitLinkResult get_size(Fn fn, int which, nvJitLinkHandle h, std::size_t* size) {
+  if (auto r = links().served(h); r && size != nullptr) {
+    return replay_size(which < 0 ? r->log : r->outputs[static_cast<std::size_t>(which)], size);
+  }
+  return fn != nullptr ? fn(h, size) : k_internal;
+}
+
+template <class Fn, class Out>
+nvJitLinkResult get(Fn fn, int which, nvJitLinkHandle h, Out* out) {
+  if (auto r = links().served(h); r && out != nullptr) {
+    return replay_get(which < 0 ? r->log : r->outputs[static_cast<std::size_t>(which)], out);
+  }
+  return fn != nullptr ? fn(h, out) : k_internal;
+}
+
+}  // namespace
+}  // namespace kcache::interpose
+
+// The exported functions, each under its plain name and its versioned names.
+#define KCACHE_NVJITLINK_ENTRY_POINTS(pre, suffix, pre_text, name_text)                                                       \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkCreate##suffix(nvJitLinkHandle* h, std::uint32_t n, const char** o) { \
+    static const auto fn = kcache::interpose::real<kcache::interpose::CreateFn>(pre_text "nvJitLinkCreate" name_text);    \
+    return kcache::interpose::create(fn, h, n, o);                                                             \
+  }                                                                                                            \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkDestroy##suffix(nvJitLinkHandle* h) {                                 \
+    static const auto fn = kcache::interpose::real<kcache::interpose::DestroyFn>(pre_text "nvJitLinkDestroy" name_text);  \
+    return kcache::interpose::destroy(fn, h);                                                                  \
+  }                                                                                                            \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkAddData##suffix(nvJitLinkHandle h, int t, const void* d, std::size_t s, \
+                                                         const char* n) {                                      \
+    static const auto fn = kcache::interpose::real<kcache::interpose::AddDataFn>(pre_text "nvJitLinkAddData" name_text);  \
+    return kcache::interpose::add_data(fn, h, t, d, s, n);                                                     \
+  }                                                                                                            \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkAddFile##suffix(nvJitLinkHandle h, int t, const char* f) {            \
+    static const auto fn = kcache::interpose::real<kcache::interpose::AddFileFn>(pre_text "nvJitLinkAddFile" name_text);  \
+    return kcache::interpose::add_file(fn, h, t, f);                                                           \
+  }                                                                                                            \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkComplete##suffix(nvJitLinkHandle h) {                                 \
+    static const auto fn = kcache::interpose::real<kcache::interpose::CompleteFn>(pre_text "nvJitLinkComplete" name_text); \
+    return kcache::interpose::complete(fn, h);                                                                 \
+  }                                                                                                            \
+  KCACHE_NVJITLINK_GETTERS(pre, suffix, pre_text, name_text, GetLinkedCubin, kcache::interpose::cubin, void)                                     \
+  KCACHE_NVJITLINK_GETTERS(pre, suffix, pre_text, name_text, GetLinkedPtx, kcache::interpose::ptx, char)                                         \
+  KCACHE_NVJITLINK_GETTERS(pre, suffix, pre_text, name_text, GetInfoLog, kcache::interpose::info_log, char)                                      \
+  KCACHE_NVJITLINK_GETTERS(pre, suffix, pre_text, name_text, GetErrorLog, -1, char)
+
+#define KCACHE_NVJITLINK_GETTERS(pre, suffix, pre_text, name_text, Name, which, Out)                                          \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLink##Name##Size##suffix(nvJitLinkHandle h, std::size_t* s) {             \
+    static const auto fn = kcache::interpose::real<kcache::interpose::SizeFn>(pre_text "nvJitLink" #Name "Size" name_text); \
+    return kcache::interpose::get_size(fn, which, h, s);                                                       \
+  }                                                                                                            \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLink##Name##suffix(nvJitLinkHandle h, Out* out) {                         \
+    static const auto fn =                                                                                     \
+        kcache::interpose::real<nvJitLinkResult (*)(nvJitLinkHandle, Out*)>(pre_text "nvJitLink" #Name name_text);      \
+    return kcache::interpose::get(fn, which, h, out);                                                          \
+  }
+
+KCACHE_NVJITLINK_ENTRY_POINTS(, , "", "")
+#define KCACHE_NVJITLINK_VERSIONED(v) KCACHE_NVJITLINK_ENTRY_POINTS(__, _##v, "__", "_" #v)
+KCACHE_NVJITLINK_VERSIONED(12_0)
+KCACHE_NVJITLINK_VERSIONED(12_1)
+KCACHE_NVJITLINK_VERSIONED(12_2)
+KCACHE_NVJITLINK_VERSIONED(12_3)
+KCACHE_NVJITLINK_VERSIONED(12_4)
+KCACHE_NVJITLINK_VERSIONED(12_5)
+KCACHE_NVJITLINK_VERSIONED(12_6)
+KCACHE_NVJITLINK_VERSIONED(12_7)
+KCACHE_NVJITLINK_VERSIONED(12_8)
+KCACHE_NVJITLINK_VERSIONED(12_9)
+KCACHE_NVJITLINK_VERSIONED(13_0)
+KCACHE_NVJITLINK_VERSIONED(13_1)
+KCACHE_NVJITLINK_VERSIONED(13_2)
+
+KCACHE_EXPORT nvJitLinkResult nvJitLinkVersion(unsigned* major, unsigned* minor) {
+  static const auto fn = kcache::interpose::real<nvJitLinkResult (*)(unsigned*, unsigned*)>("nvJitLinkVersion");
+  return fn != nullptr ? fn(major, minor) : kcache::interpose::k_internal;
+}

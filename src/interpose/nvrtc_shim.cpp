@@ -1,0 +1,346 @@
+// interpose/nvrtc_shim.cpp: the NVRTC C API of the stand-in library.
+//
+// Every function of nvrtc.h (CUDA 12/13) is exported under its own name.
+// nvrtcCompileProgram is served from kcache; every other function forwards to
+// the real library (real_library.hpp), except that, after a compile served
+// from the cache, the getters answer from the recorded result
+// (nvrtc_result.hpp): PTX, CUBIN, LTO-IR, OptiX-IR, the log and lowered names,
+// with the real library's return codes.
+//
+// A compile: the program's source, name, in-memory headers (and include
+// names), options and name expressions make a CompileRequest; derive_key gives
+// kcache's complete key (disk headers found by the scanner, toolkit and
+// library version, base_dir rules), to which the real library's version and
+// build-id are added. A hit replays the recorded result without calling the
+// real compile. A miss compiles with the real library on the program's own
+// handle (so the program sees exactly what the real library gave), records
+// what the getters return and stores it, unless the compile failed or a disk
+// header changed while it ran. Anything kcache cannot do (no key, a store
+// error, an entry that does not decode) calls the real compile, with one
+// warning per process.
+//
+// Thread-safety: as NVRTC's (distinct programs on distinct threads); the
+// program table is locked.
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "interpose/handle_table.hpp"
+#include "interpose/interposed_compile.hpp"
+#include "interpose/jit_result.hpp"
+#include "interpose/real_library.hpp"
+#include "interpose/session.hpp"
+
+using nvrtcResult = int;
+using nvrtcProgram = void*;
+
+#define KCACHE_EXPORT extern "C" __attribute__((visibility("default")))
+
+KCACHE_EXPORT const char* nvrtcGetErrorString(nvrtcResult result);
+KCACHE_EXPORT nvrtcResult nvrtcVersion(int* major, int* minor);
+KCACHE_EXPORT nvrtcResult nvrtcGetNumSupportedArchs(int* num_archs);
+KCACHE_EXPORT nvrtcResult nvrtcGetSupportedArchs(int* archs);
+KCACHE_EXPORT nvrtcResult nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char* name, int num_headers,
+                                             const char* const* headers, const char* const* include_names);
+KCACHE_EXPORT nvrtcResult nvrtcDestroyProgram(nvrtcProgram* prog);
+KCACHE_EXPORT nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int num_options, const char* const* options);
+KCACHE_EXPORT nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, std::size_t* size);
+KCACHE_EXPORT nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char* out);
+KCACHE_EXPORT nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, std::size_t* size);
+KCACHE_EXPORT nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char* out);
+KCACHE_EXPORT nvrtcResult nvrtcGetLTOIRSize(nvrtcProgram prog, std::size_t* size);
+KCACHE_EXPORT nvrtcResult nvrtcGetLTOIR(nvrtcProgram prog, char* out);
+KCACHE_EXPORT nvrtcResult nvrtcGetOptiXIRSize(nvrtcProgram prog, std::size_t* size);
+KCACHE_EXPORT nvrtcResult nvrtcGetOptiXIR(nvrtcProgram prog, char* out);
+KCACHE_EXPORT nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, std::size_t* size);
+KCACHE_EXPORT nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char* out);
+KCACHE_EXPORT nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char* name_expression);
+KCACHE_EXPORT nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char* name_expression, const char** lowered);
+KCACHE_EXPORT nvrtcResult nvrtcGetPCHHeapSize(std::size_t* size);
+KCACHE_EXPORT nvrtcResult nvrtcSetPCHHeapSize(std::size_t size);
+KCACHE_EXPORT nvrtcResult nvrtcGetPCHCreateStatus(nvrtcProgram prog);
+KCACHE_EXPORT nvrtcResult nvrtcGetPCHHeapSizeRequired(nvrtcProgram prog, std::size_t* size);
+KCACHE_EXPORT nvrtcResult nvrtcSetFlowCallback(nvrtcProgram prog, int (*callback)(void*, void*), void* payload);
+
+namespace kcache::interpose {
+namespace {
+
+constexpr nvrtcResult k_success = 0;
+constexpr nvrtcResult k_invalid_input = 3;
+constexpr nvrtcResult k_internal_error = 11;
+constexpr nvrtcResult k_no_name_expressions_after_compilation = 8;
+constexpr nvrtcResult k_name_expression_not_valid = 10;
+// The kind of an interposed NVRTC entry: its payload is a JitResult.
+constexpr const char* k_entry_kind = "nvrtc-result";
+
+// The real function `name`, resolved once per call site.
+#define KCACHE_REAL(fn)                                                                                   \
+  static const auto real_##fn = reinterpret_cast<decltype(&::fn)>(real_symbol(Jit::nvrtc, #fn)); /* NOLINT */ \
+  if (real_##fn == nullptr) {                                                                             \
+    return k_internal_error;                                                                              \
+  }
+
+// What the stand-in knows of one program.
+struct ProgramState {
+  std::mutex mutex;
+  std::string name;
+  std::string source;
+  std::vector<NamedBytes> headers;
+  std::vector<std::string> name_expressions;
+  bool keyable = true;  // false: a header without content
+  bool compiled = false;
+  std::shared_ptr<const JitResult> served;  // set: the last compile was answered from the cache
+};
+
+HandleTable<ProgramState>& programs() { return HandleTable<ProgramState>::instance(); }
+
+std::shared_ptr<ProgramState> find_program(nvrtcProgram prog) { return programs().find(prog); }
+
+std::shared_ptr<const JitResult> served(nvrtcProgram prog) { return programs().served(prog); }
+
+using SizeFn = nvrtcResult (*)(nvrtcProgram, std::size_t*);
+using GetFn = nvrtcResult (*)(nvrtcProgram, char*);
+
+// Everything the program can read back after the real compile of `prog`.
+JitResult record_result(nvrtcProgram prog, nvrtcResult compile_rc, const std::vector<std::string>& expressions) {
+  JitResult r;
+  r.compile_rc = compile_rc;
+  const auto out = [&](NvrtcOutputKind k, SizeFn s, GetFn g) { r.outputs[static_cast<int>(k)] = record_output(prog, s, g); };
+  out(NvrtcOutputKind::ptx, &nvrtcGetPTXSize, &nvrtcGetPTX);
+  out(NvrtcOutputKind::cubin, &nvrtcGetCUBINSize, &nvrtcGetCUBIN);
+  out(NvrtcOutputKind::ltoir, &nvrtcGetLTOIRSize, &nvrtcGetLTOIR);
+  out(NvrtcOutputKind::optixir, &nvrtcGetOptiXIRSize, &nvrtcGetOptiXIR);
+  r.log = record_output(prog, &nvrtcGetProgramLogSize, &nvrtcGetProgramLog);
+  for (const auto& e : expressions) {
+    if (r.lowered(e) != nullptr) {
+      continue;
+    }
+    JitLoweredName n;
+    n.expression = e;
+    const char* lowered = nullptr;
+    n.rc = nvrtcGetLoweredName(prog, e.c_str(), &lowered);
+    if (n.rc == k_success && lowered != nullptr) {
+      n.lowered = lowered;
+    }
+    r.names.push_back(std::move(n));
+  }
+  return r;
+}
+
+// The real library's run-time version, as it goes into keys.
+std::string real_version() {
+  static const std::string version = [] {
+    using Fn = nvrtcResult (*)(int*, int*);
+    const auto fn = reinterpret_cast<Fn>(real_symbol(Jit::nvrtc, "nvrtcVersion"));  // POSIX: data to function pointer
+    int major = 0, minor = 0;
+    if (fn == nullptr || fn(&major, &minor) != k_success) {
+      return std::string();
+    }
+    return std::to_string(major) + "." + std::to_string(minor);
+  }();
+  return version;
+}
+
+nvrtcResult compile(nvrtcProgram prog, int num_options, const char* const* options) {
+  KCACHE_REAL(nvrtcCompileProgram)
+  auto state = find_program(prog);
+  if (!state) {
+    return real_nvrtcCompileProgram(prog, num_options, options);  // made before the stand-in was there
+  }
+  InterposedCall call;
+  call.jit = Jit::nvrtc;
+  call.entry_kind = k_entry_kind;
+  call.version = real_version();
+  call.real = [&] { return real_nvrtcCompileProgram(prog, num_options, options); };
+  {
+    std::lock_guard lock(state->mutex);
+    state->served.reset();
+    state->compiled = true;
+    call.keyable = state->keyable && num_options >= 0 && (num_options == 0 || options != nullptr);
+    call.request.backend = "nvrtc";
+    call.request.name = state->name;
+    call.request.source = state->source;
+    call.request.headers = state->headers;
+    call.request.name_expressions = state->name_expressions;
+  }
+  call.request.target_kind = "ptx";
+  for (int i = 0; call.keyable && i < num_options; ++i) {
+    if (options[i] == nullptr) {
+      call.keyable = false;
+    } else {
+      call.request.options.emplace_back(options[i]);
+    }
+  }
+  call.compile = [&] {
+    return record_result(prog, real_nvrtcCompileProgram(prog, num_options, options), call.request.name_expressions);
+  };
+  return serve_into(call, *state);
+}
+
+}  // namespace
+}  // namespace kcache::interpose
+
+using namespace kcache::interpose;  // NOLINT: the exported C functions below
+
+const char* nvrtcGetErrorString(nvrtcResult result) {
+  static const auto real = reinterpret_cast<decltype(&::nvrtcGetErrorString)>(  // POSIX: data to function pointer
+      real_symbol(Jit::nvrtc, "nvrtcGetErrorString"));
+  return real != nullptr ? real(result) : "NVRTC_ERROR unknown";
+}
+
+nvrtcResult nvrtcVersion(int* major, int* minor) {
+  KCACHE_REAL(nvrtcVersion)
+  return real_nvrtcVersion(major, minor);
+}
+
+nvrtcResult nvrtcGetNumSupportedArchs(int* num_archs) {
+  KCACHE_REAL(nvrtcGetNumSupportedArchs)
+  return real_nvrtcGetNumSupportedArchs(num_archs);
+}
+
+nvrtcResult nvrtcGetSupportedArchs(int* archs) {
+  KCACHE_REAL(nvrtcGetSupportedArchs)
+  return real_nvrtcGetSupportedArchs(archs);
+}
+
+nvrtcResult nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char* name, int num_headers,
+                               const char* const* headers, const char* const* include_names) {
+  KCACHE_REAL(nvrtcCreateProgram)
+  const nvrtcResult rc = real_nvrtcCreateProgram(prog, src, name, num_headers, headers, include_names);
+  if (rc != k_success || prog == nullptr || src == nullptr) {
+    return rc;
+  }
+  try {
+    auto state = std::make_shared<ProgramState>();
+    state->name = name != nullptr ? name : "default_program";
+    state->source = src;
+    for (int i = 0; i < num_headers; ++i) {
+      if (headers == nullptr || include_names == nullptr || headers[i] == nullptr || include_names[i] == nullptr) {
+        state->keyable = false;
+        break;
+      }
+      state->headers.push_back(kcache::NamedBytes{include_names[i], "header", headers[i]});
+    }
+    programs().insert(*prog, std::move(state));
+  } catch (...) {
+    // Out of memory: the program simply compiles without the cache.
+  }
+  return rc;
+}
+
+nvrtcResult nvrtcDestroyProgram(nvrtcProgram* prog) {
+  KCACHE_REAL(nvrtcDestroyProgram)
+  programs().forget(prog);
+  return real_nvrtcDestroyProgram(prog);
+}
+
+nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int num_options, const char* const* options) {
+  try {
+    return compile(prog, num_options, options);
+  } catch (...) {
+    Session::warn_once(Jit::nvrtc, "internal error");
+    KCACHE_REAL(nvrtcCompileProgram)
+    return real_nvrtcCompileProgram(prog, num_options, options);
+  }
+}
+
+// The getters: answered from the recorded result after a hit, else by the real library.
+#define KCACHE_GETTERS(Name, kind)                                                  \
+  nvrtcResult nvrtcGet##Name##Size(nvrtcProgram prog, std::size_t* size) {          \
+    if (auto r = served(prog); r && size != nullptr) {                              \
+      return replay_size(r->output(NvrtcOutputKind::kind), size);                   \
+    }                                                                               \
+    KCACHE_REAL(nvrtcGet##Name##Size)                                               \
+    return real_nvrtcGet##Name##Size(prog, size);                                   \
+  }                                                                                 \
+  nvrtcResult nvrtcGet##Name(nvrtcProgram prog, char* out) {                        \
+    if (auto r = served(prog); r && out != nullptr) {                               \
+      return replay_get(r->output(NvrtcOutputKind::kind), out);                     \
+    }                                                                               \
+    KCACHE_REAL(nvrtcGet##Name)                                                     \
+    return real_nvrtcGet##Name(prog, out);                                          \
+  }
+
+KCACHE_GETTERS(PTX, ptx)
+KCACHE_GETTERS(CUBIN, cubin)
+KCACHE_GETTERS(LTOIR, ltoir)
+KCACHE_GETTERS(OptiXIR, optixir)
+
+nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, std::size_t* size) {
+  if (auto r = served(prog); r && size != nullptr) {
+    return replay_size(r->log, size);
+  }
+  KCACHE_REAL(nvrtcGetProgramLogSize)
+  return real_nvrtcGetProgramLogSize(prog, size);
+}
+
+nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char* out) {
+  if (auto r = served(prog); r && out != nullptr) {
+    return replay_get(r->log, out);
+  }
+  KCACHE_REAL(nvrtcGetProgramLog)
+  return real_nvrtcGetProgramLog(prog, out);
+}
+
+nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char* name_expression) {
+  KCACHE_REAL(nvrtcAddNameExpression)
+  auto state = find_program(prog);
+  if (state && name_expression != nullptr) {
+    std::lock_guard lock(state->mutex);
+    if (state->served) {
+      return k_no_name_expressions_after_compilation;  // what the real library says after a compile
+    }
+  }
+  const nvrtcResult rc = real_nvrtcAddNameExpression(prog, name_expression);
+  if (rc == k_success && state) {
+    std::lock_guard lock(state->mutex);
+    state->name_expressions.emplace_back(name_expression);
+  }
+  return rc;
+}
+
+nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char* name_expression, const char** lowered) {
+  if (auto r = served(prog)) {
+    if (name_expression == nullptr || lowered == nullptr) {
+      return k_invalid_input;
+    }
+    const JitLoweredName* n = r->lowered(name_expression);
+    if (n == nullptr) {
+      return k_name_expression_not_valid;
+    }
+    if (n->rc == k_success) {
+      *lowered = n->lowered.c_str();  // owned by the recorded result, which the program state keeps
+    }
+    return n->rc;
+  }
+  KCACHE_REAL(nvrtcGetLoweredName)
+  return real_nvrtcGetLoweredName(prog, name_expression, lowered);
+}
+
+nvrtcResult nvrtcGetPCHHeapSize(std::size_t* size) {
+  KCACHE_REAL(nvrtcGetPCHHeapSize)
+  return real_nvrtcGetPCHHeapSize(size);
+}
+
+nvrtcResult nvrtcSetPCHHeapSize(std::size_t size) {
+  KCACHE_REAL(nvrtcSetPCHHeapSize)
+  return real_nvrtcSetPCHHeapSize(size);
+}
+
+nvrtcResult nvrtcGetPCHCreateStatus(nvrtcProgram prog) {
+  KCACHE_REAL(nvrtcGetPCHCreateStatus)
+  return real_nvrtcGetPCHCreateStatus(prog);
+}
+
+nvrtcResult nvrtcGetPCHHeapSizeRequired(nvrtcProgram prog, std::size_t* size) {
+  KCACHE_REAL(nvrtcGetPCHHeapSizeRequired)
+  return real_nvrtcGetPCHHeapSizeRequired(prog, size);
+}
+
+nvrtcResult nvrtcSetFlowCallback(nvrtcProgram prog, int (*callback)(void*, void*), void* payload) {
+  KCACHE_REAL(nvrtcSetFlowCallback)
+  return real_nvrtcSetFlowCallback(prog, callback, payload);
+}

@@ -1,0 +1,80 @@
+// interpose/session.hpp: kcache inside a program that runs under `kcache run`.
+//
+// One Session per process, made at the first interposed compile: the settings
+// (as `kcache compile` reads them: environment, config file), the configured
+// stores (memory, disk, remote), the single-flight Cache with its lock
+// directory and cross-host lease, and the per-library counters
+// (cache/interposed_counters.hpp). When the cache is disabled (KCACHE_DISABLE),
+// or cannot be used (a bad setting, a cache directory that cannot be opened),
+// there is no session: get() returns nullptr and every call goes to the real
+// library (with one warning when something was wrong).
+//
+// At exit the session publishes what is still queued (background puts,
+// remote uploads, bounded by remote_flush_timeout_ms). After fork() the child
+// starts without a session and makes its own at its first compile (the
+// parent's background threads do not exist in the child).
+//
+// KCACHE_INTERPOSE_LOG=FILE appends one line per interposed call to FILE:
+//   <pid> <library> <event> <key or ->            event: hit compile uncached fallback
+// which is how the tests count real compiles (docs/run.md, "Counting").
+//
+// Thread-safety: every method is thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cache/interposed_counters.hpp"
+#include "interpose/real_library.hpp"
+#include "kcache/cache.hpp"
+
+namespace kcache::interpose {
+
+class Session {
+ public:
+  // The process's session, made on first use; nullptr when there is none
+  // (see above). Never throws.
+  static Session* get() noexcept;
+
+  Cache& cache() noexcept { return *m_cache; }
+
+  // Counts `event` for `jit` and logs it (KCACHE_INTERPOSE_LOG).
+  void record(Jit jit, InterposedEvent event, std::string_view key_hex) noexcept;
+
+  // Prints "kcache: warning: <line>" once per process for `jit`; later ones are dropped.
+  static void warn_once(Jit jit, const std::string& line) noexcept;
+
+  // Logs `event` where there is no session (counted in no file).
+  static void log_event(Jit jit, InterposedEvent event, std::string_view key_hex) noexcept;
+
+  // Holds the session open while a call uses it: the exit handler waits for
+  // calls in flight before it tears the stores down.
+  class Use {
+   public:
+    Use();
+    ~Use();
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+    // nullptr when there is no session or the process is exiting.
+    Session* session() const noexcept { return m_session; }
+
+   private:
+    Session* m_session = nullptr;
+    bool m_locked = false;
+  };
+
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+ private:
+  Session() = default;
+  std::unique_ptr<Store> m_store;
+  std::unique_ptr<Cache> m_cache;
+  std::unique_ptr<InterposedCounters> m_counters;
+
+  friend struct SessionFactory;
+};
+
+}  // namespace kcache::interpose

@@ -1,0 +1,336 @@
+// `kcache run -- PROGRAM`: an unmodified NVRTC + nvJitLink + NVVM program, run under the
+// stand-in library, gets from a warm cache exactly what the real library
+// gives (codes, PTX, CUBIN, LTO-IR, logs, lowered names, byte for byte) and
+// the real library compiles nothing; whatever is wrong with the cache, the
+// program's outputs and exit status are those of a run without kcache.
+//
+// Real compiles are counted with KCACHE_INTERPOSE_LOG (docs/run.md,
+// "Counting"): one line per interposed compile, "<pid> nvrtc <event> <key>".
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "integration/cli_shell.hpp"
+#include "support/redis_server.hpp"
+#include "unit/compile/compile_test_support.hpp"
+
+namespace kcache::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string k_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+
+// How a client program reaches NVRTC.
+enum class Loading { linked, soname, path, deepbind, deepbind_plugin };
+
+std::string loading_name(Loading l) {
+  switch (l) {
+    case Loading::linked:
+      return "linked";
+    case Loading::soname:
+      return "soname";
+    case Loading::path:
+      return "path";
+    case Loading::deepbind:
+      return "deepbind";
+    case Loading::deepbind_plugin:
+      return "deepbind_plugin";
+  }
+  return "?";
+}
+
+// The number of interposed calls of `library` in `log` that ended with `event`.
+std::size_t count(const std::string& log, const std::string& event, const std::string& library = "nvrtc") {
+  const std::string word = " " + library + " " + event + " ";
+  std::size_t n = 0;
+  for (std::size_t at = log.find(word); at != std::string::npos; at = log.find(word, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+std::size_t warnings(const std::string& err) {
+  std::size_t n = 0;
+  for (std::size_t at = err.find("kcache: warning:"); at != std::string::npos; at = err.find("kcache: warning:", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+class RunInterpose : public CliShell {
+ protected:
+  void SetUp() override {
+#ifdef KCACHE_INTERPOSE_SANITIZED
+    GTEST_SKIP() << "the stand-in is built with sanitizers: it cannot be preloaded into programs built without them";
+#endif
+    CliShell::SetUp();
+    fs::create_directories(dir() / "inc");
+    write_file(dir() / "inc" / "disk.h", "#pragma once\n#define DISK_OFFSET 5\n");
+  }
+
+  // The command line of the client program for `loading` writing to `out`
+  // (with `threads` threads when not 0); empty (and the test fails or is
+  // skipped, as the toolkit rules say) when it cannot be had here.
+  std::string client(Loading loading, const std::string& out, int threads = 0) {
+    std::string tail = " inc " + out + (threads > 0 ? " " + std::to_string(threads) : "");
+    // libNVVM for the dlopen clients, and libdevice to add lazily (kcache's toolkit discovery finds both).
+    std::string env;
+    if (auto nvvm = Toolkit::instance().library_path(ToolkitLibrary::nvvm)) {
+      env += "KCACHE_TEST_NVVM='" + fs::canonical(*nvvm).string() + "' ";
+    }
+    const fs::path libdevice = Toolkit::instance().cuda_home() / "nvvm" / "libdevice" / "libdevice.10.bc";
+    if (fs::exists(libdevice)) {
+      env += "KCACHE_TEST_LIBDEVICE='" + libdevice.string() + "' ";
+    }
+    return env + client_command(loading, tail);
+  }
+
+  std::string client_command(Loading loading, const std::string& tail) {
+    if (loading == Loading::linked) {
+#ifdef KCACHE_NVRTC_CLIENT_LINKED
+      return std::string(KCACHE_NVRTC_CLIENT_LINKED) + " linked -" + tail;
+#else
+      return {};
+#endif
+    }
+    if (loading == Loading::deepbind_plugin) {
+#ifdef KCACHE_NVRTC_CLIENT_PLUGIN
+      return std::string(KCACHE_NVRTC_CLIENT_DLOPEN) + " plugin " + KCACHE_NVRTC_CLIENT_PLUGIN + tail;
+#else
+      return {};
+#endif
+    }
+    auto lib = Toolkit::instance().library_path(ToolkitLibrary::nvrtc);
+    if (!lib) {
+      return {};
+    }
+    const fs::path real = fs::canonical(*lib);
+    const std::string client = KCACHE_NVRTC_CLIENT_DLOPEN;
+    switch (loading) {
+      case Loading::soname:
+        return "LD_LIBRARY_PATH='" + real.parent_path().string() + "' " + client + " dlopen " +
+               real.filename().string() + tail;
+      case Loading::path:
+        return client + " dlopen " + real.string() + tail;
+      default:
+        return client + " deepbind " + real.string() + tail;
+    }
+  }
+
+  // Runs `command` under `kcache run` with the compile log in `log`.
+  ShellRun run(const std::string& command, const std::string& log, const std::string& env = {}) {
+    return sh(env + " env KCACHE_INTERPOSE_LOG=" + log + " \"$K\" run -- env " + command);
+  }
+
+  std::string file(const std::string& name) { return read_file(dir() / name); }
+};
+
+class RunInterposeLoading : public RunInterpose, public ::testing::WithParamInterface<Loading> {};
+
+TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const std::string plain_cmd = client(GetParam(), "plain.out");
+  if (plain_cmd.find("nvrtc_client") == std::string::npos) {
+    if (toolkit_required()) {
+      FAIL() << "KCACHE_REQUIRE_TOOLKIT=1 but the clients linked with -lnvrtc were not built (no libnvrtc at configure "
+                "time)";
+    }
+    GTEST_SKIP() << "no clients linked with -lnvrtc";
+  }
+  const ShellRun plain = sh("env " + plain_cmd);
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  ASSERT_NE(file("plain.out").find("cubin size_rc=0 size="), std::string::npos);
+
+  const ShellRun cold = run(client(GetParam(), "cold.out"), "cold.log");
+  ASSERT_EQ(cold.rc, 0) << cold.err;
+  EXPECT_EQ(warnings(cold.err), 0U) << cold.err;
+  EXPECT_EQ(file("cold.out"), file("plain.out"));
+  // Three programs compile, the broken one is passed through and not stored.
+  EXPECT_EQ(count(file("cold.log"), "compile"), 3U) << file("cold.log");
+  EXPECT_EQ(count(file("cold.log"), "uncached"), 1U) << file("cold.log");
+  EXPECT_EQ(count(file("cold.log"), "compile", "nvjitlink"), 2U) << file("cold.log");
+  EXPECT_EQ(count(file("cold.log"), "compile", "nvvm"), 1U) << file("cold.log");
+  EXPECT_EQ(count(file("cold.log"), "uncached", "nvvm"), 1U) << file("cold.log");  // the bad option
+
+  const ShellRun warm = run(client(GetParam(), "warm.out"), "warm.log");
+  ASSERT_EQ(warm.rc, 0) << warm.err;
+  EXPECT_EQ(file("warm.out"), file("plain.out"));
+  EXPECT_EQ(count(file("warm.log"), "compile"), 0U) << file("warm.log");
+  EXPECT_EQ(count(file("warm.log"), "hit"), 3U) << file("warm.log");
+  EXPECT_EQ(count(file("warm.log"), "hit", "nvjitlink"), 2U) << file("warm.log");
+  EXPECT_EQ(count(file("warm.log"), "compile", "nvjitlink"), 0U) << file("warm.log");
+  EXPECT_EQ(count(file("warm.log"), "hit", "nvvm"), 1U) << file("warm.log");
+
+  // `kcache stats` counts them per library, across the processes.
+  const ShellRun stats = sh("\"$K\" stats --json");
+  ASSERT_EQ(stats.rc, 0) << stats.err;
+  const auto nvrtc = nlohmann::json::parse(stats.out)["interposed"]["nvrtc"];
+  EXPECT_EQ(nvrtc["hits"], 3) << stats.out;
+  EXPECT_EQ(nvrtc["compiles"], 3) << stats.out;
+  EXPECT_EQ(nvrtc["uncached"], 2) << stats.out;
+  EXPECT_EQ(nvrtc["fallbacks"], 0) << stats.out;
+  EXPECT_EQ(nlohmann::json::parse(stats.out)["interposed"]["nvjitlink"]["hits"], 2) << stats.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Loadings, RunInterposeLoading,
+                         ::testing::Values(Loading::linked, Loading::soname, Loading::path, Loading::deepbind,
+                                           Loading::deepbind_plugin),
+                         [](const auto& p) { return loading_name(p.param); });
+
+TEST_F(RunInterpose, EditedDiskHeaderIsAMiss) {
+  KCACHE_REQUIRE_TOOLKIT();
+  ASSERT_EQ(run(client(Loading::path, "first.out"), "first.log").rc, 0);
+  write_file(dir() / "inc" / "disk.h", "#pragma once\n#define DISK_OFFSET 6\n");
+  ASSERT_EQ(sh("env " + client(Loading::path, "plain.out")).rc, 0);
+  const ShellRun edited = run(client(Loading::path, "edited.out"), "edited.log");
+  ASSERT_EQ(edited.rc, 0) << edited.err;
+  EXPECT_EQ(file("edited.out"), file("plain.out"));
+  EXPECT_NE(file("edited.out"), file("first.out"));
+  EXPECT_EQ(count(file("edited.log"), "compile"), 3U) << file("edited.log");
+  EXPECT_EQ(count(file("edited.log"), "hit"), 0U) << file("edited.log");
+
+  // `kcache why-miss` names the header between the two interposed compiles of kernels.cu.
+  const auto first_key = [](const std::string& log) {
+    const auto at = log.find(" nvrtc compile ");
+    return at == std::string::npos ? std::string() : log.substr(at + 15, 64);
+  };
+  const ShellRun why = sh("\"$K\" why-miss " + first_key(file("first.log")) + " " + first_key(file("edited.log")));
+  EXPECT_EQ(why.rc, 0) << why.err;
+  EXPECT_NE(why.out.find("1 field(s) differ"), std::string::npos) << why.out;
+  EXPECT_NE(why.out.find("disk_header:inc/disk.h"), std::string::npos) << why.out;
+}
+
+// As `kcache compile`: the working directory is not in the key (NVRTC does not
+// write it into these outputs), so a checkout elsewhere with the same relative
+// include path hits; a different header there would miss (EditedDiskHeaderIsAMiss).
+TEST_F(RunInterpose, AnotherWorkingDirectoryHitsLikeKcacheCompile) {
+  KCACHE_REQUIRE_TOOLKIT();
+  ASSERT_EQ(run(client(Loading::path, "first.out"), "first.log").rc, 0);
+  fs::create_directories(dir() / "elsewhere" / "inc");
+  fs::copy_file(dir() / "inc" / "disk.h", dir() / "elsewhere" / "inc" / "disk.h");
+  const ShellRun moved = sh("cd elsewhere && env KCACHE_INTERPOSE_LOG=../moved.log \"$K\" run -- env " +
+                            client(Loading::path, "../moved.out"));
+  ASSERT_EQ(moved.rc, 0) << moved.err;
+  EXPECT_EQ(file("moved.out"), file("first.out"));
+  EXPECT_EQ(count(file("moved.log"), "compile"), 0U) << file("moved.log");
+  EXPECT_EQ(count(file("moved.log"), "hit"), 3U) << file("moved.log");
+}
+
+TEST_F(RunInterpose, ManyThreadsInOneProcessCompileEachKeyOnce) {
+  KCACHE_REQUIRE_TOOLKIT();
+  ASSERT_EQ(sh("env " + client(Loading::path, "plain.out", 8)).rc, 0);
+  const ShellRun cold = run(client(Loading::path, "cold.out", 8), "cold.log");
+  ASSERT_EQ(cold.rc, 0) << cold.err;
+  EXPECT_EQ(file("cold.out"), file("plain.out"));
+  // Eight threads, four distinct keys: single-flight compiles each once.
+  EXPECT_EQ(count(file("cold.log"), "compile"), 4U) << file("cold.log");
+  EXPECT_EQ(count(file("cold.log"), "hit"), 4U) << file("cold.log");
+  const ShellRun warm = run(client(Loading::path, "warm.out", 8), "warm.log");
+  ASSERT_EQ(warm.rc, 0) << warm.err;
+  EXPECT_EQ(file("warm.out"), file("plain.out"));
+  EXPECT_EQ(count(file("warm.log"), "compile"), 0U) << file("warm.log");
+}
+
+TEST_F(RunInterpose, DisabledCacheIsTheRealLibraryAlone) {
+  KCACHE_REQUIRE_TOOLKIT();
+  ASSERT_EQ(sh("env " + client(Loading::soname, "plain.out")).rc, 0);
+  const ShellRun off = run(client(Loading::soname, "off.out"), "off.log", "KCACHE_DISABLE=1");
+  ASSERT_EQ(off.rc, 0) << off.err;
+  EXPECT_EQ(warnings(off.err), 0U) << off.err;
+  EXPECT_EQ(file("off.out"), file("plain.out"));
+  EXPECT_EQ(count(file("off.log"), "compile") + count(file("off.log"), "hit"), 0U) << file("off.log");
+  EXPECT_FALSE(fs::exists(cache() / "v1" / "entries"));
+}
+
+TEST_F(RunInterpose, DamagedEntriesAreMissesWithTheRealBytes) {
+  KCACHE_REQUIRE_TOOLKIT();
+  ASSERT_EQ(sh("env " + client(Loading::path, "plain.out")).rc, 0);
+  ASSERT_EQ(run(client(Loading::path, "cold.out"), "cold.log").rc, 0);
+  // One flipped byte in the middle of every payload.
+  std::size_t damaged = 0;
+  for (const auto& e : fs::recursive_directory_iterator(cache() / "v1" / "entries")) {
+    if (e.is_regular_file() && e.path().extension() != ".pass") {
+      std::string bytes = read_file(e.path());
+      bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x20);
+      write_file(e.path(), bytes);
+      ++damaged;
+    }
+  }
+  ASSERT_EQ(damaged, 6U);  // three compiles, two links, one NVVM compile
+  const ShellRun again = run(client(Loading::path, "again.out"), "again.log");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(file("again.out"), file("plain.out"));
+  EXPECT_EQ(count(file("again.log"), "compile"), 3U) << file("again.log");
+  EXPECT_EQ(count(file("again.log"), "hit"), 0U) << file("again.log");
+  EXPECT_EQ(count(file("again.log"), "compile", "nvjitlink"), 2U) << file("again.log");
+}
+
+TEST_F(RunInterpose, ReadOnlyCacheStillHitsAndCompilesWhatItCannotStore) {
+  KCACHE_REQUIRE_TOOLKIT();
+  // Root ignores file modes: the cache belongs to nobody, who runs the program.
+  fs::permissions(root(), fs::perms::all);
+  fs::permissions(dir(), fs::perms::all);
+  ASSERT_EQ(sh("mkdir -p \"$KCACHE_DIR\" && chown 65534 \"$KCACHE_DIR\" && chmod -R a+rwX inc").rc, 0);
+  ASSERT_EQ(sh(k_nobody + "env " + client(Loading::path, "plain.out")).rc, 0);
+  ASSERT_EQ(run(client(Loading::path, "cold.out"), "cold.log", k_nobody).rc, 0);
+  ASSERT_EQ(sh("chmod -R a-w \"$KCACHE_DIR\"").rc, 0);
+  const ShellRun warm = run(client(Loading::path, "warm.out"), "warm.log", k_nobody);
+  EXPECT_EQ(warm.rc, 0) << warm.err;
+  EXPECT_EQ(warnings(warm.err), 0U) << warm.err;
+  EXPECT_EQ(file("warm.out"), file("plain.out"));
+  EXPECT_EQ(count(file("warm.log"), "hit"), 3U) << file("warm.log");
+  // A miss in a read-only cache: compiled by the real library, one warning.
+  write_file(dir() / "inc" / "disk.h", "#pragma once\n#define DISK_OFFSET 7\n");
+  ASSERT_EQ(sh(k_nobody + "env " + client(Loading::path, "plain2.out")).rc, 0);
+  const ShellRun miss = run(client(Loading::path, "miss.out"), "miss.log", k_nobody);
+  EXPECT_EQ(miss.rc, 0) << miss.err;
+  EXPECT_EQ(warnings(miss.err), 1U) << miss.err;
+  EXPECT_EQ(file("miss.out"), file("plain2.out"));
+  sh("chmod -R u+w \"$KCACHE_DIR\"");
+}
+
+TEST_F(RunInterpose, RemoteThatIsDownAndBadSettingsChangeNothing) {
+  KCACHE_REQUIRE_TOOLKIT();
+  ASSERT_EQ(sh("env " + client(Loading::soname, "plain.out")).rc, 0);
+  const std::string down = "KCACHE_REMOTE=redis://127.0.0.1:" + std::to_string(free_port());
+  const ShellRun remote = run(client(Loading::soname, "remote.out"), "remote.log", down);
+  ASSERT_EQ(remote.rc, 0) << remote.err;
+  EXPECT_LE(warnings(remote.err), 1U) << remote.err;
+  EXPECT_EQ(file("remote.out"), file("plain.out"));
+  EXPECT_EQ(count(file("remote.log"), "compile"), 3U) << file("remote.log");
+  // The disk tier still kept them.
+  const ShellRun local = run(client(Loading::soname, "local.out"), "local.log", down);
+  ASSERT_EQ(local.rc, 0) << local.err;
+  EXPECT_EQ(file("local.out"), file("plain.out"));
+  EXPECT_EQ(count(file("local.log"), "hit"), 3U) << file("local.log");
+
+  const ShellRun bad = run(client(Loading::soname, "bad.out"), "bad.log", "KCACHE_MAX_SIZE=lots");
+  ASSERT_EQ(bad.rc, 0) << bad.err;
+  EXPECT_EQ(warnings(bad.err), 1U) << bad.err;
+  EXPECT_NE(bad.err.find("KCACHE_MAX_SIZE"), std::string::npos) << bad.err;
+  EXPECT_EQ(file("bad.out"), file("plain.out"));
+}
+
+TEST_F(RunInterpose, ExitStatusIsTheProgramsAndPreloadIsKept) {
+  EXPECT_EQ(sh("\"$K\" run -- sh -c 'exit 7'").rc, 7);
+  const ShellRun missing = sh("\"$K\" run -- ./no-such-program");
+  EXPECT_EQ(missing.rc, 127);
+  EXPECT_NE(missing.err.find("cannot run ./no-such-program"), std::string::npos) << missing.err;
+  EXPECT_EQ(sh("\"$K\" run").rc, 2);
+  // The stand-in is appended to an existing LD_PRELOAD, once.
+  const std::string lib = fs::canonical(KCACHE_INTERPOSE_LIBRARY_PATH).string();
+  const ShellRun env = sh("\"$K\" run -- sh -c 'echo \"$LD_PRELOAD\"'");
+  EXPECT_EQ(env.out, lib + "\n") << env.err;
+  const ShellRun twice = sh("LD_PRELOAD=" + lib + " \"$K\" run -- sh -c 'echo \"$LD_PRELOAD\"'");
+  EXPECT_EQ(twice.out, lib + "\n") << twice.err;
+  const ShellRun print = sh("\"$K\" run --print-env");
+  EXPECT_EQ(print.rc, 0);
+  EXPECT_EQ(print.out, "export LD_PRELOAD='" + lib + "'\n");
+}
+
+}  // namespace
+}  // namespace kcache::test
