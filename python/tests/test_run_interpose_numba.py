@@ -1,6 +1,6 @@
 """`kcache run -- python ...` with unmodified Numba-CUDA code: `numba.cuda.compile_ptx` compiles
 through libNVVM, which the stand-in serves from the cache (docs/run.md). No GPU needed. Runs
-where numba-cuda is installed (it is not in the `test` extra); needs the kcache command and the
+where numba-cuda is installed (the `test` extra installs it); needs the kcache command and the
 stand-in from a build tree (KCACHE_CLI, else build/ci/bin/kcache of this checkout)."""
 
 from __future__ import annotations
