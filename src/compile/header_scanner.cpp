@@ -1,6 +1,7 @@
 #include "compile/header_scanner.hpp"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "compile/closure_scan.hpp"
@@ -85,6 +86,33 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
   return result;
 }
 
+// The result of manifest `key` when it is remembered (in this process or on
+// disk) and still applies; nothing otherwise (nothing is scanned or written).
+std::optional<ScanResult> reuse_manifest(const ScanInput& input, const std::string& key,
+                                         std::shared_ptr<const HeaderManifest>& used) {
+  std::shared_ptr<const HeaderManifest> m = remembered_manifest(key);
+  if (!m) {
+    if (auto loaded = load_manifest(input.memo_dir, key, ManifestPart::lookup)) {
+      m = std::make_shared<const HeaderManifest>(std::move(*loaded));
+    }
+  }
+  if (!m || !manifest_still_applies(*m)) {
+    return std::nullopt;  // scan_with_manifest() reads it whole when it must
+  }
+  remember_manifest(key, m);
+  used = m;
+  return result_of(*m, true);
+}
+
+// What a later derivation in this process re-checks for `r` to hold.
+void finish(ScanResult& r, const std::shared_ptr<const HeaderManifest>& used, const ScanInput& input,
+            const std::string& cwd) {
+  if (used && !cwd.empty()) {
+    r.checks = reuse_checks(*used, input.toolkit_root.string());
+    r.working_directory = cwd;
+  }
+}
+
 }  // namespace
 
 Result<ScanResult> scan_headers(const ScanInput& input) {
@@ -92,6 +120,18 @@ Result<ScanResult> scan_headers(const ScanInput& input) {
   std::shared_ptr<const HeaderManifest> used;
   const std::string key = manifest_key(input, cwd);
   const std::string family = family_key(input, cwd);
+  const std::string with_predefined_key =
+      input.predefined == nullptr ? std::string() : util::sha256_hex(key + "\npredefined\n" + input.predefined->id);
+  if (!with_predefined_key.empty()) {
+    // A scan with what NVRTC predefines is right whether or not the scan
+    // without needs it (it asks only for identifiers a computed include looked
+    // up): where such a manifest exists and still applies it decides alone,
+    // and a hit over a tree like CuPy's checks one manifest, not two.
+    if (auto r = reuse_manifest(input, with_predefined_key, used); r) {
+      finish(*r, used, input, cwd);
+      return std::move(*r);
+    }
+  }
   auto result = scan_with_manifest(input, key, family, used, false);
   if (result && result->not_cacheable.rfind(k_needs_predefined, 0) == 0) {
     // The result depends on what NVRTC predefines for these options: it is
@@ -101,12 +141,10 @@ Result<ScanResult> scan_headers(const ScanInput& input) {
       return result;
     }
     used.reset();
-    result = scan_with_manifest(input, util::sha256_hex(key + "\npredefined\n" + input.predefined->id), family, used,
-                                true);
+    result = scan_with_manifest(input, with_predefined_key, family, used, true);
   }
-  if (result && used && !cwd.empty()) {
-    result->checks = reuse_checks(*used, input.toolkit_root.string());
-    result->working_directory = cwd;
+  if (result) {
+    finish(*result, used, input, cwd);
   }
   return result;
 }
@@ -123,8 +161,11 @@ std::shared_ptr<const HeaderManifest> reuse_checks(const HeaderManifest& m, cons
   }
   for (const auto& d : m.dirs) {
     // A relative directory moves with the working directory: always checked.
+    // A path not spelled under the root is checked too, even where a symlink
+    // leads it into the toolkit (more checks, never fewer): that spares
+    // resolving each of the hundreds of directories a large tree records.
     const bool in_toolkit = !toolkit_root.empty() && !d.path.empty() && d.path.front() == '/' &&
-                            [&] {
+                            (d.path == toolkit_root || under(d.path, toolkit_root)) && [&] {
                               const auto c = canonical_dir(d.path);
                               return c == toolkit_root || under(c, toolkit_root);
                             }();
