@@ -106,6 +106,9 @@ struct HeaderManifest {
   std::vector<ManifestHeader> headers;
   std::vector<ManifestDir> dirs;
   std::string not_cacheable;
+  // From a scan only (not stored): every identifier its computed includes
+  // looked up, sorted, unique (compile/scan_inputs.hpp: the family's roots).
+  std::vector<std::string> looked_up;
   bool has_details = true;  // false: parsed with ManifestPart::lookup (no directives, no dirs[].names)
   // With has_details false: the unparsed name records, and each dir's range in them.
   std::string names_block;

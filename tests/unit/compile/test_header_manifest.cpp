@@ -102,6 +102,38 @@ TEST(HeaderManifest, DirectoryStillAppliesWhileItsNamesStayAsTheyWere) {
   EXPECT_FALSE(manifest_still_applies(m)) << "a directory became a regular file";
 }
 
+// A lookup copies the name records unparsed and reads a directory's own
+// records only when its identity changed; they decide as a whole parse does.
+TEST(HeaderManifest, ALookupJudgesAChangedDirectoryByItsOwnNames) {
+  test::TempDir tmp;
+  const auto d1 = (tmp.path() / "d1").string();
+  const auto d2 = (tmp.path() / "d2").string();
+  fs::create_directories(d1);
+  fs::create_directories(d2);
+  HeaderManifest m;
+  m.input = k_input;
+  m.dirs.push_back({d1, {}, {{"a.h", 'n'}, {"b.h", 'n'}}});  // zero stamps never match: names decide
+  m.dirs.push_back({d2, {}, {{"c.h", 'n'}}});
+  const auto text = serialize_manifest(m);
+  auto lookup = parse_manifest(text, k_input, ManifestPart::lookup);
+  ASSERT_TRUE(lookup);
+  EXPECT_FALSE(lookup->has_details);
+  EXPECT_TRUE(lookup->dirs[0].names.empty()) << "not parsed by a lookup";
+  EXPECT_TRUE(manifest_still_applies(*lookup));
+  test::write_file(d2 + "/a.h", "x");  // a name only d1 must lack
+  EXPECT_TRUE(manifest_still_applies(*lookup));
+  test::write_file(d2 + "/c.h", "x");
+  EXPECT_FALSE(manifest_still_applies(*lookup)) << "d2's own name appeared";
+  EXPECT_FALSE(manifest_still_applies(*parse_manifest(text, k_input)));
+  // The ranges must tile the block in order.
+  std::string shifted = text;
+  const std::string range = " 0 " + std::to_string(text.find("n 3:c.h") - text.find("n 3:a.h")) + "\n";
+  ASSERT_NE(shifted.find(range), std::string::npos);
+  shifted.replace(shifted.find(range), range.size(), " 1 " + range.substr(3));
+  EXPECT_FALSE(parse_manifest(shifted, k_input, ManifestPart::lookup));
+  EXPECT_FALSE(parse_manifest(shifted, k_input));
+}
+
 TEST(HeaderScanner, SecondScanReusesTheManifestAndSeesAnEdit) {
   test::TempDir tmp;
   const auto inc = (tmp.path() / "inc").string();
