@@ -154,6 +154,22 @@ void trim_shard(const fs::path& shard) {
 
 }  // namespace
 
+void add_to_header_list(util::Sha256& list, std::string_view path, std::string_view sha256_hex) {
+  const std::uint64_t n = path.size();
+  list.update(&n, sizeof n);
+  list.update(path);
+  list.update(sha256_hex);
+}
+
+std::string header_list_digest(const std::vector<ManifestHeader>& headers) {
+  util::Sha256 list;
+  for (const auto& h : headers) {
+    add_to_header_list(list, h.path, h.sha256);
+  }
+  const auto d = list.finish();
+  return util::to_hex(d.data(), d.size());
+}
+
 FileStamp stamp_of(const struct stat& st) {
   FileStamp s;
   s.dev = st.st_dev;
@@ -205,6 +221,7 @@ bool manifest_still_applies(const HeaderManifest& m) {
 std::string serialize_manifest(const HeaderManifest& m) {
   std::string out(k_magic);
   out += "input " + m.input + "\n";
+  out += "list " + (m.list.size() == 64 ? m.list : header_list_digest(m.headers)) + "\n";
   for (const auto& h : m.headers) {
     out += "header ";
     put_stamp(out, h.stamp);
@@ -266,7 +283,8 @@ std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_
   }
   MemoReader r(text);
   HeaderManifest m;
-  if (!r.lit(k_magic) || !r.lit("input ") || !r.hex64(m.input) || !r.lit("\n") || m.input != input) {
+  if (!r.lit(k_magic) || !r.lit("input ") || !r.hex64(m.input) || !r.lit("\n") || m.input != input ||
+      !r.lit("list ") || !r.hex64(m.list) || !r.lit("\n")) {
     return std::nullopt;
   }
   while (r.peek("header ")) {

@@ -26,9 +26,12 @@
 //
 // On disk (`<memo dir>/<k0k1>/<key>`, format version 2; strictly parsed,
 // at most k_max_manifest_bytes, anything else is ignored):
-//   manifest  := "kcache-header-manifest 2\n" "input " hex64 "\n"
+//   manifest  := "kcache-header-manifest 2\n" "input " hex64 "\n" "list " hex64 "\n"
 //                header* dir* verdict? "names " len "\n" block
 //                "details\n" fact* "end\n"
+//   list      := header_list_digest() of the headers below, as written: a hit
+//                keys them without hashing their ~170 KB of paths and digests
+//                again (trusted as the header records themselves are)
 //   header    := "header " stamp " " hex64 " " str "\n"
 //   dir       := "dir " stamp " " str " " at " " len "\n"
 //                its name records are block[at, at + len); the ranges of the
@@ -59,9 +62,11 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compile/directive_scanner.hpp"
+#include "util/sha256.hpp"
 
 namespace kcache::jit {
 
@@ -101,8 +106,17 @@ struct ManifestDir {
   std::vector<std::pair<std::string, char>> names;
 };
 
+// Adds one (path, SHA-256 hex) pair to `list` as the key's "disk_headers"
+// field takes it (compile/compiler.cpp): the path's length (8 bytes, host
+// order), the path, the hex digest.
+void add_to_header_list(util::Sha256& list, std::string_view path, std::string_view sha256_hex);
+
+// 64 hex: the "disk_headers" digest of `headers` in their order, paths as they are.
+std::string header_list_digest(const std::vector<ManifestHeader>& headers);
+
 struct HeaderManifest {
   std::string input;  // 64 hex: the digest of the scan inputs
+  std::string list;   // 64 hex: header_list_digest(headers)
   std::vector<ManifestHeader> headers;
   std::vector<ManifestDir> dirs;
   std::string not_cacheable;

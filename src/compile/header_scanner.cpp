@@ -21,6 +21,7 @@ ScanResult result_of(const HeaderManifest& m, bool reused) {
   ScanResult r;
   r.not_cacheable = m.not_cacheable;
   r.reused = reused;
+  r.headers_list = m.list;
   for (const auto& h : m.headers) {
     r.headers.push_back({h.path, h.sha256});
   }
@@ -139,6 +140,7 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
   }
   HeaderManifest& m = *scanned;
   m.input = key;
+  m.list = header_list_digest(m.headers);
   ScanResult result = result_of(m, false);
   // Kept even when some identity was too recent to trust: it is recorded as
   // zero, so such a header is re-read next time, and the others are not.

@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "compile/header_scanner.hpp"
 #include "kcache/compiler.hpp"
 #include "support/temp_dir.hpp"
+#include "util/hex.hpp"
+#include "util/sha256.hpp"
 #include "unit/compile/compile_test_support.hpp"
 
 namespace kcache::jit {
@@ -197,6 +201,59 @@ TEST(HeaderScanner, LargeHeaderTreeKeysAsOneDigestThatEveryHeaderChanges) {
   auto after = derive_key(r);
   ASSERT_TRUE(after);
   EXPECT_NE(after->key(), before->key());
+}
+
+// A hit keys the list with the digest its manifest remembers: the same key a
+// scan that hashes the list gives, and never a stale one.
+TEST(HeaderScanner, TheRememberedListDigestKeysAsTheHashedList) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto inc = (tmp.path() / "inc").string();
+  fs::create_directories(inc);
+  std::string all;
+  for (int i = 0; i < 70; ++i) {
+    test::write_file(inc + "/h" + std::to_string(i) + ".h", "#define H" + std::to_string(i) + " 1\n");
+    all += "#include <h" + std::to_string(i) + ".h>\n";
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // identities older than the racy window
+  CompileRequest r;
+  r.backend = "nvrtc";
+  r.name = (tmp.path() / "k.cu").string();
+  r.source = all + "__global__ void k(int* p) { *p = H0; }\n";
+  r.target_kind = "ptx";
+  r.options = {"-arch=sm_90", "-I" + inc};
+  forget_scan_memos();
+  auto scanned = derive_key(r);
+  ASSERT_TRUE(scanned) << scanned.error().describe();
+  // The digest as the key format defines it, hashed here independently:
+  // per header its path's length (8 bytes), path and hex SHA-256, in path order.
+  std::vector<HeaderDependency> headers;
+  forget_scan_memos();
+  auto hit = derive_key(r, &headers);  // the manifest from the memo directory
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->key(), scanned->key());
+  ASSERT_EQ(headers.size(), 70u);
+  util::Sha256 expected;
+  for (const auto& h : headers) {
+    const std::uint64_t n = h.path.size();
+    expected.update(&n, sizeof n);
+    expected.update(h.path);
+    expected.update(h.sha256);
+  }
+  const auto want = expected.finish();
+  std::size_t lists = 0;
+  for (const auto& f : hit->record().fields) {
+    if (f.name == "disk_headers") {
+      ++lists;
+      EXPECT_EQ(f.value, util::to_hex(want.data(), want.size()));
+    }
+  }
+  EXPECT_EQ(lists, 1u);
+  test::write_file(inc + "/h3.h", "#define H3 2\n");
+  forget_scan_memos();
+  auto edited = derive_key(r);
+  ASSERT_TRUE(edited);
+  EXPECT_NE(edited->key(), hit->key());
 }
 
 }  // namespace
