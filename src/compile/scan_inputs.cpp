@@ -31,6 +31,20 @@ void add_field(util::Sha256& h, std::string_view tag, std::string_view value) {
   h.update(value);
 }
 
+// The in-memory headers of `in`: each one's name and SHA-256.
+void add_memory_headers(util::Sha256& h, const ScanInput& in) {
+  if (in.memory_headers == nullptr) {
+    return;
+  }
+  const bool given = in.memory_header_sha256.size() == in.memory_headers->size();
+  for (std::size_t i = 0; i < in.memory_headers->size(); ++i) {
+    const auto& m = (*in.memory_headers)[i];
+    add_field(h, "memory", m.name);
+    const auto md = given ? in.memory_header_sha256[i] : util::sha256(m.bytes);
+    add_field(h, "bytes", std::string_view(reinterpret_cast<const char*>(md.data()), md.size()));
+  }
+}
+
 }  // namespace
 
 // The digest of everything a scan's result depends on besides the files and
@@ -44,15 +58,7 @@ std::string manifest_key(const ScanInput& in, const std::string& cwd) {
   const std::array<std::uint8_t, 32> none{};
   const auto sd = in.source_sha256 != none ? in.source_sha256 : util::sha256(in.source);
   add_field(h, "source", std::string_view(reinterpret_cast<const char*>(sd.data()), sd.size()));
-  if (in.memory_headers != nullptr) {
-    const bool given = in.memory_header_sha256.size() == in.memory_headers->size();
-    for (std::size_t i = 0; i < in.memory_headers->size(); ++i) {
-      const auto& m = (*in.memory_headers)[i];
-      add_field(h, "memory", m.name);
-      const auto md = given ? in.memory_header_sha256[i] : util::sha256(m.bytes);
-      add_field(h, "bytes", std::string_view(reinterpret_cast<const char*>(md.data()), md.size()));
-    }
-  }
+  add_memory_headers(h, in);
   for (const auto& d : in.include_dirs) {
     add_field(h, "include", d);
   }
@@ -192,15 +198,7 @@ std::string roots_key(const ScanInput& in, const FileDirectives& source, const s
   for (const auto& p : in.pre_includes) {
     add_field(h, "pre_include", p);
   }
-  if (in.memory_headers != nullptr) {
-    const bool given = in.memory_header_sha256.size() == in.memory_headers->size();
-    for (std::size_t i = 0; i < in.memory_headers->size(); ++i) {
-      const auto& m = (*in.memory_headers)[i];
-      add_field(h, "memory", m.name);
-      const auto md = given ? in.memory_header_sha256[i] : util::sha256(m.bytes);
-      add_field(h, "bytes", std::string_view(reinterpret_cast<const char*>(md.data()), md.size()));
-    }
-  }
+  add_memory_headers(h, in);
   for (const auto& d : in.defines) {
     if (looked_up(identifiers, defined_name(d))) {
       add_field(h, "define", d);
