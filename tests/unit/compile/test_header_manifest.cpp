@@ -166,13 +166,9 @@ TEST(HeaderScanner, SecondScanReusesTheManifestAndSeesAnEdit) {
   EXPECT_NE(third->headers[1].sha256, first->headers[1].sha256);
 }
 
-// More than 64 disk headers key as one digest over the list (a passport that
-// grew by a field per header would be parsed on every hit); an edit to any of
-// them still changes the key.
-TEST(HeaderScanner, LargeHeaderTreeKeysAsOneDigestThatEveryHeaderChanges) {
-  KCACHE_REQUIRE_TOOLKIT();
-  test::TempDir tmp;
-  const auto inc = (tmp.path() / "inc").string();
+// A kernel that includes 70 headers h0.h .. h69.h of `dir`/inc.
+CompileRequest large_tree_request(const fs::path& dir) {
+  const auto inc = (dir / "inc").string();
   fs::create_directories(inc);
   std::string all;
   for (int i = 0; i < 70; ++i) {
@@ -181,10 +177,21 @@ TEST(HeaderScanner, LargeHeaderTreeKeysAsOneDigestThatEveryHeaderChanges) {
   }
   CompileRequest r;
   r.backend = "nvrtc";
-  r.name = (tmp.path() / "k.cu").string();
+  r.name = (dir / "k.cu").string();
   r.source = all + "__global__ void k(int* p) { *p = H0; }\n";
   r.target_kind = "ptx";
   r.options = {"-arch=sm_90", "-I" + inc};
+  return r;
+}
+
+// More than 64 disk headers key as one digest over the list (a passport that
+// grew by a field per header would be parsed on every hit); an edit to any of
+// them still changes the key.
+TEST(HeaderScanner, LargeHeaderTreeKeysAsOneDigestThatEveryHeaderChanges) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto inc = (tmp.path() / "inc").string();
+  const CompileRequest r = large_tree_request(tmp.path());
   std::vector<HeaderDependency> headers;
   auto before = derive_key(r, &headers);
   ASSERT_TRUE(before) << before.error().describe();
@@ -209,19 +216,8 @@ TEST(HeaderScanner, TheRememberedListDigestKeysAsTheHashedList) {
   KCACHE_REQUIRE_TOOLKIT();
   test::TempDir tmp;
   const auto inc = (tmp.path() / "inc").string();
-  fs::create_directories(inc);
-  std::string all;
-  for (int i = 0; i < 70; ++i) {
-    test::write_file(inc + "/h" + std::to_string(i) + ".h", "#define H" + std::to_string(i) + " 1\n");
-    all += "#include <h" + std::to_string(i) + ".h>\n";
-  }
+  const CompileRequest r = large_tree_request(tmp.path());
   std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // identities older than the racy window
-  CompileRequest r;
-  r.backend = "nvrtc";
-  r.name = (tmp.path() / "k.cu").string();
-  r.source = all + "__global__ void k(int* p) { *p = H0; }\n";
-  r.target_kind = "ptx";
-  r.options = {"-arch=sm_90", "-I" + inc};
   forget_scan_memos();
   auto scanned = derive_key(r);
   ASSERT_TRUE(scanned) << scanned.error().describe();
