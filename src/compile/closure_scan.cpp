@@ -173,6 +173,7 @@ public:
       m_manifest.headers.push_back(*h);
     }
     m_manifest.dirs = m_directories.records();
+    m_manifest.looked_up.assign(m_looked_up.begin(), m_looked_up.end());
     return {};
   }
 
@@ -542,6 +543,7 @@ private:
       }
       c.expanded_at = m_table_version + 1;
       auto e = expand_include(c.tokens, m_table);
+      m_looked_up.insert(e.identifiers.begin(), e.identifiers.end());
       if (!e.error.empty()) {
         m_manifest.not_cacheable = c.where + ": #include " + c.tokens + ": " + e.error;
         return;
@@ -619,6 +621,7 @@ private:
   std::string m_toolkit_root;
   std::int64_t m_now;
   bool m_with_predefined;
+  std::set<std::string> m_looked_up;  // by every expansion of a computed include (the family's roots)
   std::set<std::string> m_asked;  // identifiers whose predefinition is known (or being asked)
   std::map<std::string, const ManifestHeader*> m_previous;
   std::set<std::string> m_dirs_in_toolkit;

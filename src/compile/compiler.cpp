@@ -10,6 +10,7 @@
 #include "compile/base_dir.hpp"
 #include "compile/derivation_memo.hpp"
 #include "compile/elf_file.hpp"
+#include "compile/header_manifest.hpp"
 #include "compile/header_scanner.hpp"
 #include "compile/working_directory.hpp"
 #include "kcache/compile_options.hpp"
@@ -190,15 +191,18 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
       // A large tree keys as one digest over the sorted (path, SHA-256) list:
       // the same information, without a passport that grows by a field per
       // header and is parsed on every hit. `--json` still lists the headers.
-      util::Sha256 list;
-      for (const auto& [path, sha] : headers) {
-        const std::uint64_t n = path.size();
-        list.update(&n, sizeof n);
-        list.update(path);
-        list.update(*sha);
-      }
+      // With the paths as they are, the scan's manifest remembers this very
+      // digest: a hit does not hash the list again.
       kb.add("disk_headers.count", std::to_string(headers.size()));
-      kb.add_digest("disk_headers", list.finish());
+      if (base.empty() && scanned->headers_list.size() == 64) {
+        kb.add_digest("disk_headers", digest_of_hex(scanned->headers_list));
+      } else {
+        util::Sha256 list;
+        for (const auto& [path, sha] : headers) {
+          jit::add_to_header_list(list, path, *sha);
+        }
+        kb.add_digest("disk_headers", list.finish());
+      }
     }
     if (!verdict.empty()) {
       kb.add("base_dir", verdict);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <ctime>
+#include <optional>
 
 #include "util/atomic_write.hpp"
 #include "util/fd.hpp"
@@ -20,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view k_magic = "kcache-header-manifest 1\n";
+constexpr std::string_view k_magic = "kcache-header-manifest 2\n";
 
 void put_str(std::string& out, std::string_view s) {
   out += std::to_string(s.size());
@@ -33,8 +34,26 @@ void put_stamp(std::string& out, const FileStamp& s) {
          std::to_string(s.mtime_ns) + ' ' + std::to_string(s.ctime_ns);
 }
 
-// Whether directory `d` still decides its names as recorded.
-bool dir_still_applies(const ManifestDir& d) {
+// Reads a directory's name records (`block`: its part of the names block);
+// nothing when they are malformed or out of order.
+std::optional<std::vector<std::pair<std::string, char>>> parse_names(std::string_view block) {
+  MemoReader r(block);
+  std::vector<std::pair<std::string, char>> names;
+  while (!r.at_end()) {
+    const char what = r.peek("n ") ? 'n' : (r.peek("x ") ? 'x' : (r.peek("f ") ? 'f' : '\0'));
+    std::string name;
+    if (what == '\0' || !r.lit(std::string_view(&what, 1)) || !r.lit(" ") || !r.str(name) || !r.lit("\n") ||
+        name.empty() || name.find('/') != std::string::npos || (!names.empty() && names.back().first >= name)) {
+      return std::nullopt;  // names are sorted and unique
+    }
+    names.emplace_back(std::move(name), what);
+  }
+  return names;
+}
+
+// Whether directory `d` (the `i`th of `m`) still decides its names as recorded.
+bool dir_still_applies(const HeaderManifest& m, std::size_t i) {
+  const ManifestDir& d = m.dirs[i];
   struct stat st {};
   if (::stat(d.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return false;
@@ -42,7 +61,17 @@ bool dir_still_applies(const ManifestDir& d) {
   if (stamp_of(st) == d.stamp) {
     return true;
   }
-  if (d.names.empty()) {
+  // A lookup parse left the names unparsed: only a changed directory's are read.
+  std::optional<std::vector<std::pair<std::string, char>>> lazy;
+  if (!m.has_details && i < m.name_ranges.size()) {
+    const auto [at, len] = m.name_ranges[i];
+    lazy = parse_names(std::string_view(m.names_block).substr(at, len));
+    if (!lazy) {
+      return false;
+    }
+  }
+  const auto& names = lazy ? *lazy : d.names;
+  if (names.empty()) {
     return false;
   }
   util::Fd dfd(::open(d.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -56,9 +85,9 @@ bool dir_still_applies(const ManifestDir& d) {
   bool ok = true;
   while (const dirent* e = ::readdir(listing)) {
     const std::string_view name = e->d_name;
-    const auto it = std::lower_bound(d.names.begin(), d.names.end(), name,
+    const auto it = std::lower_bound(names.begin(), names.end(), name,
                                      [](const auto& p, std::string_view n) { return p.first < n; });
-    if (it == d.names.end() || it->first != name) {
+    if (it == names.end() || it->first != name) {
       continue;
     }
     if (it->second == 'n') {
@@ -125,6 +154,22 @@ void trim_shard(const fs::path& shard) {
 
 }  // namespace
 
+void add_to_header_list(util::Sha256& list, std::string_view path, std::string_view sha256_hex) {
+  const std::uint64_t n = path.size();
+  list.update(&n, sizeof n);
+  list.update(path);
+  list.update(sha256_hex);
+}
+
+std::string header_list_digest(const std::vector<ManifestHeader>& headers) {
+  util::Sha256 list;
+  for (const auto& h : headers) {
+    add_to_header_list(list, h.path, h.sha256);
+  }
+  const auto d = list.finish();
+  return util::to_hex(d.data(), d.size());
+}
+
 FileStamp stamp_of(const struct stat& st) {
   FileStamp s;
   s.dev = st.st_dev;
@@ -140,8 +185,8 @@ bool is_racy(const FileStamp& s, std::int64_t now_ns) {
 }
 
 bool manifest_still_applies(const HeaderManifest& m) {
-  for (const auto& d : m.dirs) {
-    if (!dir_still_applies(d)) {
+  for (std::size_t i = 0; i < m.dirs.size(); ++i) {
+    if (!dir_still_applies(m, i)) {
       return false;
     }
   }
@@ -176,6 +221,7 @@ bool manifest_still_applies(const HeaderManifest& m) {
 std::string serialize_manifest(const HeaderManifest& m) {
   std::string out(k_magic);
   out += "input " + m.input + "\n";
+  out += "list " + (m.list.size() == 64 ? m.list : header_list_digest(m.headers)) + "\n";
   for (const auto& h : m.headers) {
     out += "header ";
     put_stamp(out, h.stamp);
@@ -183,24 +229,30 @@ std::string serialize_manifest(const HeaderManifest& m) {
     put_str(out, h.path);
     out += '\n';
   }
+  // The name records of every directory, one block: a lookup copies it
+  // unparsed, and reads a directory's part only when its identity changed.
+  std::string block;
   for (const auto& d : m.dirs) {
+    const std::size_t at = block.size();
+    for (const auto& [name, what] : d.names) {
+      block += what;
+      block += ' ';
+      put_str(block, name);
+      block += '\n';
+    }
     out += "dir ";
     put_stamp(out, d.stamp);
     out += ' ';
     put_str(out, d.path);
-    out += '\n';
-    for (const auto& [name, what] : d.names) {
-      out += what;
-      out += ' ';
-      put_str(out, name);
-      out += '\n';
-    }
+    out += ' ' + std::to_string(at) + ' ' + std::to_string(block.size() - at) + '\n';
   }
   if (!m.not_cacheable.empty()) {
     out += "nc ";
     put_str(out, m.not_cacheable);
     out += '\n';
   }
+  out += "names " + std::to_string(block.size()) + '\n';
+  out += block;
   out += "details\n";
   for (const auto& h : m.headers) {
     out += "fact ";
@@ -231,7 +283,8 @@ std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_
   }
   MemoReader r(text);
   HeaderManifest m;
-  if (!r.lit(k_magic) || !r.lit("input ") || !r.hex64(m.input) || !r.lit("\n") || m.input != input) {
+  if (!r.lit(k_magic) || !r.lit("input ") || !r.hex64(m.input) || !r.lit("\n") || m.input != input ||
+      !r.lit("list ") || !r.hex64(m.list) || !r.lit("\n")) {
     return std::nullopt;
   }
   while (r.peek("header ")) {
@@ -242,21 +295,17 @@ std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_
     }
     m.headers.push_back(std::move(h));
   }
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
   while (r.peek("dir ")) {
     ManifestDir d;
-    if (!r.lit("dir ") || !r.stamp(d.stamp) || !r.lit(" ") || !r.str(d.path) || !r.lit("\n") || d.path.empty()) {
-      return std::nullopt;
+    std::size_t at = 0;
+    std::size_t len = 0;
+    if (!r.lit("dir ") || !r.stamp(d.stamp) || !r.lit(" ") || !r.str(d.path) || !r.lit(" ") || !r.num(at) ||
+        !r.lit(" ") || !r.num(len) || !r.lit("\n") || d.path.empty() ||
+        at != (ranges.empty() ? 0 : ranges.back().first + ranges.back().second)) {
+      return std::nullopt;  // the ranges tile the names block in order
     }
-    while (r.peek("n ") || r.peek("x ") || r.peek("f ")) {
-      const char what = r.peek("n ") ? 'n' : (r.peek("x ") ? 'x' : 'f');
-      std::string name;
-      r.lit(std::string_view(&what, 1));
-      if (!r.lit(" ") || !r.str(name) || !r.lit("\n") || name.empty() || name.find('/') != std::string::npos ||
-          (!d.names.empty() && d.names.back().first >= name)) {
-        return std::nullopt;  // names are sorted and unique
-      }
-      d.names.emplace_back(std::move(name), what);
-    }
+    ranges.emplace_back(at, len);
     m.dirs.push_back(std::move(d));
   }
   if (r.peek("nc ")) {
@@ -264,12 +313,27 @@ std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_
       return std::nullopt;
     }
   }
-  if (!r.lit("details\n")) {
+  std::size_t block_size = 0;
+  std::string_view block;
+  if (!r.lit("names ") || !r.num(block_size) || !r.lit("\n") || !r.raw(block_size, block) || !r.lit("details\n") ||
+      block_size != (ranges.empty() ? 0 : ranges.back().first + ranges.back().second)) {
     return std::nullopt;
   }
   if (part == ManifestPart::lookup) {
+    if (!text.ends_with("\nend\n")) {
+      return std::nullopt;
+    }
     m.has_details = false;
-    return text.ends_with("\nend\n") ? std::optional<HeaderManifest>(std::move(m)) : std::nullopt;
+    m.names_block.assign(block);
+    m.name_ranges = std::move(ranges);
+    return m;
+  }
+  for (std::size_t i = 0; i < m.dirs.size(); ++i) {
+    auto names = parse_names(block.substr(ranges[i].first, ranges[i].second));
+    if (!names) {
+      return std::nullopt;
+    }
+    m.dirs[i].names = std::move(*names);
   }
   for (auto& h : m.headers) {
     std::string path;

@@ -24,15 +24,26 @@
 // timestamp tick would otherwise look unchanged (a racy directory is then
 // always listed, a racy header always re-read).
 //
-// On disk (`<memo dir>/<k0k1>/<key>`, format version 1; strictly parsed,
+// On disk (`<memo dir>/<k0k1>/<key>`, format version 2; strictly parsed,
 // at most k_max_manifest_bytes, anything else is ignored):
-//   manifest  := "kcache-header-manifest 1\n" "input " hex64 "\n"
-//                header* dir* verdict? "details\n" fact* "end\n"
+//   manifest  := "kcache-header-manifest 2\n" "input " hex64 "\n" "list " hex64 "\n"
+//                header* dir* verdict? "names " len "\n" block
+//                "details\n" fact* "end\n"
+//   list      := header_list_digest() of the headers below, as written: a hit
+//                keys them without hashing their ~170 KB of paths and digests
+//                again (trusted as the header records themselves are)
 //   header    := "header " stamp " " hex64 " " str "\n"
-//   dir       := "dir " stamp " " str "\n" (("n" | "x" | "f") " " str "\n")*
+//   dir       := "dir " stamp " " str " " at " " len "\n"
+//                its name records are block[at, at + len); the ranges of the
+//                dirs tile the block in order (the first at 0)
+//   verdict   := "nc " str "\n"
+//   block     := (("n" | "x" | "f") " " str "\n")*    sorted, unique per dir
 //                n: the name must not exist; x: must not be a regular file;
 //                f: must not be a directory
-//   verdict   := "nc " str "\n"
+//   (A lookup copies the block unparsed and reads a directory's records only
+//   when its identity changed: over CuPy's tree they are ~6 700 records that
+//   a hit, whose directories are unchanged, never needs. Version 1 kept them
+//   inline, each parsed on every hit.)
 //   fact      := "fact " str "\n" (inc | def)*        one per header, same order
 //   inc       := "inc " ("a" | "q" | "c") " " str "\n"  angled, quoted, computed
 //   def       := "def " ("f" | "o") " " str " " str " " str "\n"   name params body
@@ -51,9 +62,11 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compile/directive_scanner.hpp"
+#include "util/sha256.hpp"
 
 namespace kcache::jit {
 
@@ -93,15 +106,32 @@ struct ManifestDir {
   std::vector<std::pair<std::string, char>> names;
 };
 
+// Adds one (path, SHA-256 hex) pair to `list` as the key's "disk_headers"
+// field takes it (compile/compiler.cpp): the path's length (8 bytes, host
+// order), the path, the hex digest.
+void add_to_header_list(util::Sha256& list, std::string_view path, std::string_view sha256_hex);
+
+// 64 hex: the "disk_headers" digest of `headers` in their order, paths as they are.
+std::string header_list_digest(const std::vector<ManifestHeader>& headers);
+
 struct HeaderManifest {
   std::string input;  // 64 hex: the digest of the scan inputs
+  std::string list;   // 64 hex: header_list_digest(headers)
   std::vector<ManifestHeader> headers;
   std::vector<ManifestDir> dirs;
   std::string not_cacheable;
-  bool has_details = true;  // false: parsed with ManifestPart::lookup (no directives)
+  // From a scan only (not stored): every identifier its computed includes
+  // looked up, sorted, unique (compile/scan_inputs.hpp: the family's roots).
+  std::vector<std::string> looked_up;
+  bool has_details = true;  // false: parsed with ManifestPart::lookup (no directives, no dirs[].names)
+  // With has_details false: the unparsed name records, and each dir's range in them.
+  std::string names_block;
+  std::vector<std::pair<std::size_t, std::size_t>> name_ranges;
 };
 
-// Whether every identity recorded in `m` is still the same on disk.
+// Whether every identity recorded in `m` is still the same on disk (a
+// directory whose identity changed still applies when its names are as
+// recorded).
 bool manifest_still_applies(const HeaderManifest& m);
 
 std::string serialize_manifest(const HeaderManifest& m);
@@ -110,7 +140,7 @@ std::string serialize_manifest(const HeaderManifest& m);
 // a lookup does not: they are most of the text).
 enum class ManifestPart { lookup, with_details };
 
-// Parses `text`; nothing when it is not exactly a version-1 manifest for
+// Parses `text`; nothing when it is not exactly a version-2 manifest for
 // `input` (with ManifestPart::lookup, the part after "details" is not read).
 std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_view input,
                                              ManifestPart part = ManifestPart::with_details);

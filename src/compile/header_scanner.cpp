@@ -1,6 +1,7 @@
 #include "compile/header_scanner.hpp"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "compile/closure_scan.hpp"
@@ -20,14 +21,79 @@ ScanResult result_of(const HeaderManifest& m, bool reused) {
   ScanResult r;
   r.not_cacheable = m.not_cacheable;
   r.reused = reused;
+  r.headers_list = m.list;
   for (const auto& h : m.headers) {
     r.headers.push_back({h.path, h.sha256});
   }
   return r;
 }
 
-Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string& key, const std::string& family,
-                                      std::shared_ptr<const HeaderManifest>& used, bool with_predefined) {
+// What the scans of one request share: its names, and the family's members
+// and the source's directives, each read on first use.
+struct Request {
+  const ScanInput& input;
+  std::string cwd;
+  std::string family;
+  std::optional<std::vector<FamilyMember>> members;
+  std::optional<FileDirectives> source;
+
+  const std::vector<FamilyMember>& members_of_family() {
+    if (!members) {
+      members = family_members(input.memo_dir, family);
+    }
+    return *members;
+  }
+  const FileDirectives& source_directives() {
+    if (!source) {
+      source = scan_file(input.source);
+    }
+    return *source;
+  }
+  std::string predefined_id(bool with_predefined) const {
+    return with_predefined && input.predefined != nullptr ? input.predefined->id : std::string();
+  }
+};
+
+// The result of manifest `name` when it is remembered (in this process or on
+// disk) and still applies, remembered under `key` too; nothing otherwise
+// (nothing is scanned or written).
+std::optional<ScanResult> reuse_manifest(const ScanInput& input, const std::string& name, const std::string& key,
+                                         std::shared_ptr<const HeaderManifest>& used) {
+  std::shared_ptr<const HeaderManifest> m = remembered_manifest(name);
+  if (!m) {
+    if (auto loaded = load_manifest(input.memo_dir, name, ManifestPart::lookup)) {
+      m = std::make_shared<const HeaderManifest>(std::move(*loaded));
+    }
+  }
+  if (!m || !manifest_still_applies(*m)) {
+    return std::nullopt;  // scan_with_manifest() reads it whole when it must
+  }
+  remember_manifest(name, m);
+  if (key != name) {
+    remember_manifest(key, m);
+  }
+  used = m;
+  return result_of(*m, true);
+}
+
+// The result of a family member with the same roots as `req` whose manifest
+// still applies (compile/scan_inputs.hpp: that is this scan's result).
+std::optional<ScanResult> reuse_family(Request& req, const std::string& key, std::shared_ptr<const HeaderManifest>& used,
+                                       bool with_predefined) {
+  for (const auto& member : req.members_of_family()) {
+    if (roots_key(req.input, req.source_directives(), member.identifiers, req.predefined_id(with_predefined)) ==
+        member.roots) {
+      if (auto r = reuse_manifest(req.input, member.manifest, key, used)) {
+        return r;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std::shared_ptr<const HeaderManifest>& used,
+                                      bool with_predefined) {
+  const ScanInput& input = req.input;
   std::shared_ptr<const HeaderManifest> previous = remembered_manifest(key);
   if (previous && manifest_still_applies(*previous)) {
     used = previous;
@@ -50,20 +116,21 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
       if (auto full = load_manifest(input.memo_dir, key, ManifestPart::with_details)) {
         previous = std::make_shared<const HeaderManifest>(std::move(*full));
       }
+    } else if (auto r = reuse_family(req, key, used, with_predefined)) {
+      return std::move(*r);  // another kernel over the same tree, with the same roots
     }
   }
-  if (!previous) {
+  if (!previous && !req.members_of_family().empty()) {
     // No manifest for these inputs (another -D, another kernel over the same
-    // tree): the last one of the same search path lends its per-header facts,
-    // so a header whose identity is unchanged is not read again.
-    if (const auto name = family_manifest_name(input.memo_dir, family); !name.empty()) {
-      if (auto m = remembered_manifest(name); m && m->has_details) {
-        previous = std::move(m);  // written or read by this process: not parsed again
-      }
-      if (!previous) {
-        if (auto full = load_manifest(input.memo_dir, name, ManifestPart::with_details)) {
-          previous = std::make_shared<const HeaderManifest>(std::move(*full));
-        }
+    // tree): the family's newest lends its per-header facts, so a header
+    // whose identity is unchanged is not read again.
+    const std::string& name = req.members_of_family().front().manifest;
+    if (auto m = remembered_manifest(name); m && m->has_details) {
+      previous = std::move(m);  // written or read by this process: not parsed again
+    }
+    if (!previous) {
+      if (auto full = load_manifest(input.memo_dir, name, ManifestPart::with_details)) {
+        previous = std::make_shared<const HeaderManifest>(std::move(*full));
       }
     }
   }
@@ -73,26 +140,57 @@ Result<ScanResult> scan_with_manifest(const ScanInput& input, const std::string&
   }
   HeaderManifest& m = *scanned;
   m.input = key;
+  m.list = header_list_digest(m.headers);
   ScanResult result = result_of(m, false);
   // Kept even when some identity was too recent to trust: it is recorded as
   // zero, so such a header is re-read next time, and the others are not.
   auto shared = std::make_shared<const HeaderManifest>(std::move(m));
   store_manifest(input.memo_dir, *shared);
-  note_family(input.memo_dir, family, *shared);
+  if (!input.memo_dir.empty()) {
+    note_family(input.memo_dir, req.family, *shared,
+                roots_key(input, req.source_directives(), shared->looked_up, req.predefined_id(with_predefined)));
+    req.members.reset();  // read again when asked
+  }
   save_directory_listings(input.memo_dir);
   remember_manifest(key, shared);
   used = shared;
   return result;
 }
 
+// What a later derivation in this process re-checks for `r` to hold.
+void finish(ScanResult& r, const std::shared_ptr<const HeaderManifest>& used, const ScanInput& input,
+            const std::string& cwd) {
+  if (used && !cwd.empty()) {
+    r.checks = reuse_checks(*used, input.toolkit_root.string());
+    r.working_directory = cwd;
+  }
+}
+
 }  // namespace
 
 Result<ScanResult> scan_headers(const ScanInput& input) {
-  const std::string cwd = current_directory();
+  Request req{input, current_directory(), {}, std::nullopt, std::nullopt};
+  req.family = family_key(input, req.cwd);
   std::shared_ptr<const HeaderManifest> used;
-  const std::string key = manifest_key(input, cwd);
-  const std::string family = family_key(input, cwd);
-  auto result = scan_with_manifest(input, key, family, used, false);
+  const std::string key = manifest_key(input, req.cwd);
+  const std::string with_predefined_key =
+      input.predefined == nullptr ? std::string() : util::sha256_hex(key + "\npredefined\n" + input.predefined->id);
+  if (!with_predefined_key.empty()) {
+    // A scan with what NVRTC predefines is right whether or not the scan
+    // without needs it (it asks only for identifiers a computed include looked
+    // up): where such a manifest, or a family member's with the same roots,
+    // still applies it decides alone, and a hit over a tree like CuPy's checks
+    // one manifest, not two.
+    auto r = reuse_manifest(input, with_predefined_key, with_predefined_key, used);
+    if (!r) {
+      r = reuse_family(req, with_predefined_key, used, true);
+    }
+    if (r) {
+      finish(*r, used, input, req.cwd);
+      return std::move(*r);
+    }
+  }
+  auto result = scan_with_manifest(req, key, used, false);
   if (result && result->not_cacheable.rfind(k_needs_predefined, 0) == 0) {
     // The result depends on what NVRTC predefines for these options: it is
     // kept under a manifest named by the predefined context too.
@@ -101,12 +199,10 @@ Result<ScanResult> scan_headers(const ScanInput& input) {
       return result;
     }
     used.reset();
-    result = scan_with_manifest(input, util::sha256_hex(key + "\npredefined\n" + input.predefined->id), family, used,
-                                true);
+    result = scan_with_manifest(req, with_predefined_key, used, true);
   }
-  if (result && used && !cwd.empty()) {
-    result->checks = reuse_checks(*used, input.toolkit_root.string());
-    result->working_directory = cwd;
+  if (result) {
+    finish(*result, used, input, req.cwd);
   }
   return result;
 }
@@ -123,8 +219,11 @@ std::shared_ptr<const HeaderManifest> reuse_checks(const HeaderManifest& m, cons
   }
   for (const auto& d : m.dirs) {
     // A relative directory moves with the working directory: always checked.
+    // A path not spelled under the root is checked too, even where a symlink
+    // leads it into the toolkit (more checks, never fewer): that spares
+    // resolving each of the hundreds of directories a large tree records.
     const bool in_toolkit = !toolkit_root.empty() && !d.path.empty() && d.path.front() == '/' &&
-                            [&] {
+                            (d.path == toolkit_root || under(d.path, toolkit_root)) && [&] {
                               const auto c = canonical_dir(d.path);
                               return c == toolkit_root || under(c, toolkit_root);
                             }();

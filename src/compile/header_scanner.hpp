@@ -86,6 +86,9 @@ struct ScanResult {
   std::vector<HeaderDependency> headers;  // sorted by path, unique
   std::string not_cacheable;              // non-empty: a directive kcache cannot resolve (where and why)
   bool reused = false;                    // from a manifest that still applied: no file was read
+  // 64 hex: the key's "disk_headers" digest of `headers` with their paths as
+  // they are (HeaderManifest::list), remembered with the manifest; empty when unknown.
+  std::string headers_list;
   // What a later derivation in this process must re-check for this result to
   // hold again (reuse_checks()), and the working directory (`getcwd`) the
   // names were resolved against. Null when the result cannot be reused

@@ -469,7 +469,11 @@ std::optional<IncludeDirective> header_name(const Seq& seq) {
 }  // namespace
 
 bool MacroTable::add(const MacroDefinition& d) {
-  auto& v = m_defs[d.name];
+  auto it = m_defs.find(std::string_view(d.name));
+  if (it == m_defs.end()) {
+    it = m_defs.emplace(d.name, std::vector<MacroDefinition>{}).first;
+  }
+  auto& v = it->second;
   if (std::find(v.begin(), v.end(), d) != v.end()) {
     return false;
   }

@@ -27,6 +27,7 @@
 
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,7 +52,13 @@ public:
   std::function<const std::vector<MacroDefinition>*(std::string_view)> fallback;
 
 private:
-  std::map<std::string, std::vector<MacroDefinition>, std::less<>> m_defs;
+  // Hashed, looked up by string_view: a scan over CuPy's tree adds ~30 000
+  // definitions and a tree-ordered map spent most of their time comparing names.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::vector<MacroDefinition>, NameHash, std::equal_to<>> m_defs;
 };
 
 inline constexpr std::size_t k_max_alternatives = 256;

@@ -77,6 +77,16 @@ public:
            lit(" ") && num(s.ctime_ns);
   }
 
+  // The next `n` bytes, whatever they are.
+  bool raw(std::size_t n, std::string_view& out) {
+    if (n > m_t.size() - m_i) {
+      return false;
+    }
+    out = m_t.substr(m_i, n);
+    m_i += n;
+    return true;
+  }
+
   bool at_end() const { return m_i == m_t.size(); }
 
 private:

@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "compile/header_scanner.hpp"
 #include "kcache/compiler.hpp"
 #include "support/temp_dir.hpp"
+#include "util/hex.hpp"
+#include "util/sha256.hpp"
 #include "unit/compile/compile_test_support.hpp"
 
 namespace kcache::jit {
@@ -102,6 +106,38 @@ TEST(HeaderManifest, DirectoryStillAppliesWhileItsNamesStayAsTheyWere) {
   EXPECT_FALSE(manifest_still_applies(m)) << "a directory became a regular file";
 }
 
+// A lookup copies the name records unparsed and reads a directory's own
+// records only when its identity changed; they decide as a whole parse does.
+TEST(HeaderManifest, ALookupJudgesAChangedDirectoryByItsOwnNames) {
+  test::TempDir tmp;
+  const auto d1 = (tmp.path() / "d1").string();
+  const auto d2 = (tmp.path() / "d2").string();
+  fs::create_directories(d1);
+  fs::create_directories(d2);
+  HeaderManifest m;
+  m.input = k_input;
+  m.dirs.push_back({d1, {}, {{"a.h", 'n'}, {"b.h", 'n'}}});  // zero stamps never match: names decide
+  m.dirs.push_back({d2, {}, {{"c.h", 'n'}}});
+  const auto text = serialize_manifest(m);
+  auto lookup = parse_manifest(text, k_input, ManifestPart::lookup);
+  ASSERT_TRUE(lookup);
+  EXPECT_FALSE(lookup->has_details);
+  EXPECT_TRUE(lookup->dirs[0].names.empty()) << "not parsed by a lookup";
+  EXPECT_TRUE(manifest_still_applies(*lookup));
+  test::write_file(d2 + "/a.h", "x");  // a name only d1 must lack
+  EXPECT_TRUE(manifest_still_applies(*lookup));
+  test::write_file(d2 + "/c.h", "x");
+  EXPECT_FALSE(manifest_still_applies(*lookup)) << "d2's own name appeared";
+  EXPECT_FALSE(manifest_still_applies(*parse_manifest(text, k_input)));
+  // The ranges must tile the block in order.
+  std::string shifted = text;
+  const std::string range = " 0 " + std::to_string(text.find("n 3:c.h") - text.find("n 3:a.h")) + "\n";
+  ASSERT_NE(shifted.find(range), std::string::npos);
+  shifted.replace(shifted.find(range), range.size(), " 1 " + range.substr(3));
+  EXPECT_FALSE(parse_manifest(shifted, k_input, ManifestPart::lookup));
+  EXPECT_FALSE(parse_manifest(shifted, k_input));
+}
+
 TEST(HeaderScanner, SecondScanReusesTheManifestAndSeesAnEdit) {
   test::TempDir tmp;
   const auto inc = (tmp.path() / "inc").string();
@@ -130,13 +166,9 @@ TEST(HeaderScanner, SecondScanReusesTheManifestAndSeesAnEdit) {
   EXPECT_NE(third->headers[1].sha256, first->headers[1].sha256);
 }
 
-// More than 64 disk headers key as one digest over the list (a passport that
-// grew by a field per header would be parsed on every hit); an edit to any of
-// them still changes the key.
-TEST(HeaderScanner, LargeHeaderTreeKeysAsOneDigestThatEveryHeaderChanges) {
-  KCACHE_REQUIRE_TOOLKIT();
-  test::TempDir tmp;
-  const auto inc = (tmp.path() / "inc").string();
+// A kernel that includes 70 headers h0.h .. h69.h of `dir`/inc.
+CompileRequest large_tree_request(const fs::path& dir) {
+  const auto inc = (dir / "inc").string();
   fs::create_directories(inc);
   std::string all;
   for (int i = 0; i < 70; ++i) {
@@ -145,10 +177,21 @@ TEST(HeaderScanner, LargeHeaderTreeKeysAsOneDigestThatEveryHeaderChanges) {
   }
   CompileRequest r;
   r.backend = "nvrtc";
-  r.name = (tmp.path() / "k.cu").string();
+  r.name = (dir / "k.cu").string();
   r.source = all + "__global__ void k(int* p) { *p = H0; }\n";
   r.target_kind = "ptx";
   r.options = {"-arch=sm_90", "-I" + inc};
+  return r;
+}
+
+// More than 64 disk headers key as one digest over the list (a passport that
+// grew by a field per header would be parsed on every hit); an edit to any of
+// them still changes the key.
+TEST(HeaderScanner, LargeHeaderTreeKeysAsOneDigestThatEveryHeaderChanges) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto inc = (tmp.path() / "inc").string();
+  const CompileRequest r = large_tree_request(tmp.path());
   std::vector<HeaderDependency> headers;
   auto before = derive_key(r, &headers);
   ASSERT_TRUE(before) << before.error().describe();
@@ -165,6 +208,48 @@ TEST(HeaderScanner, LargeHeaderTreeKeysAsOneDigestThatEveryHeaderChanges) {
   auto after = derive_key(r);
   ASSERT_TRUE(after);
   EXPECT_NE(after->key(), before->key());
+}
+
+// A hit keys the list with the digest its manifest remembers: the same key a
+// scan that hashes the list gives, and never a stale one.
+TEST(HeaderScanner, TheRememberedListDigestKeysAsTheHashedList) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto inc = (tmp.path() / "inc").string();
+  const CompileRequest r = large_tree_request(tmp.path());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // identities older than the racy window
+  forget_scan_memos();
+  auto scanned = derive_key(r);
+  ASSERT_TRUE(scanned) << scanned.error().describe();
+  // The digest as the key format defines it, hashed here independently:
+  // per header its path's length (8 bytes), path and hex SHA-256, in path order.
+  std::vector<HeaderDependency> headers;
+  forget_scan_memos();
+  auto hit = derive_key(r, &headers);  // the manifest from the memo directory
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->key(), scanned->key());
+  ASSERT_EQ(headers.size(), 70u);
+  util::Sha256 expected;
+  for (const auto& h : headers) {
+    const std::uint64_t n = h.path.size();
+    expected.update(&n, sizeof n);
+    expected.update(h.path);
+    expected.update(h.sha256);
+  }
+  const auto want = expected.finish();
+  std::size_t lists = 0;
+  for (const auto& f : hit->record().fields) {
+    if (f.name == "disk_headers") {
+      ++lists;
+      EXPECT_EQ(f.value, util::to_hex(want.data(), want.size()));
+    }
+  }
+  EXPECT_EQ(lists, 1u);
+  test::write_file(inc + "/h3.h", "#define H3 2\n");
+  forget_scan_memos();
+  auto edited = derive_key(r);
+  ASSERT_TRUE(edited);
+  EXPECT_NE(edited->key(), hit->key());
 }
 
 }  // namespace
