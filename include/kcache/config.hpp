@@ -95,6 +95,7 @@ struct Config {
   std::uint32_t remote_lease_ttl_ms = 10000;       // remote_lease_ttl_ms / KCACHE_REMOTE_LEASE_TTL_MS (0: no leases)
   std::uint32_t remote_lease_wait_ms = 300000;     // remote_lease_wait_ms / KCACHE_REMOTE_LEASE_WAIT_MS
   std::filesystem::path remote_ca_file;            // remote_ca_file / KCACHE_REMOTE_CA_FILE (empty: the system's CAs)
+  EvictionPolicy eviction_policy = EvictionPolicy::cost;  // eviction_policy / KCACHE_EVICTION_POLICY
 
   // Not a setting: how the file tier reads large payloads (FileStoreOptions::
   // large_reads). The Python package sets LargeReads::copied.

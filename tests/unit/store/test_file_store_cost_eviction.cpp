@@ -1,0 +1,178 @@
+// FileStore cost-aware eviction (issue 21): with eviction_policy = cost the
+// cap drops entries cheap to rebuild per byte before expensive ones, ages
+// them by time since last use, and a replayed trace of mixed kernels with
+// real recorded NVRTC compile times rebuilds far less than under lru.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "store/entry_cost.hpp"
+#include "support/eviction_trace.hpp"
+#include "support/temp_dir.hpp"
+#include "unit/store/file_store_test_util.hpp"
+
+namespace kcache {
+namespace {
+
+namespace fs = std::filesystem;
+using test::make_artifact;
+using test::open_store;
+using test::passport_path;
+using test::quiet_options;
+
+// Sets the last-use stamp (passport mtime) of `key` to `seconds_ago` before now.
+void age_entry(const fs::path& root, const Key& key, int seconds_ago) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const auto then = std::chrono::duration_cast<std::chrono::seconds>(now).count() - seconds_ago;
+  const struct timespec times[2] = {{then, 0}, {then, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, passport_path(root, key).c_str(), times, 0), 0) << key.hex();
+}
+
+TEST(FileStoreCostEviction, TheCostIsRecordedInThePayloadMtimeNanoseconds) {
+  for (const std::uint64_t us : {0ULL, 1ULL, 999ULL, 1000ULL, 12'345'678ULL, 999'999'000ULL}) {
+    const auto back = store::decode_cost_nanos(store::encode_cost_nanos(us));
+    ASSERT_TRUE(back.has_value()) << us;
+    EXPECT_EQ(*back, (us + 999) / 1000 * 1000) << us;
+  }
+  EXPECT_EQ(*store::decode_cost_nanos(store::encode_cost_nanos(5'000'000'000ULL)), store::k_cost_max_ms * 1000)
+      << "clamped";
+  EXPECT_FALSE(store::decode_cost_nanos(0).has_value()) << "a filesystem of whole seconds";
+  EXPECT_FALSE(store::decode_cost_nanos(123'456'000).has_value()) << "no tag";
+  test::TempDir dir;
+  auto o = quiet_options(dir.path() / "cache");
+  auto store = open_store(o);
+  auto a = make_artifact(1, 1, 1000);
+  a.passport.compile_duration_us = 4'200'000;
+  ASSERT_TRUE(store->put(a).has_value());
+  struct stat st {};
+  ASSERT_EQ(::stat(test::payload_path(o.root, a.passport.key).c_str(), &st), 0);
+  EXPECT_EQ(store::decode_cost_nanos(st.st_mtim.tv_nsec), std::optional<std::uint64_t>(4'200'000));
+  EXPECT_LE(std::abs(st.st_mtime - std::time(nullptr)), 5) << "the seconds stay the time of the put";
+}
+
+// 60 entries of one size and one age: 30 took 3 s to build, 30 took 20 ms.
+// A cap that forces about 20 evictions takes them from the cheap ones under
+// cost, and from both under lru (which sees only the age).
+TEST(FileStoreCostEviction, CheapEntriesGoFirstExpensiveOnesStay) {
+  for (const auto policy : {EvictionPolicy::cost, EvictionPolicy::lru}) {
+    test::TempDir dir;
+    auto o = quiet_options(dir.path() / "cache");
+    o.max_size_bytes = 1 << 20;
+    o.eviction_policy = policy;
+    std::vector<Key> cheap;
+    std::vector<Key> dear;
+    {
+      auto store = open_store(o);
+      for (std::uint64_t i = 0; i < 60; ++i) {
+        auto a = make_artifact(100 + i, i, 2000);
+        a.passport.compile_duration_us = i % 2 == 0 ? 3'000'000 : 20'000;
+        ASSERT_TRUE(store->put(a).has_value());
+        (i % 2 == 0 ? dear : cheap).push_back(a.passport.key);
+      }
+    }
+    // Interleaved ages: within each kind, older and newer alike.
+    for (std::size_t i = 0; i < 30; ++i) {
+      age_entry(o.root, dear[i], 1000 - static_cast<int>(2 * i));
+      age_entry(o.root, cheap[i], 1000 - static_cast<int>(2 * i + 1));
+    }
+    const auto s0 = open_store(o)->stats();
+    o.max_size_bytes = s0->size_bytes + s0->metadata_bytes - 18 * 2600;
+    auto store = open_store(o);
+    for (std::uint64_t i = 0; i < 2; ++i) {
+      ASSERT_TRUE(store->put(make_artifact(9000 + i, i, 2000)).has_value());
+    }
+    std::size_t dear_left = 0;
+    std::size_t cheap_left = 0;
+    for (const auto& k : dear) {
+      dear_left += fs::exists(passport_path(o.root, k)) ? 1 : 0;
+    }
+    for (const auto& k : cheap) {
+      cheap_left += fs::exists(passport_path(o.root, k)) ? 1 : 0;
+    }
+    const auto evicted = store->stats()->evictions;
+    EXPECT_GE(evicted, 18U);
+    if (policy == EvictionPolicy::cost) {
+      EXPECT_EQ(dear_left, 30U) << "cost: an expensive entry was evicted before a cheap one";
+      EXPECT_LE(cheap_left, 30U - 18U);
+    } else {
+      EXPECT_LT(dear_left, 30U) << "lru: the oldest go, whatever they cost";
+      EXPECT_GT(cheap_left, 30U - evicted);
+    }
+  }
+}
+
+// Aging: an expensive entry unused for long enough goes before a cheap one
+// used just now (cost / (bytes x age): 3 s over 10^6 s of age is worth less
+// than 20 ms over 1 s).
+TEST(FileStoreCostEviction, AnExpensiveEntryUnusedForLongAgesOut) {
+  test::TempDir dir;
+  auto o = quiet_options(dir.path() / "cache");
+  o.max_size_bytes = 1 << 20;
+  auto dear = make_artifact(1, 1, 2000);
+  dear.passport.compile_duration_us = 3'000'000;
+  auto cheap = make_artifact(2, 2, 2000);
+  cheap.passport.compile_duration_us = 20'000;
+  {
+    auto store = open_store(o);
+    ASSERT_TRUE(store->put(dear).has_value());
+    ASSERT_TRUE(store->put(cheap).has_value());
+  }
+  age_entry(o.root, dear.passport.key, 1'000'000);
+  age_entry(o.root, cheap.passport.key, 1);
+  const auto s0 = open_store(o)->stats();
+  o.max_size_bytes = s0->size_bytes + s0->metadata_bytes + 2500;
+  auto store = open_store(o);
+  ASSERT_TRUE(store->put(make_artifact(3, 3, 2000)).has_value());
+  EXPECT_FALSE(fs::exists(passport_path(o.root, dear.passport.key)));
+  EXPECT_TRUE(fs::exists(passport_path(o.root, cheap.passport.key)));
+}
+
+// The replayed trace (tests/support/eviction_trace.hpp): 400 kernels (70 %
+// trivial, 20 % medium, 10 % heavy CUB, each with the compile time and cubin
+// size of a real NVRTC compile recorded in bench/data/nvrtc_compile_costs.json),
+// 6000 Zipf requests, a cap of a quarter of the catalogue. The rebuild time
+// after the first request of each kernel must be at least 2x less under cost.
+TEST(FileStoreCostEviction, AReplayedTraceOfMixedKernelsKeepsTheExpensiveOnes) {
+  const auto recorded =
+      test::load_recorded_compiles(fs::path(KCACHE_SOURCE_DIR) / "bench" / "data" / "nvrtc_compile_costs.json");
+  ASSERT_FALSE(recorded.empty()) << "bench/data/nvrtc_compile_costs.json is missing or malformed";
+  const auto trace = test::make_trace(recorded, 400, 6000, 0.8, 21);
+  ASSERT_EQ(trace.kernels.size(), 400U);
+  test::ReplayResult results[2];
+  for (const int p : {0, 1}) {
+    test::TempDir dir;
+    auto o = quiet_options(dir.path() / "cache");
+    o.touch_interval = std::chrono::seconds(0);
+    o.eviction_policy = p == 0 ? EvictionPolicy::lru : EvictionPolicy::cost;
+    const std::uint64_t pass_bytes = test::trace_artifact(trace.kernels[0]).passport.to_json().size();
+    o.max_size_bytes = (trace.catalogue_bytes + 400 * pass_bytes) / 4;
+    auto store = open_store(o);
+    results[p] = test::replay(*store, trace);
+    const auto s = store->stats();
+    EXPECT_LE(s->size_bytes + s->metadata_bytes, o.max_size_bytes);
+    EXPECT_EQ(results[p].errors, 0U);
+    EXPECT_EQ(s->corrupt, 0U);
+  }
+  const auto& lru = results[0];
+  const auto& cost = results[1];
+  std::printf("[trace] lru: %llu misses, rebuild %.1f s (after first use %.1f s, heavy misses %llu); "
+              "cost: %llu misses, rebuild %.1f s (after first use %.1f s, heavy misses %llu)\n",
+              static_cast<unsigned long long>(lru.misses), static_cast<double>(lru.rebuild_us) / 1e6,
+              static_cast<double>(lru.warm_rebuild_us()) / 1e6, static_cast<unsigned long long>(lru.heavy_misses),
+              static_cast<unsigned long long>(cost.misses), static_cast<double>(cost.rebuild_us) / 1e6,
+              static_cast<double>(cost.warm_rebuild_us()) / 1e6, static_cast<unsigned long long>(cost.heavy_misses));
+  EXPECT_EQ(lru.cold_us, cost.cold_us) << "the same trace";
+  EXPECT_LE(cost.warm_rebuild_us() * 2, lru.warm_rebuild_us());
+  EXPECT_LT(cost.heavy_misses * 2, lru.heavy_misses);
+  EXPECT_LT(cost.rebuild_us, lru.rebuild_us);
+}
+
+}  // namespace
+}  // namespace kcache
