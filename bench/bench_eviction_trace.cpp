@@ -112,7 +112,10 @@ std::map<std::string, double> g_warm_rebuild_s;  // per policy, for the ratio
 
 void BM_EvictionTrace(benchmark::State& state) {
   const auto policy = state.range(0) == 0 ? kcache::EvictionPolicy::lru : kcache::EvictionPolicy::cost;
-  const std::string name = policy == kcache::EvictionPolicy::lru ? "lru" : "cost";
+  const auto sizes = state.range(1) == 0 ? kcache::test::TraceSizes::recorded : kcache::test::TraceSizes::shuffled;
+  const std::string name = std::string(sizes == kcache::test::TraceSizes::recorded ? "recorded/" : "shuffled/") +
+                           (policy == kcache::EvictionPolicy::lru ? "lru" : "cost");
+  const std::string lru_name = name.substr(0, name.find('/') + 1) + "lru";
   if (recorded().empty()) {
     state.SkipWithError("no recorded compiles (KCACHE_BENCH_COSTS)");
     return;
@@ -121,11 +124,11 @@ void BM_EvictionTrace(benchmark::State& state) {
   const auto requests = static_cast<std::size_t>(std::stoul(env_or("KCACHE_BENCH_REQUESTS", "80000")));
   const double cap_percent = std::stod(env_or("KCACHE_BENCH_CAP_PERCENT", "25"));
   const double zipf = std::stod(env_or("KCACHE_BENCH_ZIPF", "0.8"));
-  const auto trace = kcache::test::make_trace(recorded(), kernels, requests, zipf, 21);
+  const auto trace = kcache::test::make_trace(recorded(), kernels, requests, zipf, 21, sizes);
   kcache::test::ReplayResult r;
   double put_wall_s = 0;
   for (auto _ : state) {
-    const fs::path root = bench_base() / name;
+    const fs::path root = bench_base() / (name.substr(0, name.find('/')) + "-" + name.substr(name.find('/') + 1));
     fs::remove_all(root);
     kcache::FileStoreOptions o;
     o.root = root;
@@ -162,13 +165,20 @@ void BM_EvictionTrace(benchmark::State& state) {
   state.counters["replay_s"] = put_wall_s;
   g_warm_rebuild_s[name] = static_cast<double>(r.warm_rebuild_us()) / 1e6;
   g_warm_rebuild_s[name + "_all"] = static_cast<double>(r.rebuild_us) / 1e6;
-  if (name == "cost" && g_warm_rebuild_s.count("lru") != 0 && g_warm_rebuild_s["cost"] > 0) {
-    state.counters["lru_over_cost_warm"] = g_warm_rebuild_s["lru"] / g_warm_rebuild_s["cost"];
-    state.counters["lru_over_cost_all"] = g_warm_rebuild_s["lru_all"] / g_warm_rebuild_s["cost_all"];
+  if (policy == kcache::EvictionPolicy::cost && g_warm_rebuild_s.count(lru_name) != 0 && g_warm_rebuild_s[name] > 0) {
+    state.counters["lru_over_cost_warm"] = g_warm_rebuild_s[lru_name] / g_warm_rebuild_s[name];
+    state.counters["lru_over_cost_all"] = g_warm_rebuild_s[lru_name + "_all"] / g_warm_rebuild_s[name + "_all"];
   }
 }
 
-BENCHMARK(BM_EvictionTrace)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kSecond);
+// Args: policy (0 lru, 1 cost), sizes (0 recorded, 1 shuffled).
+BENCHMARK(BM_EvictionTrace)
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond);
 
 }  // namespace
 

@@ -61,6 +61,16 @@ struct TraceKernel {
   std::uint64_t bytes = 0;
 };
 
+// How the trace's payload sizes relate to the recorded compiles.
+enum class TraceSizes {
+  recorded,  // each kernel has the cubin size of its own recorded compile
+  // each kernel has the cubin size of a recorded compile drawn independently
+  // of its kind: the same sizes and the same costs, but size no longer grows
+  // with build time (as when cheap kernels of one compiler and expensive ones
+  // of another end up with cubins of any size)
+  shuffled,
+};
+
 struct Trace {
   std::vector<TraceKernel> kernels;
   std::vector<std::uint32_t> requests;  // indices into kernels
@@ -72,7 +82,8 @@ struct Trace {
 // in turn; `requests` requests with Zipf(`zipf_s`) popularity over a random
 // order of the kernels.
 inline Trace make_trace(const std::vector<RecordedCompile>& recorded, std::size_t kernels, std::size_t requests,
-                        double zipf_s, std::uint32_t rng_seed, const std::array<double, 3>& shares = {0.7, 0.2, 0.1}) {
+                        double zipf_s, std::uint32_t rng_seed, TraceSizes sizes = TraceSizes::recorded,
+                        const std::array<double, 3>& shares = {0.7, 0.2, 0.1}) {
   Trace t;
   const char* kinds[3] = {"trivial", "medium", "heavy_cub"};
   std::vector<std::vector<RecordedCompile>> by_kind(3);
@@ -97,6 +108,17 @@ inline Trace make_trace(const std::vector<RecordedCompile>& recorded, std::size_
     t.catalogue_bytes += t.kernels.back().bytes;
   }
   std::mt19937_64 rng(rng_seed);
+  if (sizes == TraceSizes::shuffled) {
+    // The same multiset of sizes, assigned in random order.
+    std::vector<std::uint64_t> all;
+    for (const auto& k : t.kernels) {
+      all.push_back(k.bytes);
+    }
+    std::shuffle(all.begin(), all.end(), rng);
+    for (std::size_t i = 0; i < kernels; ++i) {
+      t.kernels[i].bytes = all[i];
+    }
+  }
   std::vector<std::uint32_t> order(kernels);
   for (std::size_t i = 0; i < kernels; ++i) {
     order[i] = static_cast<std::uint32_t>(i);
