@@ -245,6 +245,9 @@ struct FileStore::Impl {
   // out (they are never candidates). Returns the bytes added.
   std::uint64_t scan_into(unsigned shard, std::vector<ScannedEntry>& window);
   // --- file_store_pins.cpp ---
+  // The shard directory of `key`: an invalid Fd when it does not exist (no
+  // entry there), an errno-based error when it cannot be opened.
+  Result<util::Fd> existing_shard(const Key& key) const;
   // When pinned entries plus an entry of `bytes` would not fit what the cap
   // leaves for entries: counts a skipped put, warns once per store, and
   // returns the no_space error that names the pinned bytes and what to do.

@@ -32,31 +32,31 @@ std::string describe_size(std::uint64_t bytes) {
 
 Result<bool> FileStore::pin(const Key& key) {
   Impl& m = *m_impl;
-  const unsigned shard = key.bytes()[0];
   const std::string key_hex = key.hex();
-  int err = 0;
-  util::Fd shard_fd = m.open_shard(shard, CreateShard::no, err);
+  const auto no_entry = [&] {
+    return make_error(ErrorCode::not_found, "no entry " + key_hex + " in the cache at " + m.options.root.string() +
+                                                " to pin (pin an entry after it is stored)");
+  };
+  auto shard_fd = m.existing_shard(key);
   if (!shard_fd) {
-    if (err == ENOENT) {
-      return make_error(ErrorCode::not_found, "no entry " + key_hex + " in the cache at " + m.options.root.string() +
-                                                  " to pin (pin an entry after it is stored)");
-    }
-    return make_errno_error(err, "cannot open shard " + key.shard());
+    return tl::unexpected(shard_fd.error());
   }
-  ShardLock lock(shard_fd.get(), LOCK_EX);
+  if (!*shard_fd) {
+    return no_entry();
+  }
+  ShardLock lock(shard_fd->get(), LOCK_EX);
   if (!lock.held()) {
     return make_errno_error(lock.error(), "cannot lock shard " + key.shard());
   }
   struct stat ps {};
   struct stat ds {};
   const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
-  if (io::fstatat(shard_fd.get(), pass_name.c_str(), &ps, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(ps.st_mode) ||
-      io::fstatat(shard_fd.get(), key_hex.c_str(), &ds, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(ds.st_mode)) {
-    return make_error(ErrorCode::not_found, "no entry " + key_hex + " in the cache at " + m.options.root.string() +
-                                                " to pin (pin an entry after it is stored)");
+  if (io::fstatat(shard_fd->get(), pass_name.c_str(), &ps, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(ps.st_mode) ||
+      io::fstatat(shard_fd->get(), key_hex.c_str(), &ds, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(ds.st_mode)) {
+    return no_entry();
   }
   const std::string pin_name = key_hex + std::string(store::k_pin_suffix);
-  util::Fd marker(io::openat(shard_fd.get(), pin_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+  util::Fd marker(io::openat(shard_fd->get(), pin_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
                              store::file_mode(m.options.sharing)));
   if (!marker) {
     if (errno == EEXIST) {
@@ -72,22 +72,20 @@ Result<bool> FileStore::pin(const Key& key) {
 
 Result<bool> FileStore::unpin(const Key& key) {
   Impl& m = *m_impl;
-  const unsigned shard = key.bytes()[0];
   const std::string key_hex = key.hex();
-  int err = 0;
-  util::Fd shard_fd = m.open_shard(shard, CreateShard::no, err);
+  auto shard_fd = m.existing_shard(key);
   if (!shard_fd) {
-    if (err == ENOENT) {
-      return false;
-    }
-    return make_errno_error(err, "cannot open shard " + key.shard());
+    return tl::unexpected(shard_fd.error());
   }
-  ShardLock lock(shard_fd.get(), LOCK_EX);
+  if (!*shard_fd) {
+    return false;
+  }
+  ShardLock lock(shard_fd->get(), LOCK_EX);
   if (!lock.held()) {
     return make_errno_error(lock.error(), "cannot lock shard " + key.shard());
   }
   const std::string pin_name = key_hex + std::string(store::k_pin_suffix);
-  if (io::unlinkat(shard_fd.get(), pin_name.c_str(), 0) != 0) {
+  if (io::unlinkat(shard_fd->get(), pin_name.c_str(), 0) != 0) {
     if (errno == ENOENT) {
       return false;
     }
@@ -98,8 +96,8 @@ Result<bool> FileStore::unpin(const Key& key) {
   struct stat ps {};
   struct stat ds {};
   const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
-  if (io::fstatat(shard_fd.get(), pass_name.c_str(), &ps, AT_SYMLINK_NOFOLLOW) == 0 &&
-      io::fstatat(shard_fd.get(), key_hex.c_str(), &ds, AT_SYMLINK_NOFOLLOW) == 0) {
+  if (io::fstatat(shard_fd->get(), pass_name.c_str(), &ps, AT_SYMLINK_NOFOLLOW) == 0 &&
+      io::fstatat(shard_fd->get(), key_hex.c_str(), &ds, AT_SYMLINK_NOFOLLOW) == 0) {
     m.counters->sub(Counter::pinned_bytes, static_cast<std::uint64_t>(ps.st_size + ds.st_size));
     m.counters->sub(Counter::pinned_entries);
   }
@@ -113,6 +111,15 @@ bool FileStore::pinned(const Key& key) const {
   struct stat st {};
   return shard_fd && io::fstatat(shard_fd.get(), (key.hex() + std::string(store::k_pin_suffix)).c_str(), &st,
                                  AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+Result<util::Fd> FileStore::Impl::existing_shard(const Key& key) const {
+  int err = 0;
+  util::Fd fd = open_shard(key.bytes()[0], CreateShard::no, err);
+  if (!fd && err != ENOENT) {
+    return make_errno_error(err, "cannot open shard " + key.shard());
+  }
+  return fd;
 }
 
 Result<void> FileStore::Impl::check_pins_leave_room(std::uint64_t bytes, const Key* key) {

@@ -22,18 +22,11 @@ namespace kcache {
 namespace {
 
 namespace fs = std::filesystem;
+using test::age_entry;
 using test::make_artifact;
 using test::open_store;
 using test::passport_path;
 using test::quiet_options;
-
-// Sets the last-use stamp (passport mtime) of `key` to `seconds_ago` before now.
-void age_entry(const fs::path& root, const Key& key, int seconds_ago) {
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const auto then = std::chrono::duration_cast<std::chrono::seconds>(now).count() - seconds_ago;
-  const struct timespec times[2] = {{then, 0}, {then, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, passport_path(root, key).c_str(), times, 0), 0) << key.hex();
-}
 
 TEST(FileStoreCostEviction, TheCostIsRecordedInThePayloadMtimeNanoseconds) {
   for (const std::uint64_t us : {0ULL, 1ULL, 999ULL, 1000ULL, 12'345'678ULL, 999'999'000ULL}) {
