@@ -314,8 +314,10 @@ class FileStore final : public Store {
   // fails with the errno-based error of a rename or mkdir that failed.
   static Result<std::vector<std::string>> repair_layout(const FileStoreOptions& options);
 
-  // Evicts least recently used entries until the store holds at most
-  // `max_size_bytes` (the configured cap when 0). Fails (with the errno-based
+  // Evicts entries (in the order of options.eviction_policy; pinned entries
+  // never) until the store holds at most `max_size_bytes` (the configured cap
+  // when 0); when pinned entries alone hold more, every other entry goes and
+  // prune fails with no_space, naming the pinned bytes. Fails (with the errno-based
   // reason, e.g. permission_denied or read_only) when entries that had to go
   // could not be removed: a prune that did not reach its size is no success.
   Result<PruneReport> prune(std::uint64_t max_size_bytes = 0);
