@@ -98,6 +98,7 @@ struct Config {
   // The read-only bundle tier (docs/bundles.md).
   std::vector<std::filesystem::path> bundles;      // bundles / KCACHE_BUNDLES (bundle files, in order)
   std::vector<std::filesystem::path> bundle_trusted_keys;  // bundle_trusted_keys / KCACHE_BUNDLE_TRUSTED_KEYS
+  EvictionPolicy eviction_policy = EvictionPolicy::cost;  // eviction_policy / KCACHE_EVICTION_POLICY
 
   // Not a setting: how the file tier reads large payloads (FileStoreOptions::
   // large_reads). The Python package sets LargeReads::copied.

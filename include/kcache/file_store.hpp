@@ -73,6 +73,21 @@ enum class LargeReads {
   copied,
 };
 
+// Which entries a put at the cap evicts first (docs/on-disk-format.md, "Size
+// cap and eviction"). Pinned entries (FileStore::pin) are never evicted.
+enum class EvictionPolicy {
+  // Cheapest to rebuild per byte first: of each eviction window, the entries
+  // with the least compile_duration_us / (payload bytes x time since last use)
+  // go first (GreedyDual-Size with aging, the age standing in for the
+  // inflation value). Entries with no recorded cost count as free to rebuild.
+  cost,
+  // Least recently used first (the passport's mtime).
+  lru,
+};
+
+// Whether FileStore::clear removes pinned entries too.
+enum class ClearPinned { keep, remove };
+
 struct FileStoreOptions {
   std::filesystem::path root;                      // the cache directory ($KCACHE_DIR)
   std::uint64_t max_size_bytes = std::uint64_t{5} << 30;  // 0 = no cap
@@ -99,6 +114,10 @@ struct FileStoreOptions {
   // what the put needs and at least (100 - this) percent of the window's bytes,
   // so that the next puts find room (docs/on-disk-format.md, "Size cap").
   unsigned low_watermark_percent = 90;
+  // Which entries the cap evicts first (setting eviction_policy /
+  // KCACHE_EVICTION_POLICY). Every process should use the same; a mix is safe
+  // (each eviction step ranks its window by its own process's policy).
+  EvictionPolicy eviction_policy = EvictionPolicy::cost;
   // Called once per store with a one-line warning when the store degrades
   // (writes skipped). Default: print to stderr with a "kcache: warning:" prefix.
   std::function<void(const std::string&)> warn;
@@ -295,16 +314,36 @@ class FileStore final : public Store {
   // fails with the errno-based error of a rename or mkdir that failed.
   static Result<std::vector<std::string>> repair_layout(const FileStoreOptions& options);
 
-  // Evicts least recently used entries until the store holds at most
-  // `max_size_bytes` (the configured cap when 0). Fails (with the errno-based
+  // Evicts entries (in the order of options.eviction_policy; pinned entries
+  // never) until the store holds at most `max_size_bytes` (the configured cap
+  // when 0); when pinned entries alone hold more, every other entry goes and
+  // prune fails with no_space, naming the pinned bytes. Fails (with the errno-based
   // reason, e.g. permission_denied or read_only) when entries that had to go
   // could not be removed: a prune that did not reach its size is no success.
   Result<PruneReport> prune(std::uint64_t max_size_bytes = 0);
 
-  // Removes every entry and resets size accounting (counters are kept).
-  // Returns how many entries were removed; fails, naming the cache and the
-  // first reason, when any entry could not be removed.
-  Result<std::uint64_t> clear();
+  // Removes every entry and resets size accounting (counters are kept);
+  // pinned entries stay unless `pinned` is ClearPinned::remove (their pins
+  // go with them). Returns how many entries were removed; fails, naming the
+  // cache and the first reason, when any entry could not be removed.
+  Result<std::uint64_t> clear(ClearPinned pinned = ClearPinned::keep);
+
+  // Pins the entry of `key`: the size cap never evicts it (prune neither); an
+  // explicit remove(), clear(ClearPinned::remove), or the removal of a damaged
+  // entry still remove it, with its pin. The pin is a marker file beside the
+  // entry (docs/on-disk-format.md), seen by every process. Returns true when
+  // the entry was pinned by this call, false when it was pinned already;
+  // not_found when the store holds no entry for `key`; the errno-based error
+  // (read_only, permission_denied ...) when the marker cannot be written.
+  // Pinning adds no bytes; while pinned entries alone fill the cap, puts are
+  // refused (see put()) and stats() says so (pins_over_cap).
+  Result<bool> pin(const Key& key);
+  // Unpins the entry of `key`: it is evicted like any other again. Returns
+  // true when a pin was removed, false when the entry was not pinned (or does
+  // not exist); an errno-based error when the marker cannot be removed.
+  Result<bool> unpin(const Key& key);
+  // True when the entry of `key` is pinned now.
+  bool pinned(const Key& key) const;
 
   // True once a write failure has made the store skip writes.
   bool degraded() const noexcept;

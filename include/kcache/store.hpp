@@ -50,6 +50,7 @@ struct EntryInfo {
   std::uint64_t payload_size = 0;
   std::int64_t created_unix_ms = 0;
   std::int64_t last_used_unix_ms = 0;  // 0 where the store does not track use
+  bool pinned = false;                 // FileStore: pinned (never evicted by the cap)
 };
 
 // Counters of a store. For FileStore they are shared by every process using
@@ -76,6 +77,12 @@ struct StoreStats {
   std::uint64_t temp_bytes = 0;
   std::uint64_t stale_temp_files = 0;
   std::uint64_t stale_temp_bytes = 0;
+  // FileStore: pinned entries (never evicted) and their bytes, part of
+  // entries / size_bytes; pins_over_cap when pinned entries alone fill what
+  // the cap leaves for entries (puts are then refused, not stored past the cap).
+  std::uint64_t pinned_entries = 0;
+  std::uint64_t pinned_bytes = 0;
+  bool pins_over_cap = false;
   bool remote = false;  // a remote tier: its counters are this process's, it reports no occupancy
 };
 

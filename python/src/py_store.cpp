@@ -238,6 +238,34 @@ Result<bool> remove_local(Store& store, const Key& key) {
   return removed;
 }
 
+// The file tier (the cache on disk) of a configured chain, or null (a
+// disabled cache). Queued puts are published first, so that a pin finds an
+// entry put just before it.
+FileStore* file_tier(Store& store) {
+  const Chain c = chain_of(store);
+  if (c.queue != nullptr) {
+    (void)c.queue->flush();
+  }
+  if (c.tiers == nullptr) {
+    return dynamic_cast<FileStore*>(&unqueued(store));
+  }
+  for (std::size_t i = 0; i < c.tiers->tier_count(); ++i) {
+    if (auto* f = dynamic_cast<FileStore*>(&unqueued(c.tiers->tier(i)))) {
+      return f;
+    }
+  }
+  return nullptr;
+}
+
+// Store.pin / unpin: the file tier's, or an unsupported error without one.
+Result<bool> pin_in(Store& store, const Key& key, bool pin) {
+  FileStore* f = file_tier(store);
+  if (f == nullptr) {
+    return make_error(ErrorCode::unsupported, "this store has no cache on disk to pin entries in (is it disabled?)");
+  }
+  return pin ? f->pin(key) : f->unpin(key);
+}
+
 // The counters Store.stats() reports: one row per dict key (add a row to
 // report a new StoreStats member).
 using Counter = std::pair<const char*, std::uint64_t StoreStats::*>;
@@ -260,6 +288,8 @@ constexpr Counter k_store_counters[] = {
     {"temp_bytes", &StoreStats::temp_bytes},
     {"stale_temp_files", &StoreStats::stale_temp_files},
     {"stale_temp_bytes", &StoreStats::stale_temp_bytes},
+    {"pinned_entries", &StoreStats::pinned_entries},
+    {"pinned_bytes", &StoreStats::pinned_bytes},
 };
 // A remote tier's (RemoteStore::stats), named as in `kcache stats --json`.
 constexpr Counter k_remote_counters[] = {
@@ -326,6 +356,7 @@ nb::dict store_stats(Store& store) {
     }
   }
   nb::dict d = counters_dict(all, k_store_counters);
+  d["pins_over_cap"] = all.pins_over_cap;
   nb::list remote;
   for (const auto& s : remotes) {
     remote.append(counters_dict(s, k_remote_counters));
@@ -420,6 +451,7 @@ void bind_store(nb::module_& m) {
       .def_ro("payload_size", &EntryInfo::payload_size)
       .def_ro("created_unix_ms", &EntryInfo::created_unix_ms)
       .def_ro("last_used_unix_ms", &EntryInfo::last_used_unix_ms)
+      .def_ro("pinned", &EntryInfo::pinned)
       .def("__repr__", [](const EntryInfo& e) {
         return "kcache.Entry(key='" + e.key.hex() + "', kind='" + e.kind +
                "', payload_size=" + std::to_string(e.payload_size) + ")";
@@ -477,6 +509,29 @@ void bind_store(nb::module_& m) {
           nb::arg("key"), nb::kw_only(), nb::arg("remote") = false,
           "Removes the entry of `key` from this machine's tiers (memory, disk); True when one held it.\n"
           "remote=True also deletes the team's object on every remote tier (as `kcache clear` never does).")
+      .def(
+          "pin",
+          [](const PyStore& s, nb::handle key) {
+            const Key k = key_from(key);
+            auto h = s.handle();
+            nb::gil_scoped_release release;
+            return unwrap(pin_in(*h->store, k, true));
+          },
+          nb::arg("key"),
+          "Pins the entry of `key` in the cache on disk: the size cap never evicts it (`kcache pin`).\n"
+          "True when pinned by this call, False when it was pinned already. Raises NotFound when the\n"
+          "cache holds no entry for `key`, CacheError when the pin cannot be written.")
+      .def(
+          "unpin",
+          [](const PyStore& s, nb::handle key) {
+            const Key k = key_from(key);
+            auto h = s.handle();
+            nb::gil_scoped_release release;
+            return unwrap(pin_in(*h->store, k, false));
+          },
+          nb::arg("key"),
+          "Unpins the entry of `key` (`kcache unpin`): True when a pin was removed, False when it\n"
+          "was not pinned.")
       .def(
           "list",
           [](const PyStore& s) {

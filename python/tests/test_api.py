@@ -66,6 +66,24 @@ def test_store_put_get_list_remove_stats(store: kcache.Store) -> None:
     assert store.get(art.key) is None
 
 
+def test_store_pin_unpin(store: kcache.Store) -> None:
+    art = kcache.Artifact.from_bytes(os.urandom(5000), kind="blob")
+    missing = kcache.Artifact.from_bytes(b"never stored", kind="blob")
+    with pytest.raises(kcache.NotFound):
+        store.pin(missing.key)
+    assert store.put(art) in ("stored", "queued")
+    assert store.pin(art.key) is True  # a queued put is published first
+    assert store.pin(str(art.key)) is False
+    stats = store.stats()
+    assert stats["pinned_entries"] == 1 and stats["pinned_bytes"] > 5000
+    assert stats["pins_over_cap"] is False
+    assert [e.pinned for e in store.list() if e.key == art.key] == [True]
+    assert store.unpin(art.key) is True
+    assert store.unpin(art.key) is False
+    assert store.stats()["pinned_entries"] == 0
+    assert store.remove(art.key) is True
+
+
 def test_the_key_of_from_bytes_is_content_and_kind_only() -> None:
     a = kcache.Artifact.from_bytes(b"same bytes", kind="blob")
     b = kcache.Artifact.from_bytes(b"same bytes", kind="blob", labels={"x": "y"})

@@ -337,7 +337,7 @@ Result<void> parse_small_count(std::uint32_t& out, const std::string& v, std::ui
 }
 
 // THE table. Order here is the order of `kcache config` and of the docs.
-const std::array<Setting, 26> k_settings{{
+const std::array<Setting, 27> k_settings{{
     {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
      "Directory of the on-disk cache (never defaults to /tmp)",
      "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
@@ -454,6 +454,20 @@ const std::array<Setting, 26> k_settings{{
      "space-separated public key files (`kcache bundle keygen` writes one; in the config file also a list)",
      [](Config& c, const std::string& v, const Origin& o) { return parse_path_list(c.bundle_trusted_keys, v, o); },
      [](const Config& c) { return format_path_list(c.bundle_trusted_keys); }},
+    {"eviction_policy", "KCACHE_EVICTION_POLICY", "cost",
+     "Which entries the size cap evicts first (pinned entries never)",
+     "cost (cheapest to rebuild per byte, weighed by time since last use) or lru (least recently used)",
+     [](Config& c, const std::string& v, const Origin&) -> Result<void> {
+       if (v == "cost") {
+         c.eviction_policy = EvictionPolicy::cost;
+       } else if (v == "lru") {
+         c.eviction_policy = EvictionPolicy::lru;
+       } else {
+         return bad_value(v);
+       }
+       return {};
+     },
+     [](const Config& c) { return std::string(c.eviction_policy == EvictionPolicy::lru ? "lru" : "cost"); }},
 }};
 
 const Setting* find_setting(std::string_view key) {
@@ -738,6 +752,7 @@ FileStoreOptions Config::file_store_options() const {
   o.sharing = sharing;
   o.verify = verify;
   o.large_reads = large_reads;
+  o.eviction_policy = eviction_policy;
   return o;
 }
 

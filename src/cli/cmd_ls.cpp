@@ -34,7 +34,8 @@ int run_ls(const Context& ctx) {
                      {"kind", e.kind},
                      {"size", e.payload_size},
                      {"created_unix_ms", e.created_unix_ms},
-                     {"last_used_unix_ms", e.last_used_unix_ms}});
+                     {"last_used_unix_ms", e.last_used_unix_ms},
+                     {"pinned", e.pinned}});
     }
     std::printf("%s\n", out.dump(2).c_str());
     return k_exit_ok;
@@ -55,7 +56,7 @@ int run_ls(const Context& ctx) {
 
 void register_ls(CLI::App& app, Context& ctx, std::function<int()>& run) {
   CLI::App* sub = app.add_subcommand("ls", "List the entries of the on-disk cache, most recently used first");
-  sub->footer("Use --json for one JSON array of {key, kind, size, created_unix_ms, last_used_unix_ms}.");
+  sub->footer("Use --json for one JSON array of {key, kind, size, created_unix_ms, last_used_unix_ms, pinned}.");
   sub->callback([&ctx, &run] { run = [&ctx] { return run_ls(ctx); }; });
 }
 

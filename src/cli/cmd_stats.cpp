@@ -147,7 +147,11 @@ int run_stats(const Context& ctx) {
                      {"temp_bytes", s->temp_bytes},
                      {"stale_temp_files", s->stale_temp_files},
                      {"stale_temp_bytes", s->stale_temp_bytes},
-                     {"degraded", (*store)->degraded()}};
+                     {"degraded", (*store)->degraded()},
+                     {"pinned_entries", s->pinned_entries},
+                     {"pinned_bytes", s->pinned_bytes},
+                     {"pins_over_cap", s->pins_over_cap},
+                     {"eviction_policy", config->eviction_policy == EvictionPolicy::lru ? "lru" : "cost"}};
     if (rc) {
       nlohmann::json rej;
       const char* names[] = {"too_large", "malformed", "wrong_key", "unsigned", "unknown_signer", "bad_signature",
@@ -218,6 +222,12 @@ int run_stats(const Context& ctx) {
   if ((*store)->degraded()) {
     rows.push_back({"state", "degraded: writes are skipped"});
   }
+  rows.push_back({"pinned", fmt::format("{} entries ({}), never evicted{}", s->pinned_entries,
+                                        format_size(s->pinned_bytes),
+                                        s->pins_over_cap ? ": OVER THE CAP, new entries are not stored" : "")});
+  rows.push_back({"eviction policy", config->eviction_policy == EvictionPolicy::lru
+                                         ? "lru (least recently used first)"
+                                         : "cost (cheapest to rebuild per byte first)"});
   if (rc) {
     rows.push_back({"remote hits", std::to_string(rc->get(RC::hits))});
     rows.push_back({"remote misses", std::to_string(rc->get(RC::misses))});
@@ -250,6 +260,11 @@ int run_stats(const Context& ctx) {
     rows.push_back({"kcache run: " + lib, line});
   }
   print_table(rows);
+  if (s->pins_over_cap) {
+    note("warning: pinned entries hold " + format_size(s->pinned_bytes) + ", all the cap (" + cap +
+         ", less metadata) leaves for entries: new entries are not stored until you unpin some "
+         "(`kcache unpin KEY`) or raise max_size");
+  }
   return k_exit_ok;
 }
 

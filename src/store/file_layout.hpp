@@ -5,7 +5,10 @@
 //   root      := "v1/" tree
 //   tree      := "entries/" shard* | "tmp/" temp* | "locks/" lock* | "stats/" stats
 //              | "toolkit/" memo*
-//   shard     := HEX2 "/" ( HEX64 | HEX64 ".pass" )*     HEX2 == first two chars of HEX64
+//   shard     := HEX2 "/" ( HEX64 | HEX64 ".pass" | HEX64 ".pin" )*
+//                                                        HEX2 == first two chars of HEX64;
+//                                                        ".pin": an empty marker, the entry
+//                                                        is pinned (FileStore::pin)
 //   temp      := PID "-" START "-" DOMAIN "-" SEQ ".tmp"   staging: the writer's identity
 //                                                          (util/process_identity.hpp) and a
 //                                                          per-process sequence number
@@ -44,6 +47,7 @@ inline constexpr const char* k_toolkit_dir = "toolkit";
 // What a layout directory that is not a directory is renamed to by repair_layout: NAME ".broken-" UNIX_SECONDS.
 inline constexpr std::string_view k_broken_suffix = ".broken-";
 inline constexpr std::string_view k_passport_suffix = ".pass";
+inline constexpr std::string_view k_pin_suffix = ".pin";
 inline constexpr std::string_view k_temp_suffix = ".tmp";
 inline constexpr unsigned k_shard_count = 256;
 
@@ -73,7 +77,7 @@ inline std::string shard_name(unsigned index) {
 }
 
 // What a name inside a shard directory is.
-enum class EntryName { payload, passport, junk };
+enum class EntryName { payload, passport, pin, junk };
 
 // Classifies `name` found in shard `shard`; `key_hex` receives the key part.
 inline EntryName classify_entry_name(std::string_view name, unsigned shard, std::string_view& key_hex) {
@@ -83,6 +87,9 @@ inline EntryName classify_entry_name(std::string_view name, unsigned shard, std:
       base.substr(Key::k_hex_size) == k_passport_suffix) {
     base = base.substr(0, Key::k_hex_size);
     kind = EntryName::passport;
+  } else if (base.size() == Key::k_hex_size + k_pin_suffix.size() && base.substr(Key::k_hex_size) == k_pin_suffix) {
+    base = base.substr(0, Key::k_hex_size);
+    kind = EntryName::pin;
   }
   if (!Key::is_valid_hex(base) || shard_index(base.substr(0, 2)) != static_cast<int>(shard)) {
     return EntryName::junk;

@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <memory>
 #include <optional>
@@ -249,9 +250,15 @@ Result<std::vector<EntryInfo>> FileStore::list() {
     if (!shard_fd) {
       continue;
     }
+    const std::size_t shard_first = out.size();
+    std::vector<std::string> pins;
     for_each_dir_entry(shard_fd.get(), [&](std::string_view name, unsigned char) {
       std::string_view key_hex;
-      if (store::classify_entry_name(name, shard, key_hex) != store::EntryName::passport) {
+      const auto kind = store::classify_entry_name(name, shard, key_hex);
+      if (kind == store::EntryName::pin) {
+        pins.emplace_back(key_hex);
+      }
+      if (kind != store::EntryName::passport) {
         return;
       }
       const std::string pass_name(name);
@@ -272,6 +279,10 @@ Result<std::vector<EntryInfo>> FileStore::list() {
       out.push_back(EntryInfo{passport->key, passport->kind, passport->payload_size, passport->created_unix_ms,
                               mtime_ns(st) / 1'000'000});
     });
+    std::sort(pins.begin(), pins.end());
+    for (std::size_t i = shard_first; i < out.size() && !pins.empty(); ++i) {
+      out[i].pinned = std::binary_search(pins.begin(), pins.end(), out[i].key.hex());
+    }
   }
   return out;
 }
@@ -299,6 +310,10 @@ Result<StoreStats> FileStore::stats() {
   s.temp_bytes = temps.bytes;
   s.stale_temp_files = temps.stale_files;
   s.stale_temp_bytes = temps.stale_bytes;
+  s.pinned_entries = c.get(Counter::pinned_entries);
+  s.pinned_bytes = c.get(Counter::pinned_bytes);
+  const std::uint64_t budget = m.entry_budget(m.options.max_size_bytes);
+  s.pins_over_cap = budget != 0 && s.pinned_bytes != 0 && s.pinned_bytes >= budget;
   return s;
 }
 

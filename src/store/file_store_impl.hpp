@@ -60,6 +60,8 @@ struct ScannedEntry {
   std::int64_t last_used_ns = 0;  // passport mtime
   std::uint64_t pass_ino = 0;
   std::uint64_t bytes = 0;  // payload + passport
+  std::uint64_t cost_us = 0;  // rebuild cost recorded in the payload's mtime (store/entry_cost.hpp); 0: unknown
+  bool pinned = false;        // a pin marker is beside it (never evicted)
 };
 
 struct FileStore::Impl {
@@ -234,18 +236,29 @@ struct FileStore::Impl {
   // temp files when the hand wraps. REQUIRES: the evict lock is held.
   // Returns (entries, bytes) removed.
   std::pair<std::uint64_t, std::uint64_t> evict_step(std::uint64_t goal);
-  // Removes the least recently used entries of `window` (sorted here) until
-  // `want` bytes are freed; an entry replaced or used since its scan is
-  // skipped. Returns (entries, bytes) removed.
+  // Removes the entries of `window` (ranked here by options.eviction_policy:
+  // least recently used first, or cheapest to rebuild per byte and unit of
+  // age first) until `want` bytes are freed; an entry replaced or used since
+  // its scan, or pinned since, is skipped. Returns (entries, bytes) removed.
   std::pair<std::uint64_t, std::uint64_t> evict_oldest(std::vector<ScannedEntry>& window, std::uint64_t want);
-  // Scans shard `shard` under its lock into `window`. Returns the bytes added.
+  // Scans shard `shard` under its lock into `window`, leaving pinned entries
+  // out (they are never candidates). Returns the bytes added.
   std::uint64_t scan_into(unsigned shard, std::vector<ScannedEntry>& window);
+  // --- file_store_pins.cpp ---
+  // The shard directory of `key`: an invalid Fd when it does not exist (no
+  // entry there), an errno-based error when it cannot be opened.
+  Result<util::Fd> existing_shard(const Key& key) const;
+  // When pinned entries plus an entry of `bytes` would not fit what the cap
+  // leaves for entries: counts a skipped put, warns once per store, and
+  // returns the no_space error that names the pinned bytes and what to do.
+  Result<void> check_pins_leave_room(std::uint64_t bytes, const Key* key);
+  std::atomic<bool> warned_pins{false};
   // Under the shard lock: lists the shard's complete entries, removes orphan
   // payloads (with Orphans::remove), and (with Recount::yes) sets the shard
   // accounting to what is there.
   std::vector<ScannedEntry> scan_shard_locked(unsigned shard, int shard_fd, Orphans orphans = Orphans::remove,
                                               Recount recount = Recount::yes);
-  // Recounts every shard (used when the counters file is new).
+  // Recounts every shard (used when the counters file is new), and the pinned entries.
   void recount_all();
   // True when the temporary file `name` (stat `st`) is a leftover: its writer
   // is gone, or, for a writer that cannot be judged, it is older than

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "kcache/file_store.hpp"
+#include "store/entry_cost.hpp"
 #include "store/file_store_impl.hpp"
 #include "util/posix_io.hpp"
 #include "util/process_identity.hpp"
@@ -40,17 +41,58 @@ constexpr unsigned k_window = 32;
 // Entries an eviction step samples at least (docs/on-disk-format.md).
 constexpr std::size_t k_evict_sample = 512;
 
+// Orders `window` for eviction, first to go first (docs/on-disk-format.md,
+// "Size cap and eviction").
+void rank_for_eviction(std::vector<ScannedEntry>& window, EvictionPolicy policy, std::int64_t now_ns) {
+  if (policy == EvictionPolicy::lru) {
+    std::sort(window.begin(), window.end(),
+              [](const ScannedEntry& a, const ScannedEntry& b) { return a.last_used_ns < b.last_used_ns; });
+    return;
+  }
+  // GreedyDual-Size with aging, over the window: an entry used again at the
+  // rate its age (time since last use) suggests costs cost / age of rebuild
+  // time per unit of time if it is evicted, so per byte freed it is worth
+  // cost / (bytes x age). The least worth goes first; entries of no recorded
+  // cost (worth 0) go first, least recently used among them. (GDS's inflation
+  // value L, raised to each evicted entry's priority, ages entries by the
+  // evictions since their last use; the age here does so by the time since.)
+  constexpr double k_min_age_ns = 1e6;  // 1 ms: an entry used "now" is not infinitely valuable
+  std::vector<std::pair<double, std::size_t>> order;
+  order.reserve(window.size());
+  for (std::size_t i = 0; i < window.size(); ++i) {
+    const auto& e = window[i];
+    const double age = std::max(k_min_age_ns, static_cast<double>(now_ns - e.last_used_ns));
+    const double worth = static_cast<double>(e.cost_us) / (static_cast<double>(std::max<std::uint64_t>(e.bytes, 1)) * age);
+    order.emplace_back(worth, i);
+  }
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) {
+      return a.first < b.first;
+    }
+    return window[a.second].last_used_ns < window[b.second].last_used_ns;
+  });
+  std::vector<ScannedEntry> ranked;
+  ranked.reserve(window.size());
+  for (const auto& [worth, i] : order) {
+    ranked.push_back(std::move(window[i]));
+  }
+  window = std::move(ranked);
+}
+
 }  // namespace
 
 std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int shard_fd, Orphans orphans,
                                                              Recount recount) {
   std::vector<ScannedEntry> out;
   std::vector<std::string> payloads;
+  std::vector<std::string> pins;
   for_each_dir_entry(shard_fd, [&](std::string_view name, unsigned char) {
     std::string_view key_hex;
     const auto kind = store::classify_entry_name(name, shard, key_hex);
     if (kind == store::EntryName::payload) {
       payloads.emplace_back(name);
+    } else if (kind == store::EntryName::pin) {
+      pins.emplace_back(key_hex);
     } else if (kind == store::EntryName::passport) {
       ScannedEntry e;
       e.shard = shard;
@@ -59,6 +101,7 @@ std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int
     }
   });
   std::sort(payloads.begin(), payloads.end());
+  std::sort(pins.begin(), pins.end());
   std::int64_t bytes = 0;
   std::vector<ScannedEntry> complete;
   complete.reserve(out.size());
@@ -75,6 +118,8 @@ std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int
     e.last_used_ns = mtime_ns(ps);
     e.pass_ino = static_cast<std::uint64_t>(ps.st_ino);
     e.bytes = static_cast<std::uint64_t>(ps.st_size + ds.st_size);
+    e.cost_us = store::decode_cost_nanos(ds.st_mtim.tv_nsec).value_or(0);
+    e.pinned = std::binary_search(pins.begin(), pins.end(), e.key_hex);
     bytes += static_cast<std::int64_t>(e.bytes);
     complete.push_back(std::move(e));
   }
@@ -97,6 +142,14 @@ std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int
       }
     }
   }
+  // Pin markers of entries that are gone (removed behind kcache's back).
+  for (const auto& key_hex : orphans == Orphans::remove ? pins : std::vector<std::string>{}) {
+    struct stat ps {};
+    const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
+    if (io::fstatat(shard_fd, pass_name.c_str(), &ps, AT_SYMLINK_NOFOLLOW) != 0) {
+      io::unlinkat(shard_fd, (key_hex + std::string(store::k_pin_suffix)).c_str(), 0);
+    }
+  }
   if (recount == Recount::yes) {
     counters->shard_set(shard, bytes, static_cast<std::int64_t>(complete.size()));
   }
@@ -104,6 +157,8 @@ std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int
 }
 
 void FileStore::Impl::recount_all() {
+  std::uint64_t pinned_bytes = 0;
+  std::uint64_t pinned_entries = 0;
   for (unsigned shard = 0; shard < store::k_shard_count; ++shard) {
     int err = 0;
     util::Fd fd = open_shard(shard, CreateShard::no, err);
@@ -113,9 +168,17 @@ void FileStore::Impl::recount_all() {
     }
     ShardLock lock(fd.get(), LOCK_EX);
     if (lock.held()) {
-      scan_shard_locked(shard, fd.get());
+      for (const auto& e : scan_shard_locked(shard, fd.get())) {
+        pinned_bytes += e.pinned ? e.bytes : 0;
+        pinned_entries += e.pinned ? 1 : 0;
+      }
     }
   }
+  // Pins are counted in two words for the whole cache (no room for one per
+  // shard in stats/counters): a pin taken while this runs may be counted
+  // twice or not at all until the next recount (prune, verify --repair).
+  counters->set(Counter::pinned_bytes, pinned_bytes);
+  counters->set(Counter::pinned_entries, pinned_entries);
 }
 
 std::uint64_t FileStore::Impl::scan_into(unsigned shard, std::vector<ScannedEntry>& window) {
@@ -130,6 +193,9 @@ std::uint64_t FileStore::Impl::scan_into(unsigned shard, std::vector<ScannedEntr
   }
   std::uint64_t bytes = 0;
   for (auto& e : scan_shard_locked(shard, fd.get())) {
+    if (e.pinned) {
+      continue;  // never a candidate, and not part of the window's cut
+    }
     bytes += e.bytes;
     window.push_back(std::move(e));
   }
@@ -138,8 +204,7 @@ std::uint64_t FileStore::Impl::scan_into(unsigned shard, std::vector<ScannedEntr
 
 std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_oldest(std::vector<ScannedEntry>& window,
                                                                       std::uint64_t want) {
-  std::sort(window.begin(), window.end(),
-            [](const ScannedEntry& a, const ScannedEntry& b) { return a.last_used_ns < b.last_used_ns; });
+  rank_for_eviction(window, options.eviction_policy, now_unix_ns());
   std::uint64_t removed = 0;
   std::uint64_t freed = 0;
   for (const auto& e : window) {
@@ -160,6 +225,11 @@ std::pair<std::uint64_t, std::uint64_t> FileStore::Impl::evict_oldest(std::vecto
     if (io::fstatat(fd.get(), pass_name.c_str(), &ps, AT_SYMLINK_NOFOLLOW) != 0 ||
         static_cast<std::uint64_t>(ps.st_ino) != e.pass_ino || mtime_ns(ps) != e.last_used_ns) {
       continue;  // replaced or used since the scan: not a candidate any more
+    }
+    struct stat pin {};
+    const std::string pin_name = e.key_hex + std::string(store::k_pin_suffix);
+    if (io::fstatat(fd.get(), pin_name.c_str(), &pin, AT_SYMLINK_NOFOLLOW) == 0) {
+      continue;  // pinned since the scan (pin takes the shard lock, as this does)
     }
     if (remove_locked(e.shard, fd.get(), e.key_hex, &ps)) {
       counters->add(Counter::evictions);
@@ -254,13 +324,19 @@ void FileStore::Impl::maybe_evict() {
     if (io::lock(lock_fd, LOCK_EX) != 0) {
       return;  // cannot lock: leave eviction to the next writer
     }
+    std::uint64_t removed = 0;
     for (std::uint64_t total = counters->total_bytes(); total > cap; total = counters->total_bytes()) {
-      if (evict_step(total - cap).first == 0) {
+      const auto step = evict_step(total - cap);
+      removed += step.first;
+      if (step.first == 0) {
         break;  // nothing evictable (entries vanished or the accounting was stale and is now exact)
       }
     }
     ::flock(lock_fd, LOCK_UN);
-    if (counters->total_bytes() > cap && counters->total_entries() == 0) {
+    if (removed == 0) {
+      // Nothing could go: what is left is pinned (puts were refused before
+      // staging, see check_pins_leave_room) or cannot be removed; another
+      // round would find the same.
       return;
     }
   }
@@ -389,6 +465,8 @@ TempScan FileStore::Impl::scan_temps(TempSweep sweep, std::vector<std::string>* 
 Result<VerifyReport> FileStore::verify(Repair repair) {
   Impl& m = *m_impl;
   VerifyReport report;
+  std::uint64_t disk_pinned_bytes = 0;
+  std::uint64_t disk_pinned_entries = 0;
   if (!m.entries_fd) {
     return make_error(ErrorCode::not_found, "the cache at " + m.options.root.string() + " has no v1/entries");
   }
@@ -428,6 +506,7 @@ Result<VerifyReport> FileStore::verify(Repair repair) {
       switch (store::classify_entry_name(name, shard, key_hex)) {
         case store::EntryName::passport: passports.emplace_back(key_hex); break;
         case store::EntryName::payload: payloads.emplace_back(key_hex); break;
+        case store::EntryName::pin: break;  // a pin marker: checked with its entry (scan_shard_locked)
         case store::EntryName::junk: junk.emplace_back(name); break;
       }
     });
@@ -512,6 +591,20 @@ Result<VerifyReport> FileStore::verify(Repair repair) {
     report.disk_entries += complete.size();
     for (const auto& e : complete) {
       report.disk_bytes += e.bytes;
+      disk_pinned_bytes += e.pinned ? e.bytes : 0;
+      disk_pinned_entries += e.pinned ? 1 : 0;
+    }
+  }
+  if (const std::uint64_t counted = m.counters->get(Counter::pinned_bytes);
+      counted != disk_pinned_bytes || m.counters->get(Counter::pinned_entries) != disk_pinned_entries) {
+    report.problems.push_back("v1/stats/counters: the shared accounting says " +
+                              std::to_string(m.counters->get(Counter::pinned_entries)) + " pinned entries (" +
+                              std::to_string(counted) + " bytes), the disk holds " +
+                              std::to_string(disk_pinned_entries) + " (" + std::to_string(disk_pinned_bytes) +
+                              " bytes)" + (repair == Repair::yes ? "; set to what is on disk" : ""));
+    if (repair == Repair::yes) {
+      m.counters->set(Counter::pinned_bytes, disk_pinned_bytes);
+      m.counters->set(Counter::pinned_entries, disk_pinned_entries);
     }
   }
   if (report.counted_entries != report.disk_entries || report.counted_bytes != report.disk_bytes) {
@@ -580,6 +673,14 @@ Result<PruneReport> FileStore::prune(std::uint64_t max_size_bytes) {
         break;
       }
     }
+    if (const std::uint64_t pinned_bytes = m.counters->get(Counter::pinned_bytes); pinned_bytes != 0) {
+      return make_error(ErrorCode::no_space,
+                        "cannot prune the cache at " + m.options.root.string() + " to " + std::to_string(target) +
+                            " bytes: removed " + std::to_string(report.entries_removed) + " entries; what is left (" +
+                            std::to_string(report.size_after) + " bytes) includes " + std::to_string(pinned_bytes) +
+                            " bytes of pinned entries, which are never evicted: unpin some (`kcache unpin KEY`) or "
+                            "prune to a larger size");
+    }
     return make_errno_error(why, "cannot prune the cache at " + m.options.root.string() + ": removed " +
                                      std::to_string(report.entries_removed) + " entries, it still holds " +
                                      std::to_string(report.size_after) + " bytes, above " + std::to_string(target));
@@ -587,7 +688,7 @@ Result<PruneReport> FileStore::prune(std::uint64_t max_size_bytes) {
   return report;
 }
 
-Result<std::uint64_t> FileStore::clear() {
+Result<std::uint64_t> FileStore::clear(ClearPinned pinned) {
   Impl& m = *m_impl;
   std::uint64_t removed = 0;
   std::uint64_t not_removed = 0;
@@ -603,16 +704,26 @@ Result<std::uint64_t> FileStore::clear() {
       return make_errno_error(lock.error(), "cannot lock shard " + store::shard_name(shard));
     }
     std::vector<std::string> keys;
+    std::vector<std::string> pins;
     for_each_dir_entry(fd.get(), [&](std::string_view name, unsigned char) {
       std::string_view key_hex;
-      if (store::classify_entry_name(name, shard, key_hex) != store::EntryName::junk) {
+      const auto kind = store::classify_entry_name(name, shard, key_hex);
+      if (kind == store::EntryName::pin) {
+        pins.emplace_back(key_hex);
+      } else if (kind != store::EntryName::junk) {
         keys.emplace_back(key_hex);
       }
     });
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    std::sort(pins.begin(), pins.end());
     std::uint64_t kept = 0;
+    bool pins_kept = false;
     for (const auto& key_hex : keys) {
+      if (pinned == ClearPinned::keep && std::binary_search(pins.begin(), pins.end(), key_hex)) {
+        pins_kept = true;  // stays, pin and all
+        continue;
+      }
       if (m.remove_locked(shard, fd.get(), key_hex, nullptr)) {
         ++removed;
       } else {
@@ -620,8 +731,10 @@ Result<std::uint64_t> FileStore::clear() {
         ++kept;
       }
     }
-    if (kept == 0) {
+    if (kept == 0 && !pins_kept) {
       m.counters->shard_set(shard, 0, 0);
+    } else if (kept == 0) {
+      m.scan_shard_locked(shard, fd.get());  // count the pinned entries that stay
     } else {
       not_removed += kept;
       m.scan_shard_locked(shard, fd.get());  // count what is still there

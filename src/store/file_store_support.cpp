@@ -250,6 +250,12 @@ bool FileStore::Impl::remove_locked(unsigned shard, int shard_fd, const std::str
     }
   }
   if (removed_pass) {
+    // Its pin goes with it (an explicit remove, clear with pins, a damaged entry).
+    const std::string pin_name = key_hex + std::string(store::k_pin_suffix);
+    if (io::unlinkat(shard_fd, pin_name.c_str(), 0) == 0) {
+      counters->sub(Counter::pinned_bytes, static_cast<std::uint64_t>(bytes));
+      counters->sub(Counter::pinned_entries);
+    }
     counters->shard_add(shard, -bytes, -1);
     if (auto key = Key::parse(key_hex); key && checks) {
       checks->forget(*key);

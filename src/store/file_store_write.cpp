@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "store/entry_cost.hpp"
 #include "store/file_store_impl.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
@@ -56,10 +57,27 @@ Result<PutOutcome> FileStore::Impl::put_checked(const Artifact& artifact, FsyncP
     return tl::unexpected(write_failed(EACCES, "no usable staging directory v1/tmp"));
   }
   const std::string json = artifact.passport.to_json();
+  if (auto room = check_pins_leave_room(artifact.payload.size() + json.size(), &key); !room) {
+    return tl::unexpected(room.error());
+  }
   // Room under the cap first, so that the staged bytes are counted in it.
   const Impl::RoomGuard room(*counters, make_room(artifact.payload.size() + json.size()));
   const std::string tmp_payload = new_temp_name();
-  if (int e = stage(tmp_payload, [&](int fd) { return io::write_all(fd, artifact.payload); }, fsync); e != 0) {
+  // After the bytes, the rebuild cost goes where an eviction scan sees it
+  // without reading the passport: the nanoseconds of the payload's mtime
+  // (store/entry_cost.hpp). Best effort: without it the entry counts as cheap
+  // to rebuild. (put_stream leaves it out: `kcache put` entries record no cost.)
+  const struct timespec times[2] = {
+      {0, UTIME_OMIT},
+      {static_cast<time_t>(now_unix_ms() / 1000), store::encode_cost_nanos(artifact.passport.compile_duration_us)}};
+  const auto write_payload = [&](int fd) {
+    const int e = io::write_all(fd, artifact.payload);
+    if (e == 0) {
+      io::futimens(fd, times);
+    }
+    return e;
+  };
+  if (int e = stage(tmp_payload, write_payload, fsync); e != 0) {
     return tl::unexpected(write_failed(e, "cannot stage the payload in v1/tmp"));
   }
   return publish_staged(shard, shard_fd.get(), artifact.passport, json, tmp_payload, fsync);
@@ -78,6 +96,12 @@ Result<StreamedPut> FileStore::put_stream(int fd, const PassportForPayload& make
   struct stat in_st {};
   const bool sized = io::fstat(fd, &in_st) == 0 && S_ISREG(in_st.st_mode);
   constexpr std::uint64_t k_passport_estimate = 4096;
+  if (sized) {
+    if (auto pins = m.check_pins_leave_room(static_cast<std::uint64_t>(in_st.st_size) + k_passport_estimate, nullptr);
+        !pins) {
+      return tl::unexpected(pins.error());
+    }
+  }
   const Impl::RoomGuard room(
       *m.counters, sized ? m.make_room(static_cast<std::uint64_t>(in_st.st_size) + k_passport_estimate) : -1);
   // One pass over the input: each chunk is hashed and written to the staged file.

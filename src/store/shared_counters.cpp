@@ -60,8 +60,21 @@ void SharedCounters::add(Counter counter, std::uint64_t value) noexcept {
 }
 
 std::uint64_t SharedCounters::get(Counter counter) const noexcept {
-  return std::atomic_ref<std::uint64_t>(*word(k_header_words + static_cast<unsigned>(counter)))
-      .load(std::memory_order_relaxed);
+  const std::uint64_t v = std::atomic_ref<std::uint64_t>(*word(k_header_words + static_cast<unsigned>(counter)))
+                              .load(std::memory_order_relaxed);
+  // A counter that goes up and down (the pinned ones) reads 0 when a drift
+  // took it below zero.
+  return static_cast<std::int64_t>(v) < 0 ? 0 : v;
+}
+
+void SharedCounters::sub(Counter counter, std::uint64_t value) noexcept {
+  std::atomic_ref<std::uint64_t>(*word(k_header_words + static_cast<unsigned>(counter)))
+      .fetch_sub(value, std::memory_order_relaxed);
+}
+
+void SharedCounters::set(Counter counter, std::uint64_t value) noexcept {
+  std::atomic_ref<std::uint64_t>(*word(k_header_words + static_cast<unsigned>(counter)))
+      .store(value, std::memory_order_relaxed);
 }
 
 unsigned SharedCounters::evict_hand() const noexcept {

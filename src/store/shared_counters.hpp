@@ -7,7 +7,8 @@
 //
 //   counters := header counter[16] shard[256] room[128] padding   8192 bytes in all
 //   header   := "KCCNT001" u32 version(=1) u32 shard_count(=256) u64 reserved[6]
-//   counter  := u64                     in the order of Counter below; the last
+//   counter  := u64                     in the order of Counter below (slots 10 and
+//                                       11 are the pinned bytes and entries); the last
 //                                       slot (15) is the eviction hand
 //   shard    := i64 bytes i64 entries   complete entries (payload + passport)
 //   room     := u64 owner u64 bytes     a put in flight: `bytes` it will add, and
@@ -43,6 +44,10 @@ namespace kcache::store {
 enum class Counter : unsigned {
   hits, misses, puts, puts_skipped, evictions, corrupt, errors,
   bytes_read, bytes_written, compile_us_saved,
+  // Pinned entries (FileStore::pin) and their bytes (payload + passport):
+  // changed under the entry's shard lock as pins come and go, set by a full
+  // recount (prune, verify with repair, a new counters file).
+  pinned_bytes, pinned_entries,
   count_
 };
 
@@ -60,6 +65,9 @@ class SharedCounters {
   SharedCounters& operator=(const SharedCounters&) = delete;
 
   void add(Counter counter, std::uint64_t value = 1) noexcept;
+  // Subtracts `value` (never below 0 as read by get()).
+  void sub(Counter counter, std::uint64_t value = 1) noexcept;
+  void set(Counter counter, std::uint64_t value) noexcept;
   std::uint64_t get(Counter counter) const noexcept;
 
   // REQUIRES: the caller holds the shard's flock.

@@ -304,6 +304,9 @@ Result<StoreStats> TieredStore::stats() {
       sum.entries = s->entries;
       sum.size_bytes = s->size_bytes;
       sum.max_size_bytes = s->max_size_bytes;
+      sum.pinned_entries = s->pinned_entries;
+      sum.pinned_bytes = s->pinned_bytes;
+      sum.pins_over_cap = s->pins_over_cap;
     }
   }
   if (failed == m_impl->tiers.size() && failed > 0) {

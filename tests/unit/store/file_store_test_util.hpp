@@ -1,7 +1,10 @@
 // tests/unit/store/file_store_test_util.hpp: small helpers for the FileStore tests.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/stat.h>
+
+#include <chrono>
 
 #include <filesystem>
 #include <fstream>
@@ -44,6 +47,14 @@ inline std::filesystem::path payload_path(const std::filesystem::path& root, con
 
 inline std::filesystem::path passport_path(const std::filesystem::path& root, const Key& key) {
   return root / "v1" / "entries" / key.shard() / (key.hex() + ".pass");
+}
+
+// Sets the last-use stamp (passport mtime) of `key` to `seconds_ago` before now.
+inline void age_entry(const std::filesystem::path& root, const Key& key, int seconds_ago) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const auto then = std::chrono::duration_cast<std::chrono::seconds>(now).count() - seconds_ago;
+  const struct timespec times[2] = {{then, 0}, {then, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, passport_path(root, key).c_str(), times, 0), 0) << key.hex();
 }
 
 // Counts files left in v1/tmp and payloads without passport.

@@ -19,18 +19,11 @@ namespace kcache {
 namespace {
 
 namespace fs = std::filesystem;
+using test::age_entry;
 using test::make_artifact;
 using test::open_store;
 using test::passport_path;
 using test::quiet_options;
-
-// Sets the last-use stamp (passport mtime) of `key` to `seconds_ago` before now.
-void age_entry(const fs::path& root, const Key& key, int seconds_ago) {
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const auto then = std::chrono::duration_cast<std::chrono::seconds>(now).count() - seconds_ago;
-  const struct timespec times[2] = {{then, 0}, {then, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, passport_path(root, key).c_str(), times, 0), 0) << key.hex();
-}
 
 // A cap that holds what the store at `o.root` (filled under the larger cap
 // `o.max_size_bytes`, which sized its metadata) holds now plus `slack` bytes.
