@@ -303,26 +303,18 @@ int run_ls(const Context& ctx, const BundleArgs& args) {
   return k_exit_ok;
 }
 
-// Whether `bundle install --pin` can pin in this build. The pin API lands
-// with `kcache pin`; until it is wired here, --pin is refused before anything
-// is installed (rather than silently installing unpinned entries).
-constexpr bool k_pinning_available = false;
-
 // Pins one installed entry: every key `bundle install --pin` installs passes
-// here once, after the store accepted it.
+// here once, after the store accepted it (stored or already present). An
+// entry already pinned stays pinned.
 Result<void> pin_installed(FileStore& store, const Key& key) {
-  (void)store;
-  (void)key;
-  return make_error(ErrorCode::unsupported, "pinning is not available in this build");
+  auto pinned = store.pin(key);
+  if (!pinned) {
+    return tl::unexpected(std::move(pinned.error()));
+  }
+  return {};
 }
 
 int run_install(const Context& ctx, const BundleArgs& args) {
-  if (args.pin && !k_pinning_available) {
-    return report(Error{ErrorCode::unsupported,
-                        "--pin: pinning is not available in this build of kcache",
-                        {}},
-                  "install without --pin");
-  }
   auto trust = trust_for(ctx, args);
   if (!trust) {
     return report(trust.error());

@@ -79,6 +79,33 @@ cmp engines.kcb again.kcb)");
   EXPECT_EQ(again.rc, 0) << again.err;
 }
 
+// `bundle install --pin` pins what it installs: `clear` keeps the entries and
+// `stats` counts them as pinned; a second install (already present) pins too.
+TEST_F(CliBundle, InstallWithPinPinsEveryEntry) {
+  build_plan();
+  ASSERT_EQ(sh(R"("$K" bundle create --plan plan.toml --sign ci.key -o engines.kcb)").rc, 0);
+  const test::ShellRun installed =
+      sh(R"(export KCACHE_DIR="$PWD/fresh" KCACHE_BUNDLE_TRUSTED_KEYS="$PWD/ci.key.pub"
+"$K" --json bundle install engines.kcb --pin && "$K" clear >/dev/null && "$K" --json stats)");
+  ASSERT_EQ(installed.rc, 0) << installed.err;
+  const std::string& out = installed.out;
+  const auto install_end = out.find("}\n{");
+  ASSERT_NE(install_end, std::string::npos) << out;
+  const auto counts = nlohmann::json::parse(out.substr(0, install_end + 1));
+  EXPECT_EQ(counts["pinned"], 4);
+  const auto stats = nlohmann::json::parse(out.substr(install_end + 2));
+  EXPECT_EQ(stats["pinned_entries"], 4) << out;
+  EXPECT_EQ(stats["entries"], 4) << "clear keeps pinned entries: " << out;
+
+  // Unpinned entries present already are pinned by a second install.
+  const test::ShellRun again =
+      sh(R"(export KCACHE_DIR="$PWD/second" KCACHE_BUNDLE_TRUSTED_KEYS="$PWD/ci.key.pub"
+"$K" bundle install engines.kcb >/dev/null && "$K" --json bundle install engines.kcb --pin >/dev/null &&
+"$K" --json stats)");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["pinned_entries"], 4) << again.out;
+}
+
 TEST_F(CliBundle, RefusalsHaveNamedReasonsAndExitCodesAndInstallNothing) {
   build_plan();
   ASSERT_EQ(sh(R"("$K" bundle create --plan plan.toml --sign ci.key -o good.kcb >/dev/null &&
