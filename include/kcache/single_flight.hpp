@@ -15,10 +15,9 @@
 // path still names the inode it locked (retrying otherwise), so lock files do
 // not pile up and unlinking never lets two holders in. A file left by a killed
 // holder is reused and removed by the next holder. The directory itself is
-// made by the first acquire that finds it missing and removed by a releasing
-// holder that leaves it empty (rmdir fails on a directory that is not), so an
-// idle cache holds no lock directory; an acquirer whose open fails with ENOENT
-// makes it again.
+// made by the first acquire that finds it missing (an acquirer whose open
+// fails with ENOENT makes it and tries again), so a process that only hits
+// makes none.
 //
 // Waiting across processes polls the lock with a short backoff (1 ms doubling
 // to 8 ms), so a waiter notices a release within about 8 ms; waiting among
@@ -83,7 +82,7 @@ class SingleFlight {
  public:
   // With an empty `lock_dir`, leases exclude threads of this process only.
   // Otherwise `lock_dir` is created (mode 0700, or `dir_mode`) by the first
-  // acquire that needs it, and removed when a release leaves it empty.
+  // acquire that needs it.
   explicit SingleFlight(std::filesystem::path lock_dir = {}, unsigned dir_mode = 0700);
   ~SingleFlight();
   SingleFlight(const SingleFlight&) = delete;

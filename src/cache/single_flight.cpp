@@ -70,10 +70,6 @@ void Lease::release() noexcept {
     // inode sees the path gone (or replaced) and retries on a fresh file.
     ::unlink(m_state->path.c_str());
     m_state->fd.reset();
-    // An empty lock directory is removed (only an empty one can be: rmdir is
-    // atomic), so an idle cache keeps none; an acquirer that finds it gone
-    // makes it again.
-    ::rmdir(m_state->flight->lock_dir.c_str());
   }
   m_state->flight->release_thread(m_key);
   m_state.reset();
@@ -163,8 +159,8 @@ Result<Lease> SingleFlight::acquire(const Key& key, std::chrono::milliseconds ti
   for (;;) {
     util::Fd fd(::open(state->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, m_impl->file_mode));
     if (!fd && errno == ENOENT && made_dir++ < 100) {
-      // No lock directory (never made, or removed empty by a releasing
-      // holder in between): make it, missing parents too, and try again.
+      // No lock directory yet (or removed behind our back): make it,
+      // missing parents too, and try again.
       std::error_code ec;
       if (std::filesystem::create_directories(m_impl->lock_dir, ec)) {
         ::chmod(m_impl->lock_dir.c_str(), m_impl->dir_mode);

@@ -70,7 +70,7 @@ void reap(pid_t pid) {
 
 }  // namespace
 
-TEST(SingleFlight, TheLockDirectoryIsMadeWhenNeededAndRemovedWhenLeftEmpty) {
+TEST(SingleFlight, TheLockDirectoryIsMadeByTheFirstAcquireThatNeedsIt) {
   kcache::test::TempDir dir;
   const auto locks = dir.path() / "v1" / "locks";
   SingleFlight flight(locks, 0750);
@@ -87,7 +87,10 @@ TEST(SingleFlight, TheLockDirectoryIsMadeWhenNeededAndRemovedWhenLeftEmpty) {
     a->release();
     EXPECT_EQ(files_in(locks), 1U) << "b's lock file keeps the directory";
     b->release();
-    EXPECT_FALSE(std::filesystem::exists(locks)) << "the last release removes the empty directory";
+    EXPECT_EQ(files_in(locks), 0U);
+    if (round == 0) {
+      std::filesystem::remove(locks);  // removed behind its back: made again
+    }
   }
 }
 
