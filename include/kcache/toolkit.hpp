@@ -82,7 +82,8 @@ class Toolkit {
   // the stat identity of its inputs), so a process with a new cache directory
   // loads no library to derive a key (docs/jit.md). Default:
   // $XDG_CACHE_HOME/kcache-toolkit/memo, else ~/.cache/kcache-toolkit/memo,
-  // else memo_dir()/memo; none while memo_dir() is empty. set_memo_file()
+  // else memo_dir()/memo (also used where the per-user file cannot be read
+  // or written); none while memo_dir() is empty. set_memo_file()
   // overrides the default (an empty path: no memo file; nullopt: the default
   // again).
   void set_memo_file(std::optional<std::filesystem::path> file);

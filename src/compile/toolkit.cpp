@@ -297,9 +297,19 @@ struct Toolkit::Impl {
     return dir / "memo";
   }
 
+  // Where the memo goes when the per-user file cannot be written (a HOME
+  // this user may not write): the cache directory's memo directory.
+  fs::path fallback_memo_file_locked() const {
+    const fs::path dir = memo_dir_locked();
+    return memo_file_override || dir.empty() ? fs::path() : dir / "memo";
+  }
+
   jit::ToolkitMemo& memo_locked() {
     if (!memo) {
       memo = jit::ToolkitMemo::load(memo_file_locked());
+      if (!memo->has_records()) {
+        memo = jit::ToolkitMemo::load(fallback_memo_file_locked());
+      }
     }
     return *memo;
   }
@@ -307,6 +317,9 @@ struct Toolkit::Impl {
   void save_memo_locked() {
     if (memo && memo->changed()) {
       memo->save(memo_file_locked());
+      if (memo->changed()) {
+        memo->save(fallback_memo_file_locked());
+      }
     }
   }
 };

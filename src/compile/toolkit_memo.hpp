@@ -75,6 +75,9 @@ public:
   std::optional<std::string> fingerprint(const std::string& inputs_digest) const;
   void set_fingerprint(const std::string& inputs_digest, const std::string& fingerprint);
 
+  // True when the memo holds any record.
+  bool has_records() const noexcept { return !m_records.empty(); }
+
   // True once a set_*() added something load() did not find.
   bool changed() const noexcept { return m_changed; }
 
