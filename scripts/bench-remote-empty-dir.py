@@ -8,6 +8,8 @@ kept). Then, in turns, it times whole `kcache compile` processes that hit the re
   empty  a cache directory that does not exist yet (a CI runner's first compile)
   warm   a fresh copy of the warm template (made before the clock starts)
   local  a local hit in the warm directory (for scale)
+  fresh  an empty cache directory of a user whose per-user toolkit memo is empty too
+         ($XDG_CACHE_HOME new: a machine's very first kcache run, which loads NVRTC once)
 and prints the median of each, their ratio, and what the empty directory holds afterwards.
 
 Usage: scripts/bench-remote-empty-dir.py [rounds]   (after building the release preset)
@@ -61,8 +63,10 @@ def main():
         env = dict(os.environ, KCACHE_REMOTE=f"redis://127.0.0.1:{port}")
         env.pop("KCACHE_DISABLE", None)
 
-        def run(cache_dir, out):
+        def run(cache_dir, out, xdg=None):
             e = dict(env, KCACHE_DIR=cache_dir)
+            if xdg:
+                e["XDG_CACHE_HOME"] = xdg
             t = time.perf_counter()
             subprocess.run([KCACHE, "compile", src, "--target", "cubin", "--arch", "sm_90", "-o", out],
                            env=e, check=True, stdout=subprocess.DEVNULL)
@@ -76,16 +80,21 @@ def main():
         shutil.rmtree(os.path.join(warm, "v1", "entries"))
         os.mkdir(os.path.join(warm, "v1", "entries"), 0o700)
         time.sleep(2.5)  # let the source's timestamps age past the header scanner's racy window
-        times = {"empty": [], "warm": [], "local": []}
+        times = {"empty": [], "warm": [], "local": [], "fresh": []}
         empty = os.path.join(work, "empty")
         copy = os.path.join(work, "warm")
         for _ in range(rounds):
             shutil.rmtree(empty, ignore_errors=True)
             times["empty"].append(run(empty, os.path.join(work, "out", "empty.cubin")))
+            empty_kib = du_kib(empty)
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(warm, copy, symlinks=True)
             times["warm"].append(run(copy, os.path.join(work, "out", "warm.cubin")))
             times["local"].append(run(copy, os.path.join(work, "out", "local.cubin")))
+            xdg = os.path.join(work, "xdg")
+            shutil.rmtree(xdg, ignore_errors=True)
+            shutil.rmtree(empty, ignore_errors=True)
+            times["fresh"].append(run(empty, os.path.join(work, "out", "fresh.cubin"), xdg))
         with open(os.path.join(work, "out", "seed.cubin"), "rb") as a, \
                 open(os.path.join(work, "out", "empty.cubin"), "rb") as b:
             assert a.read() == b.read(), "the remote hit returned other bytes"
@@ -93,8 +102,9 @@ def main():
         print(f"remote hit, empty cache directory: {med['empty']:7.2f} ms (median of {rounds})")
         print(f"remote hit, warm cache directory:  {med['warm']:7.2f} ms")
         print(f"local hit (for scale):             {med['local']:7.2f} ms")
+        print(f"remote hit, empty dir, new user:   {med['fresh']:7.2f} ms (no toolkit memo either: NVRTC loaded once)")
         print(f"empty / warm: {med['empty'] / med['warm']:.2f}x")
-        print(f"the empty directory after one remote hit: {du_kib(empty)} KiB (du)")
+        print(f"the empty directory after one remote hit: {empty_kib} KiB (du)")
     finally:
         redis.terminate()
         redis.wait()

@@ -73,7 +73,7 @@ struct Config {
   std::filesystem::path cache_dir;                 // cache_dir / KCACHE_DIR
   std::uint64_t max_size_bytes = std::uint64_t{5} << 30;    // max_size / KCACHE_MAX_SIZE
   std::uint64_t memory_size_bytes = std::uint64_t{256} << 20;  // memory_size / KCACHE_MEMORY_SIZE
-  FsyncPolicy fsync = FsyncPolicy::file;           // fsync / KCACHE_FSYNC
+  FsyncPolicy fsync = FsyncPolicy::none;           // fsync / KCACHE_FSYNC (docs/on-disk-format.md, "Durability")
   Sharing sharing = Sharing::private_to_user;      // sharing / KCACHE_SHARING
   ReadVerify verify = ReadVerify::fast_when_unchanged;  // verify / KCACHE_VERIFY
   PutMode put = PutMode::background;               // put / KCACHE_PUT

@@ -14,7 +14,10 @@
 // file before it releases, and every acquirer checks after locking that the
 // path still names the inode it locked (retrying otherwise), so lock files do
 // not pile up and unlinking never lets two holders in. A file left by a killed
-// holder is reused and removed by the next holder.
+// holder is reused and removed by the next holder. The directory itself is
+// made by the first acquire that finds it missing (an acquirer whose open
+// fails with ENOENT makes it and tries again), so a process that only hits
+// makes none.
 //
 // Waiting across processes polls the lock with a short backoff (1 ms doubling
 // to 8 ms), so a waiter notices a release within about 8 ms; waiting among
@@ -78,7 +81,8 @@ enum class LockScope {
 class SingleFlight {
  public:
   // With an empty `lock_dir`, leases exclude threads of this process only.
-  // Otherwise `lock_dir` is created (mode 0700, or `dir_mode`) when missing.
+  // Otherwise `lock_dir` is created (mode 0700, or `dir_mode`) by the first
+  // acquire that needs it.
   explicit SingleFlight(std::filesystem::path lock_dir = {}, unsigned dir_mode = 0700);
   ~SingleFlight();
   SingleFlight(const SingleFlight&) = delete;

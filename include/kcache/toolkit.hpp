@@ -6,7 +6,7 @@
 // and the system library directories. A library is identified WITHOUT loading
 // it, by its GNU build-id (read from the ELF notes of the file) plus the
 // version the library itself reported when it was last loaded (remembered per
-// build-id in memory and in a small memo file, see docs/jit.md). Only a compile
+// build-id in memory and in the toolkit memo file, see docs/jit.md). Only a compile
 // (a cache miss) loads the library with dlopen, and then only the entry points
 // kcache uses are resolved.
 //
@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -67,12 +68,26 @@ class Toolkit {
   // of being hashed one by one (docs/keys.md).
   Result<std::string> headers_fingerprint();
 
-  // Directory of the version memo files (default: $KCACHE_DIR/v1/toolkit, else
-  // $XDG_CACHE_HOME/kcache/v1/toolkit, else ~/.cache/kcache/v1/toolkit; none
-  // when KCACHE_DISABLE is true). An empty path disables the memo file (the
-  // in-process memo stays).
+  // The cache directory's memo directory (default: $KCACHE_DIR/v1/toolkit,
+  // else $XDG_CACHE_HOME/kcache/v1/toolkit, else ~/.cache/kcache/v1/toolkit;
+  // none when KCACHE_DISABLE is true). The header manifests and directory
+  // listings live beside it (v1/headers). An empty path turns every memo file
+  // off, the toolkit memo too (the in-process memos stay).
   void set_memo_dir(std::filesystem::path dir);
   std::filesystem::path memo_dir();
+
+  // The toolkit memo: one file, shared by every cache directory of the user,
+  // that remembers each library file's build-id (under its stat identity),
+  // the version each build-id reported, and the headers fingerprint (under
+  // the stat identity of its inputs), so a process with a new cache directory
+  // loads no library to derive a key (docs/jit.md). Default:
+  // $XDG_CACHE_HOME/kcache-toolkit/memo, else ~/.cache/kcache-toolkit/memo,
+  // else memo_dir()/memo (also used where the per-user file cannot be read
+  // or written); none while memo_dir() is empty. set_memo_file()
+  // overrides the default (an empty path: no memo file; nullopt: the default
+  // again).
+  void set_memo_file(std::optional<std::filesystem::path> file);
+  std::filesystem::path memo_file();
 
   // How many libraries this process has dlopen'ed (tests and `--json` use it to
   // show that a hit loaded nothing).
@@ -86,7 +101,7 @@ class Toolkit {
   void reset_discovery();
 
   // A number that changes whenever what this object reports may change
-  // (reset_discovery(), set_memo_dir()): results derived from it under one
+  // (reset_discovery(), set_memo_dir(), set_memo_file()): results derived from it under one
   // generation hold while it stays the same.
   std::uint64_t generation() const noexcept;
 

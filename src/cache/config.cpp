@@ -348,7 +348,7 @@ const std::array<Setting, 27> k_settings{{
     {"memory_size", "KCACHE_MEMORY_SIZE", "256M", "Size cap of the in-process memory tier in front of the disk",
      "a size such as 64M or 1G; 0 turns the memory tier off", parse_memory_size,
      [](const Config& c) { return exact_size(c.memory_size_bytes); }},
-    {"fsync", "KCACHE_FSYNC", "file", "How hard a put pushes bytes to disk before publishing",
+    {"fsync", "KCACHE_FSYNC", "none", "How hard a put pushes bytes to disk before publishing",
      "none, file, or file+directory", parse_fsync, format_fsync},
     {"sharing", "KCACHE_SHARING", "private", "Who may use the cache directory",
      "private (dirs 0700, files 0600) or group (dirs 2770, files 0660)", parse_sharing,

@@ -18,6 +18,7 @@ namespace kcache {
 
 struct SingleFlight::Impl {
   std::filesystem::path lock_dir;
+  mode_t dir_mode = 0700;
   mode_t file_mode = 0600;
   std::mutex mutex;
   std::condition_variable released;
@@ -77,15 +78,10 @@ void Lease::release() noexcept {
 SingleFlight::SingleFlight(std::filesystem::path lock_dir, unsigned dir_mode)
     : m_impl(std::make_shared<Impl>()) {
   m_impl->lock_dir = std::move(lock_dir);
+  m_impl->dir_mode = static_cast<mode_t>(dir_mode);
   m_impl->file_mode = static_cast<mode_t>(dir_mode & 0666U);
-  if (!m_impl->lock_dir.empty()) {
-    // Create missing parents too; errors surface on the first acquire.
-    std::error_code ec;
-    std::filesystem::create_directories(m_impl->lock_dir, ec);
-    if (!ec) {
-      ::chmod(m_impl->lock_dir.c_str(), static_cast<mode_t>(dir_mode));
-    }
-  }
+  // The directory is made by the first acquire that needs it: a process that
+  // only hits takes no process lock and creates nothing.
 }
 
 SingleFlight::~SingleFlight() = default;
@@ -159,8 +155,18 @@ Result<Lease> SingleFlight::acquire(const Key& key, std::chrono::milliseconds ti
   state->path = lock_path(key);
   auto backoff = std::chrono::milliseconds(1);
   constexpr auto k_max_backoff = std::chrono::milliseconds(8);
+  int made_dir = 0;
   for (;;) {
     util::Fd fd(::open(state->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, m_impl->file_mode));
+    if (!fd && errno == ENOENT && made_dir++ < 100) {
+      // No lock directory yet (or removed behind our back): make it,
+      // missing parents too, and try again.
+      std::error_code ec;
+      if (std::filesystem::create_directories(m_impl->lock_dir, ec)) {
+        ::chmod(m_impl->lock_dir.c_str(), m_impl->dir_mode);
+      }
+      continue;
+    }
     if (!fd) {
       return give_back(make_errno_error(errno, "open lock file " + state->path.string()));
     }

@@ -474,6 +474,8 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
   CompileInfo local;
   CompileInfo& inf = info != nullptr ? *info : local;
   inf = CompileInfo{};
+  // Deriving the key may load a library too (its version not remembered yet).
+  const auto loads_before = Toolkit::instance().load_count();
   const auto t0 = Clock::now();
   auto shared = derive_shared(request);
   inf.key_us = micros_since(t0);
@@ -507,6 +509,7 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
       }
       if (ok) {
         inf.hit = true;
+        inf.toolkit_loaded = Toolkit::instance().load_count() != loads_before;
         return std::move(a);
       }
       inf.store_warning = "cache entry " + key.hex() + " does not match the request; recompiling";
@@ -517,7 +520,8 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
   }
   const bool was_loaded = Toolkit::instance().is_loaded(library);
   auto a = run_derived(request, *own, &inf);
-  inf.toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(library);
+  inf.toolkit_loaded = (!was_loaded && Toolkit::instance().is_loaded(library)) ||
+                       Toolkit::instance().load_count() != loads_before;
   if (!a) {
     return a;
   }

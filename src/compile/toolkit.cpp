@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -20,8 +21,10 @@
 
 #include "compile/elf_file.hpp"
 #include "compile/toolkit_api.hpp"
+#include "compile/toolkit_memo.hpp"
 #include "util/fd.hpp"
 #include "util/hex.hpp"
+#include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
 namespace kcache {
@@ -41,8 +44,6 @@ std::string_view to_string(ToolkitLibrary library) noexcept {
 }
 
 namespace {
-
-constexpr std::string_view k_memo_magic = "kcache-toolkit-memo 1";
 
 // Load state, shared by the loaders below and Toolkit's accessors.
 std::atomic<std::uint64_t> g_loads{0};
@@ -100,48 +101,16 @@ std::vector<fs::path> loader_dirs() {
   return out;
 }
 
-bool is_plain_file(const fs::path& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
+bool is_plain_file(const fs::path& p, struct stat& st) { return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode); }
 
-bool valid_version_text(std::string_view v) {
-  if (v.empty() || v.size() > 64) {
-    return false;
-  }
-  return std::all_of(v.begin(), v.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '.' || c == '/';
-  });
+std::int64_t now_ns() {
+  struct timespec t {};
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
 
 std::optional<std::string> read_small_file(const fs::path& p, std::size_t max_bytes) {
-  util::Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  struct stat st {};
-  if (!fd || ::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) {
-    return std::nullopt;
-  }
-  // Sized by fstat, one byte over to see a file that grew; no large stack
-  // buffer (stack-clash probes would touch every page of it, on every hit).
-  std::string out(static_cast<std::size_t>(st.st_size) + 1, '\0');
-  std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::read(fd.get(), out.data() + done, out.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      return std::nullopt;
-    }
-    if (n == 0) {
-      break;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (done > max_bytes) {
-    return std::nullopt;
-  }
-  out.resize(done);
-  return out;
+  return util::io::read_small_file(p.string(), max_bytes, O_NOFOLLOW);
 }
 
 // Identity of a file without a build-id: SHA-256 of its bytes.
@@ -160,26 +129,10 @@ std::optional<std::string> file_sha256(const fs::path& p) {
   return "sha256:" + util::to_hex(d.data(), d.size());
 }
 
-// Writes a memo file (best effort: a memo that cannot be written only costs
-// work next time): temporary file, then rename, so readers see all or nothing.
-void write_memo(const fs::path& memo_file, const std::string& value) {
-  std::error_code ec;
-  fs::create_directories(memo_file.parent_path(), ec);
-  const auto tmp = memo_file.string() + ".tmp." + std::to_string(::getpid());
-  util::Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) {
-    return;
-  }
-  const std::string text = std::string(k_memo_magic) + "\n" + value + "\n";
-  const bool ok = ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  fd.reset();
-  if (!ok || ::rename(tmp.c_str(), memo_file.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-  }
-}
-
-// Adds `p` and its stat identity (exists, device, inode, size, mtime, ctime) to `h`.
-void add_stat_identity(util::Sha256& h, const fs::path& p) {
+// Adds `p` and its stat identity (exists, device, inode, size, mtime, ctime)
+// to `h`. Returns false when that identity is racy (changed within 2 s of
+// `now`): a digest over it must not name a memo.
+bool add_stat_identity(util::Sha256& h, const fs::path& p, std::int64_t now) {
   struct stat st {};
   const bool ok = ::stat(p.c_str(), &st) == 0;
   const std::int64_t v[] = {ok ? 1 : 0, static_cast<std::int64_t>(st.st_dev), static_cast<std::int64_t>(st.st_ino),
@@ -187,51 +140,30 @@ void add_stat_identity(util::Sha256& h, const fs::path& p) {
                             st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
   h.update(p.string());
   h.update(v, sizeof v);
+  return !ok || !jit::stat_is_racy(st, now);
 }
 
 // The files the toolkit-header fingerprint covers: version.json and every
 // dist-info/*/RECORD under the toolkit home, and libnvrtc-builtins.so.*
 // beside libnvrtc. Listing the two directories cost more than the rest of a
-// hit's toolkit check, so the lists are remembered in a memo named by the
-// directories' identity: adding, removing or renaming an entry changes its
+// hit's toolkit check, so the lists are remembered in the toolkit memo under
+// the directories' identity: adding, removing or renaming an entry changes its
 // directory's mtime and ctime, and a changed directory is listed again.
-struct FingerprintInputs {
-  std::vector<fs::path> inputs;
-  std::vector<fs::path> builtins;
-};
+using FingerprintInputs = jit::ToolkitMemo::Listing;
 
-FingerprintInputs list_fingerprint_inputs(const fs::path& home, const fs::path& nvrtc_dir, const fs::path& memos) {
-  FingerprintInputs out;
+FingerprintInputs list_fingerprint_inputs(const fs::path& home, const fs::path& nvrtc_dir, jit::ToolkitMemo& memo,
+                                          std::int64_t now) {
   util::Sha256 dirs;
   dirs.update("kcache-toolkit-listing-1");
-  add_stat_identity(dirs, home);
-  add_stat_identity(dirs, home.empty() ? fs::path() : home / "dist-info");
-  add_stat_identity(dirs, nvrtc_dir);
+  bool steady = add_stat_identity(dirs, home, now);
+  steady = add_stat_identity(dirs, home.empty() ? fs::path() : home / "dist-info", now) && steady;
+  steady = add_stat_identity(dirs, nvrtc_dir, now) && steady;
   const auto d = dirs.finish();
-  const fs::path memo_file = memos.empty() ? fs::path() : memos / ("listing-" + util::to_hex(d.data(), 16) + ".memo");
-  if (!memo_file.empty()) {
-    if (auto text = read_small_file(memo_file, 1 << 20)) {
-      std::istringstream in(*text);
-      std::string line;
-      bool ok = std::getline(in, line) && line == k_memo_magic;
-      bool ended = false;
-      while (ok && std::getline(in, line)) {
-        if (line == "end") {
-          ended = true;
-        } else if (line.rfind("i ", 0) == 0) {
-          out.inputs.emplace_back(line.substr(2));
-        } else if (line.rfind("b ", 0) == 0) {
-          out.builtins.emplace_back(line.substr(2));
-        } else {
-          ok = false;
-        }
-      }
-      if (ok && ended) {
-        return out;
-      }
-      out = {};
-    }
+  const std::string digest = util::to_hex(d.data(), 16);
+  if (auto remembered = memo.listing(digest)) {
+    return std::move(*remembered);
   }
+  FingerprintInputs out;
   std::error_code ec;
   if (!home.empty()) {
     out.inputs.push_back(home / "version.json");
@@ -251,18 +183,8 @@ FingerprintInputs list_fingerprint_inputs(const fs::path& home, const fs::path& 
     }
     std::sort(out.builtins.begin(), out.builtins.end());
   }
-  if (!memo_file.empty()) {
-    std::string text;
-    bool plain = true;
-    for (const auto& [tag, group] : {std::pair{"i ", &out.inputs}, std::pair{"b ", &out.builtins}}) {
-      for (const auto& p : *group) {
-        plain = plain && p.string().find('\n') == std::string::npos;
-        text += tag + p.string() + "\n";
-      }
-    }
-    if (plain) {
-      write_memo(memo_file, text + "end");
-    }
+  if (steady) {
+    memo.set_listing(digest, out);
   }
   return out;
 }
@@ -282,65 +204,61 @@ bool resolve(void* handle, const char* name, Fn& fn, std::string& missing) {
 
 struct Toolkit::Impl {
   std::mutex mutex;
-  bool discovered = false;
+  std::set<ToolkitLibrary> discovered;
   fs::path home;
   std::map<ToolkitLibrary, fs::path> paths;
+  std::map<ToolkitLibrary, struct stat> stats;  // of paths, as found
   std::map<ToolkitLibrary, std::string> build_ids;
   std::map<std::string, std::string> version_memo;  // "<lib>:<build id>" -> version
   std::optional<std::string> fingerprint;
   std::optional<fs::path> memo_dir_override;
+  std::optional<fs::path> memo_file_override;
+  std::optional<jit::ToolkitMemo> memo;  // the memo file as loaded, plus what this process learned
   std::string searched;
 
-  void discover_locked() {
-    if (discovered) {
+  // Finds `lib` (once per discovery): under each home candidate, then on the
+  // loader's path. Only the library asked for is looked up: a hit that needs
+  // NVRTC does not stat nvJitLink and libNVVM.
+  void discover_locked(ToolkitLibrary lib) {
+    if (searched.empty()) {
+      std::string s;
+      for (const auto& h : home_candidates()) {
+        s += (s.empty() ? "" : ", ") + h.string();
+      }
+      searched = s + " (lib64, lib, nvvm/lib64), then $LD_LIBRARY_PATH and the system library directories";
+    }
+    if (lib != ToolkitLibrary::nvrtc) {
+      discover_locked(ToolkitLibrary::nvrtc);  // the home is NVRTC's
+    }
+    if (!discovered.insert(lib).second) {
       return;
     }
-    discovered = true;
-    searched.clear();
     const std::vector<std::string> subdirs = {"lib64", "lib", "nvvm/lib64", "targets/x86_64-linux/lib"};
-    for (const auto lib : {ToolkitLibrary::nvrtc, ToolkitLibrary::nvjitlink, ToolkitLibrary::nvvm}) {
-      bool found = false;
-      for (const auto& h : home_candidates()) {
-        for (const auto& sub : subdirs) {
-          for (const auto& name : file_names(lib)) {
-            const auto p = h / sub / name;
-            if (is_plain_file(p)) {
-              paths[lib] = p;
-              if (lib == ToolkitLibrary::nvrtc && home.empty()) {
-                home = h;
-              }
-              found = true;
-              break;
-            }
-          }
-          if (found) {
-            break;
-          }
-        }
-        if (found) {
-          break;
-        }
-      }
-      if (!found) {
-        for (const auto& d : loader_dirs()) {
-          for (const auto& name : file_names(lib)) {
-            if (is_plain_file(d / name)) {
-              paths[lib] = d / name;
-              found = true;
-              break;
-            }
-          }
-          if (found) {
-            break;
-          }
-        }
-      }
-    }
-    std::string s;
+    struct stat st {};
     for (const auto& h : home_candidates()) {
-      s += (s.empty() ? "" : ", ") + h.string();
+      for (const auto& sub : subdirs) {
+        for (const auto& name : file_names(lib)) {
+          const auto p = h / sub / name;
+          if (is_plain_file(p, st)) {
+            paths[lib] = p;
+            stats[lib] = st;
+            if (lib == ToolkitLibrary::nvrtc) {
+              home = h;
+            }
+            return;
+          }
+        }
+      }
     }
-    searched = s + " (lib64, lib, nvvm/lib64), then $LD_LIBRARY_PATH and the system library directories";
+    for (const auto& d : loader_dirs()) {
+      for (const auto& name : file_names(lib)) {
+        if (is_plain_file(d / name, st)) {
+          paths[lib] = d / name;
+          stats[lib] = st;
+          return;
+        }
+      }
+    }
   }
 
   fs::path memo_dir_locked() const {
@@ -361,6 +279,49 @@ struct Toolkit::Impl {
     }
     return {};
   }
+
+  fs::path memo_file_locked() const {
+    if (memo_file_override) {
+      return *memo_file_override;
+    }
+    const fs::path dir = memo_dir_locked();
+    if (dir.empty()) {
+      return {};  // memos off: nothing written anywhere
+    }
+    if (const auto x = getenv_str("XDG_CACHE_HOME"); !x.empty() && x.front() == '/') {
+      return fs::path(x) / "kcache-toolkit" / "memo";
+    }
+    if (const auto h = getenv_str("HOME"); !h.empty() && h.front() == '/') {
+      return fs::path(h) / ".cache" / "kcache-toolkit" / "memo";
+    }
+    return dir / "memo";
+  }
+
+  // Where the memo goes when the per-user file cannot be written (a HOME
+  // this user may not write): the cache directory's memo directory.
+  fs::path fallback_memo_file_locked() const {
+    const fs::path dir = memo_dir_locked();
+    return memo_file_override || dir.empty() ? fs::path() : dir / "memo";
+  }
+
+  jit::ToolkitMemo& memo_locked() {
+    if (!memo) {
+      memo = jit::ToolkitMemo::load(memo_file_locked());
+      if (!memo->has_records()) {
+        memo = jit::ToolkitMemo::load(fallback_memo_file_locked());
+      }
+    }
+    return *memo;
+  }
+
+  void save_memo_locked() {
+    if (memo && memo->changed()) {
+      memo->save(memo_file_locked());
+      if (memo->changed()) {
+        memo->save(fallback_memo_file_locked());
+      }
+    }
+  }
 };
 
 Toolkit& Toolkit::instance() {
@@ -374,14 +335,27 @@ Toolkit::~Toolkit() = default;
 
 fs::path Toolkit::cuda_home() {
   std::lock_guard lock(m_impl->mutex);
-  m_impl->discover_locked();
+  m_impl->discover_locked(ToolkitLibrary::nvrtc);
   return m_impl->home;
 }
 
 void Toolkit::set_memo_dir(fs::path dir) {
   std::lock_guard lock(m_impl->mutex);
   m_impl->memo_dir_override = std::move(dir);
+  m_impl->memo.reset();
   g_generation.fetch_add(1);
+}
+
+void Toolkit::set_memo_file(std::optional<fs::path> file) {
+  std::lock_guard lock(m_impl->mutex);
+  m_impl->memo_file_override = std::move(file);
+  m_impl->memo.reset();
+  g_generation.fetch_add(1);
+}
+
+fs::path Toolkit::memo_file() {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->memo_file_locked();
 }
 
 fs::path Toolkit::memo_dir() {
@@ -397,11 +371,15 @@ bool Toolkit::is_loaded(ToolkitLibrary library) const noexcept {
 
 void Toolkit::reset_discovery() {
   std::lock_guard lock(m_impl->mutex);
-  m_impl->discovered = false;
+  m_impl->discovered.clear();
+  m_impl->searched.clear();
   m_impl->home.clear();
   m_impl->paths.clear();
+  m_impl->stats.clear();
   m_impl->build_ids.clear();
+  m_impl->version_memo.clear();
   m_impl->fingerprint.reset();
+  m_impl->memo.reset();
   g_generation.fetch_add(1);
 }
 
@@ -466,60 +444,51 @@ Result<std::string> ask_version(ToolkitLibrary library) {
 
 Result<LibraryIdentity> Toolkit::identify(ToolkitLibrary library) {
   LibraryIdentity id;
+  const std::string lib(to_string(library));
   std::string memo_name;
-  fs::path memo_file;
   {
     std::lock_guard lock(m_impl->mutex);
-    m_impl->discover_locked();
+    m_impl->discover_locked(library);
     const auto it = m_impl->paths.find(library);
     if (it == m_impl->paths.end()) {
       return make_error(ErrorCode::toolkit_missing,
-                        std::string("cannot find the ") + std::string(to_string(library)) +
-                            " library; searched " + m_impl->searched +
+                        "cannot find the " + lib + " library; searched " + m_impl->searched +
                             ". Install the CUDA toolkit or set KCACHE_CUDA_HOME.");
     }
     id.path = it->second;
     auto bit = m_impl->build_ids.find(library);
     if (bit == m_impl->build_ids.end()) {
-      auto bid = jit::read_build_id(id.path);
-      if (!bid) {
-        return make_error(ErrorCode::toolkit_missing, "cannot read " + id.path.string() + ": " +
-                                                          bid.error().message);
-      }
-      std::string value;
-      if (*bid) {
-        value = **bid;
-      } else {
-        auto sha = file_sha256(id.path);
-        if (!sha) {
+      // Remembered for this file's identity, else read from its ELF notes.
+      const struct stat& st = m_impl->stats[library];
+      auto& memo = m_impl->memo_locked();
+      std::optional<std::string> value = memo.build_id(lib, id.path, st);
+      if (!value) {
+        auto bid = jit::read_build_id(id.path);
+        if (!bid) {
+          return make_error(ErrorCode::toolkit_missing, "cannot read " + id.path.string() + ": " +
+                                                            bid.error().message);
+        }
+        value = *bid ? **bid : file_sha256(id.path);
+        if (!value) {
           return make_error(ErrorCode::toolkit_missing, "cannot read " + id.path.string());
         }
-        value = *sha;
+        memo.set_build_id(lib, id.path, st, *value, now_ns());
       }
-      bit = m_impl->build_ids.emplace(library, value).first;
+      bit = m_impl->build_ids.emplace(library, *value).first;
     }
     id.build_id = bit->second;
-    memo_name = std::string(to_string(library)) + "-" + id.build_id.substr(0, 80);
-    std::replace(memo_name.begin(), memo_name.end(), ':', '-');
+    memo_name = lib + ":" + id.build_id;
     if (const auto m = m_impl->version_memo.find(memo_name); m != m_impl->version_memo.end()) {
       id.version = m->second;
       id.version_from_memo = true;
       return id;
     }
-    const auto dir = m_impl->memo_dir_locked();
-    if (!dir.empty()) {
-      memo_file = dir / (memo_name + ".version");
-      if (auto text = read_small_file(memo_file, 256)) {
-        std::istringstream in(*text);
-        std::string magic, version;
-        if (std::getline(in, magic) && magic == k_memo_magic && std::getline(in, version) &&
-            valid_version_text(version)) {
-          m_impl->version_memo[memo_name] = version;
-          id.version = version;
-          id.version_from_memo = true;
-          return id;
-        }
-      }
+    if (auto version = m_impl->memo_locked().version(lib, id.build_id)) {
+      m_impl->version_memo[memo_name] = *version;
+      id.version = *version;
+      id.version_from_memo = true;
+      m_impl->save_memo_locked();  // a build-id learned above
+      return id;
     }
   }
   // Not remembered: load the library and ask it (outside the lock: loading is slow).
@@ -528,54 +497,43 @@ Result<LibraryIdentity> Toolkit::identify(ToolkitLibrary library) {
     return tl::unexpected(version.error());
   }
   id.version = *version;
-  {
-    std::lock_guard lock(m_impl->mutex);
-    m_impl->version_memo[memo_name] = id.version;
-  }
-  if (!memo_file.empty()) {
-    write_memo(memo_file, id.version);
-  }
+  std::lock_guard lock(m_impl->mutex);
+  m_impl->version_memo[memo_name] = id.version;
+  m_impl->memo_locked().set_version(lib, id.build_id, id.version);
+  m_impl->save_memo_locked();
   return id;
 }
 
 Result<std::string> Toolkit::headers_fingerprint() {
   fs::path home;
   fs::path nvrtc_dir;
-  {
-    std::lock_guard lock(m_impl->mutex);
-    if (m_impl->fingerprint) {
-      return *m_impl->fingerprint;
-    }
-    m_impl->discover_locked();
-    home = m_impl->home;
-    if (const auto it = m_impl->paths.find(ToolkitLibrary::nvrtc); it != m_impl->paths.end()) {
-      nvrtc_dir = it->second.parent_path();
-    }
+  std::lock_guard lock(m_impl->mutex);
+  if (m_impl->fingerprint) {
+    return *m_impl->fingerprint;
   }
-  // The inputs of the fingerprint; their stat identity names a memo file so
-  // a new process does not re-read them.
-  const fs::path memos = memo_dir();
-  auto [inputs, builtins] = list_fingerprint_inputs(home, nvrtc_dir, memos);
+  m_impl->discover_locked(ToolkitLibrary::nvrtc);
+  home = m_impl->home;
+  if (const auto it = m_impl->paths.find(ToolkitLibrary::nvrtc); it != m_impl->paths.end()) {
+    nvrtc_dir = it->second.parent_path();
+  }
+  // The inputs of the fingerprint; their stat identity names its memo record
+  // so a new process does not re-read them.
+  auto& memo = m_impl->memo_locked();
+  const std::int64_t now = now_ns();
+  auto [inputs, builtins] = list_fingerprint_inputs(home, nvrtc_dir, memo, now);
   util::Sha256 stamp;
+  bool steady = true;
   for (const auto& group : {inputs, builtins}) {
     for (const auto& p : group) {
-      add_stat_identity(stamp, p);
+      steady = add_stat_identity(stamp, p, now) && steady;
     }
   }
   const auto sd = stamp.finish();
-  fs::path memo_file;
-  if (!memos.empty()) {
-    memo_file = memos / ("headers-" + util::to_hex(sd.data(), 16) + ".fingerprint");
-    if (auto text = read_small_file(memo_file, 256)) {
-      std::istringstream in(*text);
-      std::string magic, value;
-      if (std::getline(in, magic) && magic == k_memo_magic && std::getline(in, value) && value.size() == 64 &&
-          util::is_lower_hex(value)) {
-        std::lock_guard lock(m_impl->mutex);
-        m_impl->fingerprint = value;
-        return value;
-      }
-    }
+  const std::string stamp_digest = util::to_hex(sd.data(), 16);
+  if (auto remembered = memo.fingerprint(stamp_digest)) {
+    m_impl->fingerprint = *remembered;
+    m_impl->save_memo_locked();  // a listing learned above
+    return *remembered;
   }
   util::Sha256 h;
   auto add = [&h](std::string_view tag, std::string_view bytes) {
@@ -602,10 +560,10 @@ Result<std::string> Toolkit::headers_fingerprint() {
   }
   const auto d = h.finish();
   auto fp = util::to_hex(d.data(), d.size());
-  if (!memo_file.empty()) {
-    write_memo(memo_file, fp);
+  if (steady) {
+    memo.set_fingerprint(stamp_digest, fp);
   }
-  std::lock_guard lock(m_impl->mutex);
+  m_impl->save_memo_locked();
   m_impl->fingerprint = fp;
   return fp;
 }
@@ -614,7 +572,7 @@ Result<std::string> Toolkit::headers_fingerprint() {
 
 Result<fs::path> Toolkit::library_path(ToolkitLibrary library) {
   std::lock_guard lock(m_impl->mutex);
-  m_impl->discover_locked();
+  m_impl->discover_locked(library);
   const auto it = m_impl->paths.find(library);
   if (it == m_impl->paths.end()) {
     return make_error(ErrorCode::toolkit_missing,

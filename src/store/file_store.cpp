@@ -89,33 +89,40 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
     }
   }
   const int v1_err = err;
+  bool made_entries = false;
   auto open_layout_dir = [&](const char* name, util::Fd& fd, int& why) -> std::optional<Error> {
-    fd = open_subdir(v1.get(), name, dmode, err);
+    fd = open_subdir(v1.get(), name, dmode, err, name == store::k_entries_dir ? &made_entries : nullptr);
     why = v1 ? err : v1_err;
     return fd ? std::nullopt : layout_damaged(v1.get(), root, name, err);
   };
   int ignored = 0;
   for (auto [name, fd, why] : {std::tuple{store::k_entries_dir, &impl->entries_fd, &impl->entries_err},
                                std::tuple{store::k_tmp_dir, &impl->tmp_fd, &ignored},
-                               std::tuple{store::k_locks_dir, &impl->locks_fd, &ignored},
                                std::tuple{store::k_stats_dir, &impl->stats_fd, &ignored}}) {
     if (auto damaged = open_layout_dir(name, *fd, *why)) {
       return tl::unexpected(std::move(*damaged));
     }
   }
-  // v1/toolkit belongs to the toolkit probe (compile/toolkit.cpp), which
-  // creates it when needed; here it is only checked.
+  // v1/locks belongs to the single-flight locks (cache/single_flight.cpp),
+  // which make it when a compile needs a lock and remove it when left empty;
+  // v1/toolkit to the toolkit probe's fallback memo (compile/toolkit.cpp).
+  // Here they are only checked.
   if (v1) {
-    struct stat tk {};
-    if (io::fstatat(v1.get(), store::k_toolkit_dir, &tk, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(tk.st_mode)) {
-      return tl::unexpected(*layout_damaged(v1.get(), root, store::k_toolkit_dir, ENOTDIR));
+    for (const char* name : {store::k_locks_dir, store::k_toolkit_dir}) {
+      struct stat sub {};
+      if (io::fstatat(v1.get(), name, &sub, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(sub.st_mode)) {
+        return tl::unexpected(*layout_damaged(v1.get(), root, name, ENOTDIR));
+      }
     }
   }
   const mode_t fmode = store::file_mode(impl->options.sharing);
   impl->counters = store::SharedCounters::open(impl->stats_fd.get(), fmode);
   impl->checks = store::FileCheckTable::open(impl->stats_fd.get(), fmode,
                                              store::FileCheckTable::slots_for_cap(impl->options.max_size_bytes));
-  if (impl->counters->fresh() && impl->entries_fd) {
+  // New counters over old entries (removed or damaged counters): count them.
+  // Not over entries/ made just now: it holds nothing yet, and a put of
+  // another process counts itself in the counters it opened.
+  if (impl->counters->fresh() && impl->entries_fd && !made_entries) {
     impl->recount_all();
   }
   if (impl->checks) {

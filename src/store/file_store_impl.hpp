@@ -70,7 +70,6 @@ struct FileStore::Impl {
   util::Fd entries_fd;
   int entries_err = EBADF;  // why entries_fd could not be opened
   util::Fd tmp_fd;
-  util::Fd locks_fd;
   util::Fd stats_fd;
   // stats/evict.lock, opened (created) by the first put that needs it: a
   // process that only reads never opens it. -1 until then, or when it cannot
@@ -294,8 +293,9 @@ bool same_file(const struct stat& a, const struct stat& b) noexcept;
 
 // Creates the directory `name` under `parent_fd` (mode fixed regardless of
 // umask when created here) and opens it without following a symlink. On
-// failure returns an invalid Fd and sets `err`.
-util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err);
+// failure returns an invalid Fd and sets `err`. `created_it`, when given, is
+// set to whether this call made the directory.
+util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err, bool* created_it = nullptr);
 
 std::int64_t now_unix_ms() noexcept;
 // Nanoseconds: compare with file times (a millisecond "now" can be earlier

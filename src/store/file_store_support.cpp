@@ -38,7 +38,7 @@ bool same_file(const struct stat& a, const struct stat& b) noexcept {
          a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
 }
 
-util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err) {
+util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err, bool* created_it) {
   if (parent_fd < 0) {
     err = EBADF;
     return {};
@@ -69,6 +69,9 @@ util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err) {
     return {};
   }
   err = 0;
+  if (created_it != nullptr) {
+    *created_it = created;
+  }
   return fd;
 }
 

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "store/remote/remote_codec.hpp"
+#include "support/disk_usage.hpp"
+#include "support/files.hpp"
 #include "support/nginx_server.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
@@ -114,6 +116,37 @@ TEST_F(CliRemote, SecondHostHitsFromTheRemoteWithoutCompilingByteEqualToAFreshCo
   EXPECT_EQ(test::read_file(m_tmp.path() / "b.cubin"), test::read_file(m_tmp.path() / "c.cubin"));
   EXPECT_EQ(test::read_file(m_tmp.path() / "b2.cubin"), test::read_file(m_tmp.path() / "c.cubin"));
   EXPECT_EQ(test::read_file(m_tmp.path() / "a.cubin"), test::read_file(m_tmp.path() / "c.cubin"));
+}
+
+// Issue 18 item 9: a new cache directory (a CI job's first compile) that hits
+// the remote loads no library (the per-user toolkit memo knows NVRTC) and
+// holds no toolkit file; a one-entry cache stays within 64 KiB.
+TEST_F(CliRemote, ARemoteHitIntoANewCacheDirectoryLoadsNoLibrary) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  const std::string compile = "compile " + src + " --target cubin --arch sm_90 --json -o ";
+  const std::string user = "XDG_CACHE_HOME='" + (m_tmp.path() / "xdg").string() + "'";
+  // A local compile: a one-entry cache of at most 64 KiB on disk, no empty lock directory.
+  auto local = run_cli(m_tmp.path() / "local", user, compile + (m_tmp.path() / "l.cubin").string());
+  ASSERT_EQ(local.status, 0) << local.out;
+  EXPECT_TRUE(fs::exists(m_tmp.path() / "xdg" / "kcache-toolkit" / "memo"));
+  EXPECT_LE(test::tree_disk_bytes(m_tmp.path() / "local"), 64U * 1024) << "du of a one-entry cache";
+  auto a = run_cli(m_tmp.path() / "hostA", env(user), compile + (m_tmp.path() / "a.cubin").string());
+  ASSERT_EQ(a.status, 0) << a.out;
+  auto b = run_cli(m_tmp.path() / "hostB", env(user), compile + (m_tmp.path() / "b.cubin").string());
+  ASSERT_EQ(b.status, 0) << b.out;
+  const auto jb = json_of(b.out);
+  EXPECT_TRUE(jb["hit"].get<bool>()) << b.out;
+  EXPECT_EQ(jb["hit_tier"].get<std::string>().rfind("redis://", 0), 0U) << b.out;
+  EXPECT_EQ(jb["toolkit_loads"].get<int>(), 0) << "the version came from the toolkit memo: " << b.out;
+  EXPECT_FALSE(fs::exists(m_tmp.path() / "hostB" / "v1" / "toolkit"));
+  EXPECT_EQ(test::read_file(m_tmp.path() / "b.cubin"), test::read_file(m_tmp.path() / "a.cubin"));
+  // A user without the memo (a machine's first run) loads NVRTC once to learn its version.
+  auto c = run_cli(m_tmp.path() / "hostC", env("XDG_CACHE_HOME='" + (m_tmp.path() / "xdg2").string() + "'"),
+                   compile + (m_tmp.path() / "c.cubin").string());
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_TRUE(json_of(c.out)["hit"].get<bool>()) << c.out;
+  EXPECT_EQ(json_of(c.out)["toolkit_loads"].get<int>(), 1) << c.out;
 }
 
 TEST_F(CliRemote, PoisonedRemoteEntryIsNeverUsedNorStoredLocallyAndTheCompileStillHappens) {

@@ -2,6 +2,8 @@
 // independently of the store's own accounting (header-only; tests and benchmarks).
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <system_error>
@@ -25,6 +27,25 @@ inline std::uint64_t bytes_under_cap(const std::filesystem::path& root) {
     }
   }
   return bytes;
+}
+
+// Bytes `p` really occupies on disk (st_blocks, as du counts them), not its
+// length; 0 when it does not exist. A symlink is not followed.
+inline std::uint64_t disk_bytes(const std::filesystem::path& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_blocks) * 512 : 0;
+}
+
+// Bytes the tree at `root` really occupies on disk, as `du -s` counts them
+// (`root` and everything under it, directories included).
+inline std::uint64_t tree_disk_bytes(const std::filesystem::path& root) {
+  std::uint64_t total = disk_bytes(root);
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    total += disk_bytes(it->path());
+  }
+  return total;
 }
 
 }  // namespace kcache::test

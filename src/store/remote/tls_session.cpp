@@ -1,7 +1,6 @@
 #include "store/remote/tls_session.hpp"
 #include "util/dl_symbols.hpp"
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
@@ -35,6 +34,14 @@ struct SslApi {
   int (*write)(SSL*, const void*, int) = nullptr;
   int (*get_error)(const SSL*, int) = nullptr;
   long (*verify_result)(const SSL*) = nullptr;
+  // libcrypto's, found through libssl's dependencies: the error queue is the
+  // one libssl fills (a statically linked copy would have its own, always
+  // empty one, and would pull OpenSSL's error and X509 tables into every
+  // kcache process's start-up).
+  unsigned long (*err_get)() = nullptr;
+  void (*err_clear)() = nullptr;
+  void (*err_string)(unsigned long, char*, std::size_t) = nullptr;
+  const char* (*verify_string)(long) = nullptr;
   std::string error;  // why it could not be loaded; empty when loaded
 };
 
@@ -58,6 +65,10 @@ const SslApi& ssl_api() {
     lib.resolve(a.write, "SSL_write");
     lib.resolve(a.get_error, "SSL_get_error");
     lib.resolve(a.verify_result, "SSL_get_verify_result");
+    lib.resolve(a.err_get, "ERR_get_error");
+    lib.resolve(a.err_clear, "ERR_clear_error");
+    lib.resolve(a.err_string, "ERR_error_string_n");
+    lib.resolve(a.verify_string, "X509_verify_cert_error_string");
     a.error = lib.error();
     return a;
   }();
@@ -92,14 +103,14 @@ Result<SSL_CTX*> context_for(const std::string& ca_file) {
   return ctx;
 }
 
-std::string last_ssl_error() {
-  const unsigned long e = ::ERR_get_error();
-  ::ERR_clear_error();
+std::string last_ssl_error(const SslApi& api) {
+  const unsigned long e = api.err_get();
+  api.err_clear();
   if (e == 0) {
     return "the connection failed during the TLS exchange";
   }
   char buf[256];
-  ::ERR_error_string_n(e, buf, sizeof buf);
+  api.err_string(e, buf, sizeof buf);
   return buf;
 }
 
@@ -130,7 +141,7 @@ Result<std::unique_ptr<TlsSession>> TlsSession::handshake(int fd, const std::str
   if (host.find_first_not_of("0123456789.:") != std::string::npos) {
     api.ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name, const_cast<char*>(host.c_str()));
   }
-  ::ERR_clear_error();
+  api.err_clear();
   for (;;) {
     const int rc = api.connect(ssl);
     if (rc == 1) {
@@ -143,9 +154,9 @@ Result<std::unique_ptr<TlsSession>> TlsSession::handshake(int fd, const std::str
         return make_error(ErrorCode::io,
                           fmt::format("TLS: the server's certificate is not trusted: {} (set ca_file to the CA that "
                                       "signed it)",
-                                      ::X509_verify_cert_error_string(verify)));
+                                      api.verify_string(verify)));
       }
-      return make_error(ErrorCode::io, "TLS handshake failed: " + last_ssl_error());
+      return make_error(ErrorCode::io, "TLS handshake failed: " + last_ssl_error(api));
     }
     pollfd p{fd, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
     const auto left =
@@ -178,18 +189,18 @@ TlsSession::Step TlsSession::step(int n) {
     s.kind = Step::Kind::closed;
   } else {
     s.kind = Step::Kind::failed;
-    s.error = "TLS: " + last_ssl_error();
+    s.error = "TLS: " + last_ssl_error(ssl_api());
   }
   return s;
 }
 
 TlsSession::Step TlsSession::read(char* buf, std::size_t len) {
-  ::ERR_clear_error();
+  ssl_api().err_clear();
   return step(ssl_api().read(static_cast<SSL*>(m_ssl), buf, static_cast<int>(std::min<std::size_t>(len, 1 << 30))));
 }
 
 TlsSession::Step TlsSession::write(const char* buf, std::size_t len) {
-  ::ERR_clear_error();
+  ssl_api().err_clear();
   return step(ssl_api().write(static_cast<SSL*>(m_ssl), buf, static_cast<int>(std::min<std::size_t>(len, 1 << 30))));
 }
 

@@ -58,7 +58,7 @@ TEST(Config, DefaultsWithOnlyHomeSet) {
   EXPECT_EQ(c->cache_dir, home.path() / ".cache" / "kcache");
   EXPECT_EQ(c->max_size_bytes, std::uint64_t{5} << 30);
   EXPECT_EQ(c->memory_size_bytes, std::uint64_t{256} << 20);
-  EXPECT_EQ(c->fsync, FsyncPolicy::file);
+  EXPECT_EQ(c->fsync, FsyncPolicy::none);
   EXPECT_EQ(c->sharing, Sharing::private_to_user);
   EXPECT_EQ(c->verify, ReadVerify::fast_when_unchanged);
   EXPECT_FALSE(c->disable);
@@ -221,7 +221,7 @@ TEST(Config, ProblemsOutsideTheCommandLineAreCollectedAndSkipped) {
   EXPECT_EQ(c->max_size_bytes, 1048576U) << "a bad value keeps the layer below";
   EXPECT_EQ(c->sharing, Sharing::group) << "the file's good keys still apply";
   EXPECT_EQ(c->verify, ReadVerify::always_full);
-  EXPECT_EQ(c->fsync, FsyncPolicy::file);
+  EXPECT_EQ(c->fsync, FsyncPolicy::none);
   EXPECT_EQ(c->put, kcache::PutMode::sync);
 
   // The file as a whole: not TOML, or named by KCACHE_CONFIG and missing.

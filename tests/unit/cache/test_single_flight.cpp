@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <thread>
@@ -25,7 +26,8 @@ Key key_of(const std::string& s) { return kcache::KeyBuilder("test").add("k", s)
 
 std::size_t files_in(const std::filesystem::path& dir) {
   std::size_t n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+  std::error_code ec;  // a missing directory holds nothing
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     (void)e;
     ++n;
   }
@@ -67,6 +69,30 @@ void reap(pid_t pid) {
 }
 
 }  // namespace
+
+TEST(SingleFlight, TheLockDirectoryIsMadeByTheFirstAcquireThatNeedsIt) {
+  kcache::test::TempDir dir;
+  const auto locks = dir.path() / "v1" / "locks";
+  SingleFlight flight(locks, 0750);
+  EXPECT_FALSE(std::filesystem::exists(locks)) << "made by the first acquire, not by the constructor";
+  for (int round = 0; round < 2; ++round) {
+    auto a = flight.acquire(key_of("a"), 30s);
+    ASSERT_TRUE(a.has_value()) << a.error().describe();
+    struct stat st {};
+    ASSERT_EQ(::stat(locks.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0750U);
+    auto b = flight.acquire(key_of("b"), 30s);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(files_in(locks), 2U);
+    a->release();
+    EXPECT_EQ(files_in(locks), 1U) << "b's lock file keeps the directory";
+    b->release();
+    EXPECT_EQ(files_in(locks), 0U);
+    if (round == 0) {
+      std::filesystem::remove(locks);  // removed behind its back: made again
+    }
+  }
+}
 
 TEST(SingleFlight, ThreadsHoldOneKeyOneAtATime) {
   kcache::test::TempDir dir;
@@ -184,6 +210,7 @@ TEST(SingleFlight, SymlinkAtTheLockPathIsNotFollowed) {
   const Key key = key_of("s");
   SingleFlight flight(dir.path() / "locks");
   const auto target = dir.path() / "victim";
+  std::filesystem::create_directories(dir.path() / "locks");
   std::filesystem::create_symlink(target, flight.lock_path(key));
   auto lease = flight.acquire(key, 0ms);
   ASSERT_FALSE(lease.has_value());

@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <utime.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "kcache/toolkit.hpp"
 #include "support/files.hpp"
@@ -34,6 +36,7 @@ class ToolkitFingerprint : public ::testing::Test {
                      "include/crt/host_defines.h,sha256=AAAA,100\n");
     ::setenv("KCACHE_CUDA_HOME", m_home.c_str(), 1);
     Toolkit::instance().set_memo_dir(m_dir.path() / "memo");
+    Toolkit::instance().set_memo_file(m_dir.path() / "memo" / "toolkit-memo");
   }
   void TearDown() override {
     if (m_old_home) {
@@ -42,8 +45,13 @@ class ToolkitFingerprint : public ::testing::Test {
       ::unsetenv("KCACHE_CUDA_HOME");
     }
     Toolkit::instance().set_memo_dir({});
+    Toolkit::instance().set_memo_file(std::nullopt);
     Toolkit::instance().reset_discovery();
   }
+
+  // Sleeps past the racy window (2 s) of the toolkit files just written, so
+  // their identities may be remembered.
+  static void age_past_racy_window() { std::this_thread::sleep_for(std::chrono::milliseconds(2100)); }
 
   // The fingerprint as a new process would compute it: nothing remembered in
   // memory, the memo files of earlier calls on disk.
@@ -63,8 +71,6 @@ TEST_F(ToolkitFingerprint, StableWhileNothingChangesAndMemoised) {
   const std::string a = fingerprint();
   ASSERT_EQ(a.size(), 64u);
   EXPECT_EQ(fingerprint(), a);
-  EXPECT_FALSE(fs::is_empty(m_dir.path() / "memo"));
-  EXPECT_EQ(fingerprint(), a);  // now read from the memo files
 }
 
 TEST_F(ToolkitFingerprint, AnEditedManifestChangesIt) {
@@ -105,14 +111,37 @@ TEST_F(ToolkitFingerprint, NewNvrtcBuiltinsChangeIt) {
   EXPECT_NE(fingerprint(), b);
 }
 
-TEST_F(ToolkitFingerprint, ADamagedListingMemoIsIgnored) {
+TEST_F(ToolkitFingerprint, ADamagedMemoIsIgnored) {
   const std::string a = fingerprint();
-  for (const auto& e : fs::directory_iterator(m_dir.path() / "memo")) {
-    if (e.path().filename().string().rfind("listing-", 0) == 0) {
-      test::write_file(e.path(), "kcache-toolkit-memo 1\ni /nonexistent\n");  // no "end": cut short
-    }
-  }
+  // A listing cut short after its first input, under every digest a test
+  // could think of: the whole memo is ignored, whatever it says.
+  test::write_file(m_dir.path() / "memo" / "toolkit-memo",
+                   "kcache-toolkit-memo 2\nfingerprint " + std::string(32, '0') + " " + std::string(64, 'f') +
+                       "\nlisting " + std::string(32, '0') + " 5\ni /nonexistent\n");
   EXPECT_EQ(fingerprint(), a);
+}
+
+TEST_F(ToolkitFingerprint, TheRememberedFingerprintIsUsedOnlyWhileItsInputsKeepTheirIdentity) {
+  // Inputs changed less than 2 s ago are racy and name no memo record.
+  const std::string racy = fingerprint();
+  EXPECT_FALSE(fs::exists(m_dir.path() / "memo" / "toolkit-memo"));
+  age_past_racy_window();
+  const std::string a = fingerprint();
+  EXPECT_EQ(a, racy);
+  const fs::path memo = m_dir.path() / "memo" / "toolkit-memo";
+  std::string text = test::read_file(memo);
+  const auto at = text.find("fingerprint ");
+  ASSERT_NE(at, std::string::npos) << text;
+  // The remembered value is used while its inputs keep their identity...
+  text.replace(at + 12 + 33, 64, std::string(64, 'f'));
+  test::write_file(memo, text);
+  EXPECT_EQ(fingerprint(), std::string(64, 'f'));
+  // ...and never after one of them changed.
+  test::write_file(m_home / "dist-info" / "nvidia_cuda_crt-13.0.88.dist-info" / "RECORD",
+                   "include/crt/host_defines.h,sha256=EEEE,100\n");
+  const std::string b = fingerprint();
+  EXPECT_NE(b, std::string(64, 'f'));
+  EXPECT_NE(b, a);
 }
 
 }  // namespace

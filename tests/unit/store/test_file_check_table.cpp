@@ -17,6 +17,7 @@
 #include "store/shared_counters.hpp"
 #include "store/shared_file.hpp"
 #include "support/payload.hpp"
+#include "support/disk_usage.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/store/file_store_test_util.hpp"
 #include "util/fd.hpp"
@@ -30,19 +31,8 @@ using store::FileCheckTable;
 
 CheckRecord record_for(std::uint64_t seed) { return CheckRecord{seed, seed + 1, seed + 2, seed + 3, seed + 4, seed + 5}; }
 
-// Bytes the file really occupies on disk (du), not its length.
-std::uint64_t disk_bytes(const fs::path& p) {
-  struct stat st {};
-  return ::lstat(p.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_blocks) * 512 : 0;
-}
-
-std::uint64_t tree_disk_bytes(const fs::path& root) {
-  std::uint64_t total = disk_bytes(root);
-  for (const auto& e : fs::recursive_directory_iterator(root)) {
-    total += disk_bytes(e.path());
-  }
-  return total;
-}
+using test::disk_bytes;
+using test::tree_disk_bytes;
 
 class StatsDir {
  public:

@@ -1,6 +1,7 @@
 // FileStore under faults: TESTING.md F01, F03, F04, F05, F07, F08, F10.
 // Each test prints its figures: ops attempted, faults injected, acked-but-lost,
 // wrong bytes, leftovers after sweep.
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -20,6 +21,8 @@
 #include "support/child.hpp"
 #include "support/temp_dir.hpp"
 #include "util/fault.hpp"
+#include "util/fd.hpp"
+#include "store/file_check_table.hpp"
 
 namespace kcache::test {
 namespace {
@@ -158,6 +161,51 @@ TEST(FileStoreFaults, FillPublishesWithoutFsyncAndATornFillIsAMiss) {
   auto refused = store->fill(bad);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::invalid_argument);
+}
+
+// The crash semantics of a put published without fsync (the `fsync = none`
+// default of the setting, docs/on-disk-format.md "Durability"): after a power
+// loss the entry's metadata can survive while its bytes did not (zeros of the
+// right length), and the check table can still hold the record of the bytes
+// it had. The read hashes what it reads, refuses the entry (a miss, counted as
+// corrupt, removed) and never returns those bytes.
+TEST(FileStoreFaults, APutWithoutFsyncWhoseBytesALossZeroedIsAMissEvenWithItsCheckRecord) {
+  FaultReset guard;
+  TempDir dir;
+  auto o = quiet_options(dir.path());
+  o.fsync = FsyncPolicy::none;
+  auto store = open_store(o);
+  const Artifact a = make_artifact(81, 1, 9000);
+  ASSERT_TRUE(fault::configure("op=fsync,count=0,err=EIO"));
+  ASSERT_TRUE(store->put(a).has_value());
+  EXPECT_EQ(fault::injected(), 0U) << "fsync = none: no fsync on the put's path";
+  fault::reset();
+  auto first = store->get(a.passport.key);  // verified in full; the check table records it
+  ASSERT_TRUE(first && first->has_value());
+
+  util::Fd stats(::open((dir.path() / "v1" / "stats").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  auto table = store::FileCheckTable::open(stats.get(), 0600, 1024);
+  ASSERT_TRUE(table);
+  store::CheckRecord rec;
+  ASSERT_TRUE(table->find(a.passport.key, rec));
+  // The payload's blocks lost, its length kept; the record rebound to the
+  // file as it now is (after a real power loss its identity would not even
+  // have changed).
+  const auto path = payload_path(dir.path(), a.passport.key);
+  {
+    util::Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    const std::string zeros(a.payload.size(), '\0');
+    ASSERT_EQ(::pwrite(fd.get(), zeros.data(), zeros.size(), 0), static_cast<ssize_t>(zeros.size()));
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  table->record(a.passport.key, store::CheckRecord::from_stat(st, rec.xxh3, rec.sha256_prefix));
+
+  auto torn = store->get(a.passport.key);
+  ASSERT_TRUE(torn);
+  EXPECT_FALSE(torn->has_value()) << "bytes that changed after the put are never returned";
+  EXPECT_EQ(store->stats()->corrupt, 1U);
+  EXPECT_FALSE(std::filesystem::exists(path)) << "the torn entry is removed";
 }
 
 // F03 (injected): ENOSPC / EDQUOT / EIO at every call site of a put: the put

@@ -133,7 +133,9 @@ TEST(FileStoreSecurity, S03_ModesHoldRegardlessOfUmask) {
         EXPECT_EQ(mode_of(e.path()), want_file) << e.path();
       }
     }
-    EXPECT_GE(checked, 10U);
+    // v1, entries, tmp, stats, the shard, payload and passport, counters,
+    // checks (v1/locks is made by single-flight, when a compile needs a lock).
+    EXPECT_GE(checked, 9U);
   }
 }
 
