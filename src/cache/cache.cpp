@@ -117,9 +117,16 @@ struct Cache::Impl {
     }
     if (!lease) {
       // Never let a lock problem break the compile: go on without the lease.
-      (lease.error().code == ErrorCode::timeout ? c.lock_timeouts : c.lock_errors)++;
-      warn("single-flight lock for key " + key.hex() + " not taken (" + lease.error().describe() +
-           "); compiling without it");
+      // A cache this process may not write (read-only, another owner's
+      // modes) is no news worth a warning here: the put of what it compiles
+      // says so once, and a compile with nothing to store (it failed) is
+      // the real library's business alone.
+      const ErrorCode why = lease.error().code;
+      (why == ErrorCode::timeout ? c.lock_timeouts : c.lock_errors)++;
+      if (why != ErrorCode::read_only && why != ErrorCode::permission_denied) {
+        warn("single-flight lock for key " + key.hex() + " not taken (" + lease.error().describe() +
+             "); compiling without it");
+      }
     } else if (lease->waited()) {
       c.waits++;
     }

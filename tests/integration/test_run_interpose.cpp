@@ -280,7 +280,7 @@ TEST_F(RunInterpose, ReadOnlyCacheStillHitsAndCompilesWhatItCannotStore) {
   ASSERT_EQ(sh("chmod -R a-w \"$KCACHE_DIR\"").rc, 0);
   const ShellRun warm = run(client(Loading::path, "warm.out"), "warm.log", k_nobody);
   EXPECT_EQ(warm.rc, 0) << warm.err;
-  EXPECT_EQ(warnings(warm.err), 0U) << warm.err;
+  EXPECT_EQ(warnings(warm.err), 0U) << warm.err << "cold:\n" << file("cold.log") << "warm:\n" << file("warm.log");
   EXPECT_EQ(file("warm.out"), file("plain.out"));
   EXPECT_EQ(count(file("warm.log"), "hit"), 3U) << file("warm.log");
   // A miss in a read-only cache: compiled by the real library, one warning.

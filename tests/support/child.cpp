@@ -1,5 +1,6 @@
 #include "support/child.hpp"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,6 +62,20 @@ int wait_child(pid_t pid) {
     if (errno != EINTR) {
       return -1;
     }
+  }
+}
+
+void kill_child(pid_t& pid) {
+  if (pid > 0) {
+    ::kill(pid, SIGKILL);
+    wait_child(pid);
+    pid = -1;
+  }
+}
+
+void signal_child(pid_t pid, int signo) {
+  if (pid > 0) {
+    ::kill(pid, signo);
   }
 }
 

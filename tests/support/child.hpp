@@ -18,6 +18,14 @@ pid_t fork_child(const std::function<int()>& fn);
 // Waits for `pid`. Returns the raw wait status, or -1.
 int wait_child(pid_t pid);
 
+// For the servers tests start (redis, nginx, SeaweedFS): SIGKILLs and reaps
+// the child `pid` names, then sets it to -1; nothing when it is not positive.
+void kill_child(pid_t& pid);
+
+// Sends `signo` to the child `pid` (SIGSTOP: a hung server; SIGCONT);
+// nothing when `pid` is not positive.
+void signal_child(pid_t pid, int signo);
+
 // Runs `argv` (argv[0] is a path) with `extra_env` added to the environment,
 // waits, and returns the raw wait status; `out` receives stdout+stderr.
 int run_program(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env,

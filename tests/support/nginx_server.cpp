@@ -105,24 +105,10 @@ NginxServer::~NginxServer() {
 
 std::string NginxServer::url() const { return "http://127.0.0.1:" + std::to_string(m_port) + "/cache"; }
 
-void NginxServer::kill() {
-  if (m_pid > 0) {
-    ::kill(m_pid, SIGKILL);
-    wait_child(m_pid);
-    m_pid = -1;
-  }
-}
+void NginxServer::kill() { kill_child(m_pid); }
 
-void NginxServer::pause() {
-  if (m_pid > 0) {
-    ::kill(m_pid, SIGSTOP);
-  }
-}
+void NginxServer::pause() { signal_child(m_pid, SIGSTOP); }
 
-void NginxServer::resume() {
-  if (m_pid > 0) {
-    ::kill(m_pid, SIGCONT);
-  }
-}
+void NginxServer::resume() { signal_child(m_pid, SIGCONT); }
 
 }  // namespace kcache::test

@@ -115,13 +115,7 @@ std::string RedisServer::url() const { return "redis://127.0.0.1:" + std::to_str
 
 std::string RedisServer::unix_url() const { return "redis+unix://" + (m_dir / "redis.sock").string(); }
 
-void RedisServer::kill() {
-  if (m_pid > 0) {
-    ::kill(m_pid, SIGKILL);
-    wait_child(m_pid);
-    m_pid = -1;
-  }
-}
+void RedisServer::kill() { kill_child(m_pid); }
 
 bool RedisServer::restart() {
   kill();
@@ -130,17 +124,9 @@ bool RedisServer::restart() {
   return launch(nullptr);
 }
 
-void RedisServer::pause() {
-  if (m_pid > 0) {
-    ::kill(m_pid, SIGSTOP);
-  }
-}
+void RedisServer::pause() { signal_child(m_pid, SIGSTOP); }
 
-void RedisServer::resume() {
-  if (m_pid > 0) {
-    ::kill(m_pid, SIGCONT);
-  }
-}
+void RedisServer::resume() { signal_child(m_pid, SIGCONT); }
 
 std::string RedisServer::cli(const std::vector<std::string>& args) const {
   std::vector<std::string> argv{"/usr/bin/redis-cli", "-h", "127.0.0.1", "-p", std::to_string(m_port)};

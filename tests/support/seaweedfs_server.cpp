@@ -153,24 +153,10 @@ std::string SeaweedfsServer::env() {
   return std::string("AWS_ACCESS_KEY_ID=") + k_access_key + " AWS_SECRET_ACCESS_KEY=" + k_secret_key + " ";
 }
 
-void SeaweedfsServer::kill() {
-  if (m_pid > 0) {
-    ::kill(m_pid, SIGKILL);
-    wait_child(m_pid);
-    m_pid = -1;
-  }
-}
+void SeaweedfsServer::kill() { kill_child(m_pid); }
 
-void SeaweedfsServer::pause() {
-  if (m_pid > 0) {
-    ::kill(m_pid, SIGSTOP);
-  }
-}
+void SeaweedfsServer::pause() { signal_child(m_pid, SIGSTOP); }
 
-void SeaweedfsServer::resume() {
-  if (m_pid > 0) {
-    ::kill(m_pid, SIGCONT);
-  }
-}
+void SeaweedfsServer::resume() { signal_child(m_pid, SIGCONT); }
 
 }  // namespace kcache::test
