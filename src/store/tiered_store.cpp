@@ -263,8 +263,11 @@ Result<std::vector<EntryInfo>> TieredStore::list() {
       if (inserted) {
         out.push_back(std::move(e));
       } else {
+        // The same key in a slower tier: the fastest tier's facts stand, but
+        // a pin lives only in the file tier, so one seen anywhere counts.
         EntryInfo& seen = out[it->second];
         seen.last_used_unix_ms = std::max(seen.last_used_unix_ms, e.last_used_unix_ms);
+        seen.pinned = seen.pinned || e.pinned;
       }
     }
   }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kcache/memory_store.hpp"
+#include "kcache/tiered_store.hpp"
 #include "support/child.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/store/file_store_test_util.hpp"
@@ -229,6 +231,35 @@ TEST(FileStorePins, CapWithPinsHoldsAcrossProcesses) {
   EXPECT_EQ(v->counted_bytes, v->disk_bytes);
   EXPECT_EQ(v->disk_bytes, s->size_bytes);
   EXPECT_TRUE(v->problems.empty()) << v->problems.front();
+}
+
+}  // namespace
+}  // namespace kcache
+
+namespace kcache {
+namespace {
+
+// A chain lists each key once with the fastest tier's facts; the pin, which
+// only the file tier knows, still shows (Python Store.list, `kcache ls`).
+TEST(FileStorePins, AChainListsAPinTheMemoryTierDoesNotKnow) {
+  test::TempDir dir;
+  auto file = test::open_store(test::quiet_options(dir.path() / "cache"));
+  FileStore* disk = file.get();
+  std::vector<std::unique_ptr<Store>> tiers;
+  tiers.push_back(std::make_unique<MemoryStore>(1 << 20));
+  tiers.push_back(std::move(file));
+  TieredStore chain(std::move(tiers));
+  const auto a = test::make_artifact(7, 1, 5000);
+  const auto b = test::make_artifact(8, 2, 5000);
+  ASSERT_TRUE(chain.put(a).has_value());
+  ASSERT_TRUE(chain.put(b).has_value());
+  ASSERT_TRUE(disk->pin(a.passport.key).value());
+  auto listed = chain.list();
+  ASSERT_TRUE(listed.has_value()) << listed.error().describe();
+  ASSERT_EQ(listed->size(), 2U);
+  for (const EntryInfo& e : *listed) {
+    EXPECT_EQ(e.pinned, e.key == a.passport.key) << e.key.hex();
+  }
 }
 
 }  // namespace
