@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -196,13 +197,30 @@ std::optional<ProcessIdentity> ProcessIdentity::parse(std::string_view text, std
   return id;
 }
 
+namespace {
+
+// Guards current_process_identity's memo. Held across fork() by the forking
+// thread (pthread_atfork), so that a child forked while another thread held
+// it does not inherit it locked (a child of a multi-threaded program, such as
+// an interposed Python process, would otherwise hang on its first compile).
+std::mutex g_identity_mutex;
+
+void hold_identity_across_fork() {
+  static const bool registered =
+      ::pthread_atfork([] { g_identity_mutex.lock(); }, [] { g_identity_mutex.unlock(); },
+                       [] { g_identity_mutex.unlock(); }) == 0;
+  (void)registered;
+}
+
+}  // namespace
+
 ProcessIdentity current_process_identity() {
-  static std::mutex mutex;
   static ProcessIdentity cached;
   static std::uint64_t domain = 0;
   static bool have_domain = false;
+  hold_identity_across_fork();
   const pid_t pid = ::getpid();
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> lock(g_identity_mutex);
   if (cached.pid == pid) {
     return cached;
   }
