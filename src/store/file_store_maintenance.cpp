@@ -15,6 +15,7 @@
 // every shard (evict_to).
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +37,14 @@ using store::Counter;
 namespace io = util::io;
 
 namespace {
+
+// Whether anything of entry `key_hex` (its payload or passport) is still in the shard.
+bool entry_file_left(int shard_fd, const std::string& key_hex) {
+  struct stat st {};
+  const std::string pass_name = key_hex + std::string(store::k_passport_suffix);
+  return io::fstatat(shard_fd, key_hex.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+         io::fstatat(shard_fd, pass_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
 
 constexpr unsigned k_window = 32;
 // Entries an eviction step samples at least (docs/on-disk-format.md).
@@ -726,6 +735,9 @@ Result<std::uint64_t> FileStore::clear(ClearPinned pinned) {
       }
       if (m.remove_locked(shard, fd.get(), key_hex, nullptr)) {
         ++removed;
+      } else if (!entry_file_left(fd.get(), key_hex)) {
+        // Nothing of it is left: an orphan payload remove_locked took, or an entry removed
+        // behind the store's back since the listing. Not an entry, not a failure.
       } else {
         failed_errno = failed_errno != 0 ? failed_errno : errno;
         ++kept;

@@ -174,6 +174,22 @@ TEST(FileStore, ClearRemovesEverythingAndKeepsCounters) {
   EXPECT_EQ(store->stats()->puts, 10U);
 }
 
+TEST(FileStore, ClearTakesAnOrphanPayloadWithoutFailing) {
+  // A payload whose passport is gone (lost behind the store's back) is removed by
+  // clear, which succeeds and counts only the entries it removed.
+  TempDir dir;
+  auto store = open_store(quiet_options(dir.path()));
+  const Artifact orphan = make_artifact(500, 1, 300);
+  ASSERT_TRUE(store->put(orphan).has_value());
+  ASSERT_TRUE(store->put(make_artifact(501, 2, 300)).has_value());
+  std::filesystem::remove(passport_path(dir.path(), orphan.passport.key));
+  auto removed = store->clear();
+  ASSERT_TRUE(removed.has_value()) << removed.error().message;
+  EXPECT_EQ(*removed, 1U);
+  EXPECT_FALSE(std::filesystem::exists(payload_path(dir.path(), orphan.passport.key)));
+  EXPECT_EQ(store->stats()->entries, 0U);
+}
+
 TEST(FileStore, VerifyRehashesEveryEntry) {
   TempDir dir;
   auto store = open_store(quiet_options(dir.path()));
