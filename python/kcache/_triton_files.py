@@ -24,12 +24,20 @@ _lock = _thread.allocate_lock()
 
 
 def _proc_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (``/proc/PID/stat`` field 22), or None when there is no such process.
+
+    Raises OSError when it cannot tell (out of descriptors, /proc not readable): a
+    sweep then keeps the directory, since a live process's files must never go.
+    """
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
-        return stat[stat.rindex(b")") + 2 :].split()[19].decode()
-    except (OSError, ValueError, IndexError):
+    except (FileNotFoundError, ProcessLookupError):
         return None
+    try:
+        return stat[stat.rindex(b")") + 2 :].split()[19].decode()
+    except (ValueError, IndexError):
+        raise OSError(f"/proc/{pid}/stat cannot be parsed") from None
 
 
 def _pid_domain() -> str:
@@ -107,7 +115,7 @@ class _RunDir:
         try:
             os.makedirs(root, mode=0o700, exist_ok=True)
             _sweep(root, domain, pid)
-            path = os.path.join(root, f"{domain}-{pid}-{_proc_start(pid) or 0}")
+            path = os.path.join(root, f"{domain}-{pid}-{_own_start(pid)}")
             os.makedirs(path, mode=0o700, exist_ok=True)
         except OSError:
             path = tempfile.mkdtemp(prefix="kcache-triton-")
@@ -141,6 +149,13 @@ class _RunDir:
         self.pid, self.path = 0, ""
 
 
+def _own_start(pid: int) -> str:
+    try:
+        return _proc_start(pid) or "0"
+    except OSError:
+        return "0"
+
+
 def _sweep(root: str, domain: str, me: int) -> None:
     import shutil
 
@@ -155,8 +170,12 @@ def _sweep(root: str, domain: str, me: int) -> None:
         pid = int(parts[1])
         if pid == me:
             continue
-        start = _proc_start(pid)
+        try:
+            start = _proc_start(pid)
+        except OSError:
+            continue  # cannot tell: keep it
         if start is None or start != parts[2]:
+            # Another process may sweep it at the same moment: whatever is already gone is fine.
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
@@ -241,23 +260,41 @@ def _unchanged(files: _Sigs) -> bool:
     return True
 
 
+def write_new(cache_dir: str, files: Mapping[str, bytes], run_dir: _RunDir, prefix: str) -> dict[str, str]:
+    """Writes ``files`` into a new directory of ``run_dir``; their paths.
+
+    A directory removed while it is written (a cleaner) is made again, twice at
+    most; a memory filesystem that refuses a write (full) sends this process's
+    files to the cache directory from then on. Raises OSError when neither works.
+    """
+    for attempt in range(3):
+        try:
+            where = run_dir.fresh(cache_dir, prefix)
+            out = {}
+            for name, data in files.items():
+                out[name] = path = os.path.join(where, name)
+                write_file(path, data)
+            return out
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+        except OSError:
+            if not run_dir.memory:
+                raise
+            run_dir.to_disk()
+    raise AssertionError("unreachable")
+
+
 def materialize(cache_dir: str, key_hex: str, digest: str, files: dict[str, bytes], run_dir: _RunDir) -> dict[str, str]:
     """Paths of ``files`` in this process's run directory ``run_dir``, written once per content."""
     with _lock:
         have = _materialized.get(digest)
     if have is None or not _unchanged(have):
+        paths = write_new(cache_dir, files, run_dir, "g")
         try:
-            where = run_dir.fresh(cache_dir, "g")
-            for name, data in files.items():
-                write_file(os.path.join(where, name), data)
-        except OSError:
-            if not run_dir.memory:
-                raise
-            run_dir.to_disk()  # a full memory filesystem: write this process's files to disk
-            where = run_dir.fresh(cache_dir, "g")
-            for name, data in files.items():
-                write_file(os.path.join(where, name), data)
-        have = signatures({name: os.path.join(where, name) for name in files})
+            have = signatures(paths)
+        except FileNotFoundError:  # removed between the write and the stat: write them again
+            have = signatures(write_new(cache_dir, files, run_dir, "g"))
     with _lock:
         _materialized[digest] = have
         _by_key[key_hex] = have

@@ -327,28 +327,41 @@ class _Manager:
                 flight.deliver(self._s, artifact)
             else:
                 self._s.put(artifact)
-            staged = {n: self._staged[n][0] for n in files if n in self._staged and self._staged[n][1] == files[n]}
-            if len(staged) == len(files):
-                _files.remember(kkey.hex, _files.signatures(staged))
         except (Error, ValueError, OSError) as e:
             if flight is not None:
                 flight.abandon()
             _warn_once("put", f"cannot store Triton's {name} ({e}); it is compiled, not cached")
+            return
+        staged = {n: self._staged[n][0] for n in files if n in self._staged and self._staged[n][1] == files[n]}
+        if len(staged) == len(files):
+            try:
+                _files.remember(kkey.hex, _files.signatures(staged))
+            except OSError:
+                pass  # removed underneath: the next lookup reads the entry
 
     def _stage(self, name: str, data: bytes) -> str:
-        # Triton needs a path it can read back; a cache directory that cannot take it
-        # (full, removed underneath) must not fail the compile: a private temporary
-        # directory then does (removed at exit).
+        # Triton needs a path it can read back. A compile's files go to this process's
+        # private memory directory (a launcher .so, cached alone, to the cache directory:
+        # dlopen refuses a noexec /dev/shm), so that nothing done to the shared cache
+        # directory (clear, prune, a cleaner) can take them away mid-compile. A directory
+        # that cannot take them (full, removed underneath) must not fail the compile: a
+        # new one does, else a private temporary directory (removed at exit).
         if name in self._staged:
             try:
                 os.unlink(self._staged[name][0])
             except OSError:
                 pass
+        path = ""
         try:
-            if not self._stage_dir or not os.path.isdir(self._stage_dir):
-                self._stage_dir = _files.run.fresh(self._cache_dir, "s")
-            path = os.path.join(self._stage_dir, name)
-            _files.write_file(path, data)
+            if self._stage_dir:
+                path = os.path.join(self._stage_dir, name)
+                try:
+                    _files.write_file(path, data)
+                except OSError:
+                    path = ""
+            if not path:
+                path = _files.write_new(self._cache_dir, {name: data}, self._run(), "s")[name]
+                self._stage_dir = os.path.dirname(path)
         except OSError as e:
             import tempfile
 
@@ -359,6 +372,24 @@ class _Manager:
             _files.write_file(path, data)
         self._staged[name] = (path, data)
         return path
+
+    def _run(self) -> Any:
+        return _files.run_memory if self._grouped else _files.run
+
+    def _restage_missing(self, group: dict[str, str]) -> None:
+        # Triton builds its CompiledKernel from the very dict put_group got: a staged file
+        # removed underneath since put() (a cleaner) is written again and the dict points to it.
+        missing = {n: self._staged[n][1] for n, p in group.items()
+                   if n in self._staged and self._staged[n][0] == p and not os.path.exists(p)}
+        if not missing:
+            return
+        try:
+            paths = _files.write_new(self._cache_dir, missing, self._run(), "s")
+        except OSError:
+            return  # Triton reports the missing file, as it would without kcache
+        for n, p in paths.items():
+            group[n] = p
+            self._staged[n] = (p, missing[n])
 
     # -- what Triton calls
 
@@ -386,6 +417,7 @@ class _Manager:
             for flight in self._flights.values():
                 flight.abandon()
             return group.get(filename)
+        self._restage_missing(group)
         self._publish(GROUP_KIND, filename, files)
         return group.get(filename)
 

@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,6 +60,16 @@ def tstore(tmp_path: Path):
     yield s
     kcache.triton.uninstall()
     s.close()
+
+
+@pytest.fixture
+def xdg(tmp_path: Path):
+    """A private XDG_RUNTIME_DIR for a test's worker processes (their memory root, on /dev/shm
+    when there is one): what they leave there is the test's to check; removed after it."""
+    shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else tmp_path
+    d = Path(tempfile.mkdtemp(prefix="kcache-test-xdg-", dir=shm))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def reopen(store: kcache.Store) -> kcache.Store:
@@ -256,6 +267,53 @@ def test_herd_compiles_each_kernel_once(tmp_path: Path, warm_memo) -> None:
         assert len(set(results[0]["cubins"].values())) == len(variants)
 
 
+def test_herd_while_renames_and_unlinks_race_on_the_cache_directory(tmp_path: Path, warm_memo, xdg: Path) -> None:
+    # The herd again, round after round (each round on cold keys), on a cache directory
+    # where the store's renames race with unlinks and renames of another process (the
+    # janitor of triton_worker.py: entries removed, unlinked behind the store's back,
+    # renamed over each other, `kcache clear` / `prune`, the shared run root removed, dead
+    # processes' directories planted for the sweeps), while every process also removes
+    # its own directories and reads its groups again (a store read and a write of new
+    # files at the same moment the janitor unlinks them). Upstream Triton fails here
+    # (EBUSY, FileNotFoundError: triton-lang/triton#11512). What must hold, every round:
+    # no compile fails, and every process got the same whole group for each kernel.
+    n, variants, count, reads = 3, [0, 1], 8, 2
+    cache = tmp_path / "cache"
+    warm_memo(cache)
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    env = {"KCACHE_DIR": str(cache), "XDG_RUNTIME_DIR": str(xdg)}
+    cli = kcache_cli()
+    try:
+        procs = [worker(["rounds", ",".join(map(str, variants)), str(count), str(sync), str(reads)], env)
+                 for _ in range(n)]
+        janitor = worker(["janitor", str(cache), str(sync / "stop"), "19", *([cli] if cli else [])], env)
+        for r in range(count):
+            deadline = time.monotonic() + 120
+            while len(list(sync.glob(f"ready-{r}-*"))) < n:
+                assert time.monotonic() < deadline and all(p.poll() is None for p in procs), \
+                    [p.stderr.read() for p in procs if p.poll() is not None]
+                time.sleep(0.005)
+            (sync / f"go-{r}").touch()
+        results = [finish(p) for p in procs]
+        (sync / "stop").touch()
+        counts = finish(janitor)
+    finally:
+        (sync / "stop").touch()
+    for r in range(count):
+        got = [res[r] for res in results]
+        assert all(g["failures"] == [] for g in got), [f for g in got for f in g["failures"]][0]
+        assert sum(g["compiles"] + g["hits"] for g in got) == n * len(variants) * (1 + reads)
+        assert sum(g["compiles"] for g in got) >= len(variants)
+        for v in map(str, variants):  # one whole group per kernel, byte-identical in every process
+            assert len({d for g in got for d in g["groups"][v]}) == 1, (r, v, got)
+        assert got[0]["groups"]["0"] != got[0]["groups"]["1"]
+    churn = sum(res[r]["compiles"] for res in results for r in range(count))
+    assert all(counts[a] > 0 for a in ("remove", "unlink", "rename", "run-root", "plant")), counts
+    assert not cli or (counts["clear"] > 0 and counts["prune"] > 0), counts
+    print(f"janitor {counts}; compiles {churn} (at least {count * len(variants)})")
+
+
 def test_threads_compile_each_kernel_once(tstore: kcache.Store) -> None:
     import threading
 
@@ -337,8 +395,8 @@ def test_entries_and_files_removed_underneath_are_misses_never_failures(tstore: 
     assert counter.compiles + counter.hits == 30 and 1 <= counter.compiles < 30, (counter.compiles, counter.hits)
 
 
-def test_killed_owner_a_waiter_takes_over(tmp_path: Path, warm_memo) -> None:
-    env = {"KCACHE_DIR": str(tmp_path / "cache")}
+def test_killed_owner_a_waiter_takes_over(tmp_path: Path, warm_memo, xdg: Path) -> None:
+    env = {"KCACHE_DIR": str(tmp_path / "cache"), "XDG_RUNTIME_DIR": str(xdg)}
     warm_memo(tmp_path / "cache")
     held = tmp_path / "held"
     owner = worker(["compile", "3", "--hold", str(held)], env)
@@ -346,8 +404,8 @@ def test_killed_owner_a_waiter_takes_over(tmp_path: Path, warm_memo) -> None:
     while not held.exists() and owner.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert held.exists(), owner.stderr.read() if owner.poll() is not None else "owner never took the key"
-    run = tmp_path / "cache" / "v1" / "triton" / "run"
-    assert [d.name.split("-")[1] for d in run.iterdir()] == [str(owner.pid)]  # its staged files
+    run = xdg / "kcache-triton"  # the owner's staged files, in its private memory directory
+    assert [d.name.split("-")[1] for d in run.iterdir()] == [str(owner.pid)]
     waiter = worker(["compile", "3"], env)
     time.sleep(0.3)  # the waiter is waiting (or still starting): either way it must not hit
     with kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "cache")) as s:

@@ -14,6 +14,18 @@ one JSON line: {"compiles": n, "hits": n, "cubins": {variant: sha256}}.
                                          under each Triton key (no single-flight)
   triton_worker.py read KEYS             read each key's group until it exists;
                                          print the tags each group's files hold
+  triton_worker.py rounds V1,V2,... R SYNC_DIR READS
+                                         R herd rounds, each on cold keys (salt = the
+                                         round): touch SYNC_DIR/ready-<r>-<pid>, wait for
+                                         SYNC_DIR/go-<r>, compile the variants, then READS
+                                         times remove this process's own run directories
+                                         and compile them again; prints one JSON list of
+                                         {"compiles", "hits", "groups": {variant: digest},
+                                         "failures": [...]} per round
+  triton_worker.py janitor CACHE_DIR STOP SEED [KCACHE_CLI]
+                                         until STOP exists, races the store's renames with
+                                         unlinks and renames of its own (module docstring of
+                                         janitor()); prints its action counts
 """
 
 from __future__ import annotations
@@ -38,6 +50,154 @@ def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def salted_add_kernel(x, y, out, n, BLOCK: tl.constexpr, SALT: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def salted_source(variant: int, salt: int) -> ASTSource:
+    """add_kernel with BLOCK = 32 * 2**variant and an unused constexpr SALT: a cold key per salt."""
+    return ASTSource(
+        fn=salted_add_kernel,
+        signature={"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "BLOCK": "constexpr", "SALT": "constexpr"},
+        constexprs={"BLOCK": 32 << variant, "SALT": salt},
+    )
+
+
+def group_digest(kernel: object) -> str:
+    """SHA-256 over a compiled kernel's whole group (every stage Triton read, and its metadata
+    file), after checking that it is whole: every stage there and the metadata of this key."""
+    asm = kernel.asm  # type: ignore[attr-defined]
+    missing = {"ttir", "ttgir", "llir", "ptx", "cubin"} - set(asm)
+    assert not missing, f"group without {missing}"
+    (meta_path,) = [p for n, p in kernel.metadata_group.items() if n.endswith(".json")]  # type: ignore[attr-defined]
+    with open(meta_path, "rb") as f:
+        meta = f.read()
+    assert json.loads(meta)["hash"] == kernel.hash, "metadata of another key"  # type: ignore[attr-defined]
+    h = hashlib.sha256(meta)
+    for ext in sorted(asm):
+        data = asm[ext]
+        h.update(f"\0{ext}\0{len(data)}\0".encode())
+        h.update(data if isinstance(data, bytes) else data.encode())
+    return h.hexdigest()
+
+
+def rounds(variants: list[int], count: int, sync: str, reads: int) -> list[dict[str, object]]:
+    import shutil
+    import traceback
+
+    import kcache._triton_files as files
+
+    out: list[dict[str, object]] = []
+    for r in range(count):
+        counter = Counter()
+        triton.knobs.compilation.listener = counter
+        groups: dict[str, set[str]] = {str(v): set() for v in variants}
+        failures: list[str] = []
+        open(os.path.join(sync, f"ready-{r}-{os.getpid()}"), "w").close()
+        while not os.path.exists(os.path.join(sync, f"go-{r}")):
+            time.sleep(0.002)
+        for attempt in range(1 + reads):
+            if attempt:  # a cleaner took this process's files: they are written again
+                for run in (files.run, files.run_memory):
+                    if run.path:
+                        shutil.rmtree(run.path, ignore_errors=True)
+            for v in variants:
+                try:
+                    groups[str(v)].add(group_digest(triton.compile(salted_source(v, r), target=TARGET)))
+                except BaseException as e:  # noqa: BLE001 - reported to the test
+                    failures.append("".join(traceback.format_exception(e))[-2000:])
+        triton.knobs.compilation.listener = None
+        out.append({"compiles": counter.compiles, "hits": counter.hits, "failures": failures,
+                    "groups": {v: sorted(d) for v, d in groups.items()}})
+    return out
+
+
+def janitor(cache_dir: str, stop: str, seed: int, cli: str | None) -> dict[str, int]:
+    """What a shared cache directory lives through while Triton processes use it: at random,
+    every few milliseconds, one of
+
+    - remove: an entry removed through the store (``Store.remove``);
+    - unlink: an entry's payload or passport unlinked behind the store's back;
+    - rename: one entry's payload renamed over another's (a valid group under the wrong key);
+    - clear / prune: ``kcache clear``, ``kcache prune --max-size 40K`` (real commands);
+    - run-root: ``<cache>/v1/triton/run`` removed (a cleaner of the shared cache directory);
+    - plant: directories of dead processes planted in both run roots, which the Triton
+      processes' sweeps race to remove.
+    """
+    import random
+    import shutil
+    import subprocess
+
+    import kcache
+    import kcache._triton_files as files
+
+    rng = random.Random(seed)
+    counts = {a: 0 for a in ("remove", "unlink", "rename", "clear", "prune", "run-root", "plant")}
+    entries_dir = os.path.join(cache_dir, "v1", "entries")
+    roots = [os.path.join(cache_dir, "v1", "triton", "run")]
+    memory = files._memory_root()
+    if memory is not None:
+        roots.append(memory)
+    domain = files._pid_domain()
+    store = kcache.open_store(kcache.Config.load(cache_dir=cache_dir))
+
+    def entry_files() -> list[str]:
+        out = []
+        try:
+            for shard in os.listdir(entries_dir):
+                d = os.path.join(entries_dir, shard)
+                out += [os.path.join(d, n) for n in os.listdir(d)]
+        except OSError:
+            pass
+        return out
+
+    while not os.path.exists(stop):
+        action = rng.choice(["remove", "remove", "unlink", "unlink", "rename", "rename", "run-root", "plant"]
+                            + (["clear", "prune"] if cli else []))
+        if action == "remove":
+            listed = store.list()
+            if listed:
+                store.remove(rng.choice(listed).key)
+        elif action == "unlink":
+            names = entry_files()
+            if names:
+                try:
+                    os.unlink(rng.choice(names))
+                except FileNotFoundError:
+                    pass
+        elif action == "rename":
+            payloads = [n for n in entry_files() if len(os.path.basename(n)) == 64]
+            if len(payloads) >= 2:
+                a, b = rng.sample(payloads, 2)
+                try:
+                    os.rename(a, b)
+                except FileNotFoundError:
+                    pass
+        elif action in ("clear", "prune"):
+            args = [cli, "clear"] if action == "clear" else [cli, "prune", "--max-size", "40K"]
+            r = subprocess.run(args, env={**os.environ, "KCACHE_DIR": cache_dir}, capture_output=True, text=True)
+            assert r.returncode == 0, (args, r.stdout, r.stderr)
+        elif action == "run-root":
+            shutil.rmtree(roots[0], ignore_errors=True)
+        else:
+            for root in roots:
+                stale = os.path.join(root, f"{domain}-{4194304 + rng.randrange(1 << 20)}-1", "g1")
+                try:
+                    os.makedirs(stale, exist_ok=True)
+                    with open(os.path.join(stale, "k.cubin"), "wb") as f:
+                        f.write(b"stale")
+                except OSError:
+                    pass  # a sweep removed it as it was made
+        counts[action] += 1
+        time.sleep(rng.uniform(0.002, 0.015))
+    store.close()
+    return counts
 
 
 def source(variant: int) -> ASTSource:
@@ -103,6 +263,15 @@ def main() -> int:
         while go is not None and not os.path.exists(go):
             time.sleep(0.005)
         print(json.dumps(compile_variants(variants)), flush=True)
+        return 0
+    if mode == "rounds":
+        import kcache.triton
+
+        kcache.triton.install()
+        print(json.dumps(rounds([int(v) for v in args[0].split(",")], int(args[1]), args[2], int(args[3]))), flush=True)
+        return 0
+    if mode == "janitor":
+        print(json.dumps(janitor(args[0], args[1], int(args[2]), args[3] if len(args) > 3 else None)), flush=True)
         return 0
     import kcache.triton
 
