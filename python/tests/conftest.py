@@ -94,40 +94,133 @@ def _redis_ping(port: int) -> bool:
         return False
 
 
-@pytest.fixture
-def redis_url(tmp_path: Path):
-    """A real redis-server on 127.0.0.1 and a free port, for this test only
-    (stopped by its pid); yields its redis:// URL. Skips when redis-server is
-    not installed (scripts/bootstrap.sh installs it)."""
+def start_redis(work: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
+    """A real redis-server on 127.0.0.1 and a free port, its files in `work` (made), started
+    with the options `extra`; returns it and its port once it answers PING. Fails the test
+    when it does not start; skips it when redis-server is not installed
+    (scripts/bootstrap.sh installs it). Stop it with stop_process()."""
     import shutil
     import time
 
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (scripts/bootstrap.sh)")
-    work = tmp_path / "redis"
-    work.mkdir()
+    work.mkdir(parents=True, exist_ok=True)
     for _ in range(5):  # another process may take the free port first
         port = _free_port()
         proc = subprocess.Popen(
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(work), "--daemonize", "no", "--protected-mode", "no", "--logfile", str(work / "redis.log")],
+             "--dir", str(work), "--daemonize", "no", "--protected-mode", "no", "--logfile", str(work / "redis.log"),
+             *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and proc.poll() is None and not _redis_ping(port):
             time.sleep(0.02)
         if proc.poll() is None and _redis_ping(port):
-            break
+            return proc, port
+        stop_process(proc)
+    pytest.fail("redis-server did not start; log: " + str(work / "redis.log"))
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Stops a server a fixture started (by its pid): SIGTERM, then SIGKILL after 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    else:
-        pytest.fail("redis-server did not start; log: " + str(work / "redis.log"))
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path):
+    """A real redis-server (start_redis), for this test only; yields its redis:// URL."""
+    proc, port = start_redis(tmp_path / "redis")
     try:
         yield f"redis://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
+
+
+@pytest.fixture
+def redis_cluster_url(tmp_path: Path):
+    """A real Redis Cluster of three masters (no replicas) for this test only, made with
+    `redis-cli --cluster create` as tests/support/redis_cluster.cpp does; yields its
+    redis+cluster:// URL (every node a seed) once every node reports cluster_state:ok."""
+    import shutil
+    import time
+
+    nodes: list[tuple[subprocess.Popen[bytes], int]] = []
+    try:
+        for i in range(3):
+            work = tmp_path / f"cluster-node{i}"
+            nodes.append(start_redis(work, "--cluster-enabled", "yes", "--cluster-config-file",
+                                     str(work / "nodes.conf"), "--cluster-node-timeout", "5000"))
+        cli = shutil.which("redis-cli")
+        if cli is None:
+            pytest.fail("redis-cli is missing beside redis-server (scripts/bootstrap.sh installs redis-tools)")
+        made = subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{port}" for _, port in nodes),
+                               "--cluster-replicas", "0", "--cluster-yes"], capture_output=True, text=True, timeout=60)
+        assert made.returncode == 0, made.stdout + made.stderr
+        deadline = time.monotonic() + 30
+        while True:
+            infos = [subprocess.run([cli, "-p", str(port), "CLUSTER", "INFO"], capture_output=True, text=True).stdout
+                     for _, port in nodes]
+            if all("cluster_state:ok" in info for info in infos):
+                break
+            assert time.monotonic() < deadline, f"the cluster did not reach cluster_state:ok: {infos}"
+            time.sleep(0.05)
+        yield "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for _, port in nodes)
+    finally:
+        for proc, _ in nodes:
+            stop_process(proc)
+
+
+@pytest.fixture
+def http_url(tmp_path: Path):
+    """A real nginx serving WebDAV PUT/GET/DELETE on 127.0.0.1 and a free port (the
+    configuration of tests/support/nginx_server.cpp) for this test only; yields the
+    http:// URL of its cache. Skips when nginx is not installed (scripts/bootstrap.sh)."""
+    import time
+
+    nginx = "/usr/sbin/nginx"
+    if not os.access(nginx, os.X_OK):
+        pytest.skip(f"{nginx} is missing (scripts/bootstrap.sh installs nginx-light)")
+    work = tmp_path / "nginx"
+    (work / "data" / "cache").mkdir(parents=True)
+    (work / "tmp").mkdir()
+    for _ in range(3):  # another process may take the free port first
+        port = _free_port()
+        d = str(work)
+        (work / "nginx.conf").write_text(
+            f"daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n"
+            f"error_log {d}/error.log warn;\nevents {{ worker_connections 64; }}\nhttp {{\n"
+            f"  access_log off;\n  client_body_temp_path {d}/tmp/body;\n  proxy_temp_path {d}/tmp/proxy;\n"
+            f"  fastcgi_temp_path {d}/tmp/fcgi;\n  uwsgi_temp_path {d}/tmp/uwsgi;\n  scgi_temp_path {d}/tmp/scgi;\n"
+            f"  client_max_body_size 512m;\n  server {{\n    listen 127.0.0.1:{port};\n    root {d}/data;\n"
+            "    location / {\n      dav_methods PUT DELETE;\n      create_full_put_path on;\n"
+            "      dav_access user:rw;\n    }\n  }\n}\n")
+        proc = subprocess.Popen([nginx, "-e", f"{d}/error.log", "-p", d, "-c", f"{d}/nginx.conf"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and proc.poll() is None and not _answers(port):
+            time.sleep(0.02)
+        if proc.poll() is None and _answers(port):
+            break
+        stop_process(proc)
+    else:
+        pytest.fail("nginx did not start; log: " + str(work / "error.log"))
+    try:
+        yield f"http://127.0.0.1:{port}/cache"
+    finally:
+        stop_process(proc)
+
+
+def _answers(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False

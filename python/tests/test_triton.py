@@ -505,6 +505,32 @@ def test_hosts_compile_once_and_a_new_host_hits_through_redis(tmp_path: Path, re
     assert (b["compiles"], b["hits"]) == (0, 1) and b["cubins"] == results[0]["cubins"]
 
 
+@pytest.mark.parametrize("remote", ["redis_cluster_url", "http_url"])
+def test_a_new_host_hits_through_a_redis_cluster_or_http_remote(tmp_path: Path, warm_memo, remote: str,
+                                                                  request: pytest.FixtureRequest) -> None:
+    # The team tier with Triton over a real Redis Cluster (three masters) and a real nginx
+    # WebDAV server. On the cluster, two hosts that miss at the same moment compile once
+    # (its lease); HTTP has no lease (docs/configuration.md), so one host compiles alone.
+    # Then a new host with an empty cache directory hits through the remote, and gets the
+    # same whole group, byte for byte.
+    url = request.getfixturevalue(remote)
+    hosts = 2 if remote == "redis_cluster_url" else 1
+    for name in [f"host{i}" for i in range(hosts)] + ["hostB"]:
+        warm_memo(tmp_path / name)
+    go = tmp_path / "go"
+    procs = [worker(["compile", "1", "--go", str(go)], {"KCACHE_DIR": str(tmp_path / f"host{i}"),
+                                                      "KCACHE_REMOTE": url}) for i in range(hosts)]
+    time.sleep(0.5)  # let them import Triton; the herd starts on the file, not on this sleep
+    go.touch()
+    results = [finish(p) for p in procs]  # each has published its uploads before it exited
+    assert sum(r["compiles"] for r in results) == 1 and all(r["groups"] == results[0]["groups"] for r in results)
+    b = finish(worker(["compile", "1"], {"KCACHE_DIR": str(tmp_path / "hostB"), "KCACHE_REMOTE": url}))
+    assert (b["compiles"], b["hits"]) == (0, 1), b
+    assert b["groups"] == results[0]["groups"] and b["cubins"] == results[0]["cubins"]
+    with kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "hostB")) as s:  # copied in, verified
+        assert [e.kind for e in s.list()] == [kcache.triton.GROUP_KIND]
+
+
 def test_environment_route_without_install(tmp_path: Path) -> None:
     env = {"KCACHE_DIR": str(tmp_path / "cache"), "TRITON_CACHE_MANAGER": "kcache.triton:KCacheManager",
            "TRITON_CACHE_DIR": str(tmp_path / "triton-own")}

@@ -3,7 +3,7 @@
 Run as a script, it compiles kernel variants with real Triton for an explicit
 target (GPUTarget("cuda", 90, 32): ptxas from the Triton wheel, no GPU) through
 kcache.triton (the default store of $KCACHE_DIR / $KCACHE_REMOTE) and prints
-one JSON line: {"compiles": n, "hits": n, "cubins": {variant: sha256}}.
+one JSON line: {"compiles": n, "hits": n, "cubins": {variant: sha256}, "groups": {variant: group_digest}}.
 
   triton_worker.py compile V1,V2,...   [--go FILE]   [--hold FILE]   [--env-route]
     --go FILE     wait until FILE exists before compiling (a herd starts together)
@@ -226,12 +226,13 @@ class Counter:
 def compile_variants(variants: list[int]) -> dict[str, object]:
     counter = Counter()
     triton.knobs.compilation.listener = counter
-    cubins = {}
+    cubins, groups = {}, {}
     for v in variants:
         k = triton.compile(source(v), target=TARGET)
         cubins[str(v)] = hashlib.sha256(k.asm["cubin"]).hexdigest()
+        groups[str(v)] = group_digest(k)
     triton.knobs.compilation.listener = None
-    return {"compiles": counter.compiles, "hits": counter.hits, "cubins": cubins}
+    return {"compiles": counter.compiles, "hits": counter.hits, "cubins": cubins, "groups": groups}
 
 
 def _group_files(tag: str) -> dict[str, bytes]:
