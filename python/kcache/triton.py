@@ -220,6 +220,10 @@ def _cuda_arch(target: Any) -> str:
     return ""
 
 
+_last_dir: tuple[Store, str] | None = None  # (store, its cache directory), of the last manager made
+_kkeys: dict[tuple[str, str, str], _kcache.Key] = {}  # (Triton's key, kind, name) -> kcache key
+
+
 class _Manager:
     """The behaviour of KCacheManager (mixed into Triton's CacheManager by _manager_class)."""
 
@@ -241,12 +245,22 @@ class _Manager:
             self._fallback = FileCacheManager(key, override=override, dump=dump)
             return
         self._s = store
-        self._cache_dir = store.config.cache_dir
+        global _last_dir
+        last = _last_dir  # Triton makes a manager per compile: the store's settings are asked once
+        if last is None or last[0] is not store:
+            _last_dir = last = (store, store.config.cache_dir)
+        self._cache_dir = last[1]
 
     # -- keys and entries
 
     def _kkey(self, kind: str, name: str) -> _kcache.Key:
-        return _kcache._key_of_values(_DOMAIN, self._fields(kind, name))
+        memo = (self.key, kind, name)
+        kkey = _kkeys.get(memo)
+        if kkey is None:
+            if len(_kkeys) >= 65536:
+                _kkeys.clear()
+            kkey = _kkeys[memo] = _kcache._key_of_values(_DOMAIN, self._fields(kind, name))
+        return kkey
 
     def _fields(self, kind: str, name: str) -> list[tuple[str, str]]:
         return [("kind", kind), ("format", _KEY_FORMAT), ("triton_version", self._triton_version),
