@@ -2,9 +2,9 @@
 "Files on disk: where Triton's paths point").
 
 Triton wants paths. Verified groups are written into ``<root>/<domain>-<pid>-<start>/g<N>/``
-(root: a private memory filesystem when there is one, else ``<cache_dir>/v1/triton/run``);
-files staged by a compile and single files (a launcher ``.so``, loaded with dlopen) into the
-cache directory's run directory. Directories 0700, files 0600, valid for the life of the
+and the files a compile stages into ``.../s<N>/`` (root: a private memory filesystem when there
+is one, else ``<cache_dir>/v1/triton/run``); single files (a launcher ``.so``, loaded with
+dlopen) into the cache directory's run directory. Directories 0700, files 0600, valid for the life of the
 process, removed at exit, and swept by the next process once their pid is gone.
 
 Thread-safe: a module lock guards the sequence numbers and the tables.
@@ -180,8 +180,8 @@ def _sweep(root: str, domain: str, me: int) -> None:
 
 
 _run_lock = _thread.allocate_lock()
-run = _RunDir(memory=False)  # staged files, single files (a launcher .so must be on an exec mount)
-run_memory = _RunDir(memory=True)  # groups read from the store
+run = _RunDir(memory=False)  # single files (a launcher .so must be on an exec mount)
+run_memory = _RunDir(memory=True)  # groups read from the store, files a compile stages
 
 
 def _remove(r: _RunDir) -> None:

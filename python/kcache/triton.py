@@ -32,8 +32,9 @@ remote tier):
 - **Files on disk.** Triton wants paths: a verified group is written into
   this process's own directory ``<root>/<domain>-<pid>-<start>/`` (0700; the
   root is a private directory on a memory filesystem when there is one, else
-  ``<cache_dir>/v1/triton/run``; staged files and single files always go to
-  the latter), valid for the life of the process, removed at exit, and swept
+  ``<cache_dir>/v1/triton/run``; a compile's staged files go there too, single
+  files (a launcher ``.so``) always to the latter), valid for the life of the
+  process, removed at exit, and swept
   by the next process that starts when its owner died without removing it.
   These copies are not entries and do not count under the cap.
 - **Warm starts.** ``install()`` also replaces ``triton_key()`` by one that
