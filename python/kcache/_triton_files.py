@@ -4,8 +4,8 @@
 Triton wants paths. Verified groups are written into ``<root>/<domain>-<pid>-<start>/g<N>/``
 and the files a compile stages into ``.../s<N>/`` (root: a private memory filesystem when there
 is one, else ``<cache_dir>/v1/triton/run``); single files (a launcher ``.so``, loaded with
-dlopen) into the cache directory's run directory. Directories 0700, files 0600, valid for the life of the
-process, removed at exit, and swept by the next process once their pid is gone.
+dlopen) into the cache directory's run directory. Directories 0700, files 0600, valid for the
+life of the process, removed at exit, and swept by the next process once their pid is gone.
 
 Thread-safe: a module lock guards the sequence numbers and the tables.
 """

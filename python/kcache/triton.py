@@ -517,12 +517,13 @@ def install(*, store: Store | None = None, compile_timeout: float = 600.0, memoi
     compile themselves; ``memoize_key``: remember ``triton_key()`` across
     processes (kcache._triton_key). Idempotent; ``uninstall()`` undoes it.
     """
-    global _store, _compile_timeout
+    global _store, _compile_timeout, _last_dir
     if not compile_timeout > 0:
         raise ValueError(f"compile_timeout must be > 0 seconds, got {compile_timeout!r}")
     from triton import knobs  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     _store = store
+    _last_dir = None
     _compile_timeout = float(compile_timeout)
     _files.forget()  # what this process served was another store's
     knobs.cache.manager_class = _manager_class()
@@ -532,11 +533,11 @@ def install(*, store: Store | None = None, compile_timeout: float = 600.0, memoi
 
 def uninstall() -> None:
     """Give Triton its own cache manager and ``triton_key()`` back."""
-    global _store
+    global _store, _last_dir
     from triton import knobs  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     knobs.cache.manager_class = None
-    _store = None
+    _store = _last_dir = None
     _files.forget()
     if _original_key is not None:
         _set_triton_key(_original_key)
