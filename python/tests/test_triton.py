@@ -221,6 +221,21 @@ def test_a_materialized_file_edited_in_the_process_is_written_again(tstore: kcac
     assert Path(g2["add_kernel.cubin"]).read_bytes() == good
 
 
+def test_staged_files_removed_mid_compile_are_written_again(tstore: kcache.Store) -> None:
+    # A cleaner removes the directory of a compile's staged files between Triton's put()s and
+    # its put_group(): the group is still published whole, and the dict Triton then builds its
+    # CompiledKernel from points to files that exist and hold the bytes put.
+    m = kcache.triton.KCacheManager("RESTAGEKEY")
+    assert m.get_group("k.json") is None  # a miss: this manager holds the key
+    data = {"k.ttir": b"ttir bytes", "k.cubin": b"\x7fELF cubin", "k.json": b'{"name": "k"}'}
+    group = {name: m.put(raw, name) for name, raw in data.items()}
+    shutil.rmtree(Path(group["k.ttir"]).parent)
+    assert m.put_group("k.json", group) == group["k.json"]
+    assert {n: Path(p).read_bytes() for n, p in group.items()} == data
+    (entry,) = tstore.list()
+    assert kcache.triton.unpack_group(tstore.get(entry.key).payload) == data
+
+
 def test_a_file_triton_caches_alone_is_one_entry(tstore: kcache.Store) -> None:
     # triton.runtime.build's launcher .so: get_file (a miss takes the key), then put.
     m = kcache.triton.KCacheManager
