@@ -179,6 +179,24 @@ TEST(HeaderManifest, ALookupReadsOnlyTheIdentityPartItsFirstLineCounts) {
   write(version2);
   EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::lookup)) << "an older format";
   EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::with_details)) << "an older format";
+  // A lookup keeps the names where it read them: a changed directory (zero
+  // stamps never match) is judged by its own records, found at their offset.
+  const auto d1 = (tmp.path() / "d1").string();
+  const auto d2 = (tmp.path() / "d2").string();
+  fs::create_directories(d1);
+  fs::create_directories(d2);
+  HeaderManifest m;
+  m.input = k_input;
+  m.dirs.push_back({d1, {}, {{"a.h", 'n'}, {"b.h", 'n'}}});
+  m.dirs.push_back({d2, {}, {{"c.h", 'n'}}});
+  write(serialize_manifest(m));
+  const auto read = load_manifest(memo, k_input, ManifestPart::lookup);
+  ASSERT_TRUE(read);
+  EXPECT_TRUE(manifest_still_applies(*read));
+  test::write_file(d2 + "/a.h", "x");  // a name only d1 must lack
+  EXPECT_TRUE(manifest_still_applies(*read));
+  test::write_file(d2 + "/c.h", "x");
+  EXPECT_FALSE(manifest_still_applies(*read)) << "d2's own name appeared";
 }
 
 // Directories are resolved from an opened directory above them as the kernel
