@@ -437,7 +437,6 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
     info->key = a.passport.key;
     info->cacheable = cacheable;
     info->not_cacheable_reason = reason;
-    info->headers = d.headers;
   }
   return a;
 }
@@ -471,6 +470,9 @@ Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* in
   auto a = run_derived(request, d, info);
   if (info != nullptr) {
     info->toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(d.library);
+    if (a) {
+      info->headers = std::move(d.headers);  // compile() set them before its lookup
+    }
   }
   return a;
 }
