@@ -111,16 +111,22 @@ TEST(HeaderManifest, DirectoryStillAppliesWhileItsNamesStayAsTheyWere) {
 
 // A lookup copies the name records unparsed and reads a directory's own
 // records only when its identity changed; they decide as a whole parse does.
-TEST(HeaderManifest, ALookupJudgesAChangedDirectoryByItsOwnNames) {
-  test::TempDir tmp;
-  const auto d1 = (tmp.path() / "d1").string();
-  const auto d2 = (tmp.path() / "d2").string();
-  fs::create_directories(d1);
-  fs::create_directories(d2);
+// Directories `tmp`/d1 (must lack a.h and b.h) and `tmp`/d2 (must lack c.h),
+// both with zero stamps, which never match: their names decide.
+HeaderManifest two_changed_directories(const fs::path& tmp) {
+  fs::create_directories(tmp / "d1");
+  fs::create_directories(tmp / "d2");
   HeaderManifest m;
   m.input = k_input;
-  m.dirs.push_back({d1, {}, {{"a.h", 'n'}, {"b.h", 'n'}}});  // zero stamps never match: names decide
-  m.dirs.push_back({d2, {}, {{"c.h", 'n'}}});
+  m.dirs.push_back({(tmp / "d1").string(), {}, {{"a.h", 'n'}, {"b.h", 'n'}}});
+  m.dirs.push_back({(tmp / "d2").string(), {}, {{"c.h", 'n'}}});
+  return m;
+}
+
+TEST(HeaderManifest, ALookupJudgesAChangedDirectoryByItsOwnNames) {
+  test::TempDir tmp;
+  const auto d2 = (tmp.path() / "d2").string();
+  const HeaderManifest m = two_changed_directories(tmp.path());
   const auto text = serialize_manifest(m);
   auto lookup = parse_manifest(text, k_input, ManifestPart::lookup);
   ASSERT_TRUE(lookup);
@@ -179,17 +185,10 @@ TEST(HeaderManifest, ALookupReadsOnlyTheIdentityPartItsFirstLineCounts) {
   write(version2);
   EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::lookup)) << "an older format";
   EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::with_details)) << "an older format";
-  // A lookup keeps the names where it read them: a changed directory (zero
-  // stamps never match) is judged by its own records, found at their offset.
-  const auto d1 = (tmp.path() / "d1").string();
+  // A lookup keeps the names where it read them: a changed directory is
+  // judged by its own records, found at their offset in that buffer.
   const auto d2 = (tmp.path() / "d2").string();
-  fs::create_directories(d1);
-  fs::create_directories(d2);
-  HeaderManifest m;
-  m.input = k_input;
-  m.dirs.push_back({d1, {}, {{"a.h", 'n'}, {"b.h", 'n'}}});
-  m.dirs.push_back({d2, {}, {{"c.h", 'n'}}});
-  write(serialize_manifest(m));
+  write(serialize_manifest(two_changed_directories(tmp.path())));
   const auto read = load_manifest(memo, k_input, ManifestPart::lookup);
   ASSERT_TRUE(read);
   EXPECT_TRUE(manifest_still_applies(*read));
