@@ -176,6 +176,17 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
       kb.add("name_expression", e);
     }
     kb.add_content("extra_digest", r.extra_digest);
+    if (base.empty() && scanned->headers.size() > k_max_header_fields && scanned->headers_list.size() == 64) {
+      // A large tree with the paths as they are: the digest of the list (as
+      // below) is the one the scan's manifest remembers. A hit neither copies
+      // nor hashes the list again.
+      kb.add("disk_headers.count", std::to_string(scanned->headers.size()));
+      kb.add_digest("disk_headers", digest_of_hex(scanned->headers_list));
+      if (!verdict.empty()) {
+        kb.add("base_dir", verdict);
+      }
+      return kb;
+    }
     std::vector<std::pair<std::string, const std::string*>> headers;  // keyed path, SHA-256
     for (const auto& h : scanned->headers) {
       headers.emplace_back(keyed(h.path), &h.sha256);
@@ -191,18 +202,12 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
       // A large tree keys as one digest over the sorted (path, SHA-256) list:
       // the same information, without a passport that grows by a field per
       // header and is parsed on every hit. `--json` still lists the headers.
-      // With the paths as they are, the scan's manifest remembers this very
-      // digest: a hit does not hash the list again.
       kb.add("disk_headers.count", std::to_string(headers.size()));
-      if (base.empty() && scanned->headers_list.size() == 64) {
-        kb.add_digest("disk_headers", digest_of_hex(scanned->headers_list));
-      } else {
-        util::Sha256 list;
-        for (const auto& [path, sha] : headers) {
-          jit::add_to_header_list(list, path, *sha);
-        }
-        kb.add_digest("disk_headers", list.finish());
+      util::Sha256 list;
+      for (const auto& [path, sha] : headers) {
+        jit::add_to_header_list(list, path, *sha);
       }
+      kb.add_digest("disk_headers", list.finish());
     }
     if (!verdict.empty()) {
       kb.add("base_dir", verdict);
@@ -432,7 +437,6 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
     info->key = a.passport.key;
     info->cacheable = cacheable;
     info->not_cacheable_reason = reason;
-    info->headers = d.headers;
   }
   return a;
 }
@@ -466,6 +470,9 @@ Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* in
   auto a = run_derived(request, d, info);
   if (info != nullptr) {
     info->toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(d.library);
+    if (a) {
+      info->headers = std::move(d.headers);  // compile() set them before its lookup
+    }
   }
   return a;
 }

@@ -13,7 +13,7 @@
 
 namespace kcache::jit {
 
-struct HeaderManifest;
+struct ManifestChecks;
 
 struct Derivation {
   KeyBuilder key{"none"};
@@ -27,7 +27,7 @@ struct Derivation {
   // For reuse within the process (compile/derivation_memo.hpp): what must be
   // re-checked, the working directory names were resolved against, and the
   // one the key holds (empty when NVRTC does not write it into this output).
-  std::shared_ptr<const HeaderManifest> checks;
+  std::shared_ptr<const ManifestChecks> checks;
   std::string scan_directory;
   std::string keyed_directory;
   // base_dir (compile/base_dir.hpp): the setting when derived, the base the

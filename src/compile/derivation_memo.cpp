@@ -40,8 +40,10 @@ std::size_t request_bytes(const CompileRequest& r) {
 }  // namespace
 
 DerivationMemo& DerivationMemo::instance() {
-  static DerivationMemo memo;
-  return memo;
+  // Never destroyed: freeing every remembered derivation (a large tree's
+  // manifest with it) at exit would cost a short process more than its hit.
+  static auto* memo = new DerivationMemo();  // NOLINT: process lifetime
+  return *memo;
 }
 
 std::shared_ptr<const Derivation> DerivationMemo::find(const CompileRequest& request, std::uint64_t generation) {
@@ -64,7 +66,7 @@ std::shared_ptr<const Derivation> DerivationMemo::find(const CompileRequest& req
       return nullptr;
     }
   }
-  if (!manifest_still_applies(*d->checks)) {
+  if (!checks_still_apply(*d->checks)) {
     return nullptr;
   }
   return d;

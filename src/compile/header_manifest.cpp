@@ -1,6 +1,7 @@
 #include "compile/header_manifest.hpp"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -8,6 +9,8 @@
 #include <charconv>
 #include <ctime>
 #include <optional>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "util/atomic_write.hpp"
 #include "util/fd.hpp"
@@ -21,7 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view k_magic = "kcache-header-manifest 2\n";
+constexpr std::string_view k_magic = "kcache-header-manifest 3 ";
+constexpr std::string_view k_details = "details\n";
 
 void put_str(std::string& out, std::string_view s) {
   out += std::to_string(s.size());
@@ -51,11 +55,11 @@ std::optional<std::vector<std::pair<std::string, char>>> parse_names(std::string
   return names;
 }
 
-// Whether directory `d` (the `i`th of `m`) still decides its names as recorded.
-bool dir_still_applies(const HeaderManifest& m, std::size_t i) {
+// Whether directory `d` (the `i`th of `m`), whose stat is `st` (`found`: the
+// stat succeeded), still decides its names as recorded.
+bool dir_still_applies(const HeaderManifest& m, std::size_t i, bool found, const struct stat& st) {
   const ManifestDir& d = m.dirs[i];
-  struct stat st {};
-  if (::stat(d.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (!found || !S_ISDIR(st.st_mode)) {
     return false;
   }
   if (stamp_of(st) == d.stamp) {
@@ -184,17 +188,103 @@ bool is_racy(const FileStamp& s, std::int64_t now_ns) {
   return std::max(s.mtime_ns, s.ctime_ns) + k_racy_window_ns >= now_ns;
 }
 
-bool manifest_still_applies(const HeaderManifest& m) {
+namespace {
+
+// `rest` when `path` is strictly below directory `dir` ("a/b/c" below "a":
+// "b/c"); empty otherwise. Resolving `rest` from `dir`'s descriptor walks the
+// same components the kernel walks for `path` (".." and symlinks included),
+// only fewer of them.
+std::string_view below(std::string_view path, std::string_view dir) {
+  if (dir.empty() || path.size() <= dir.size() || path.substr(0, dir.size()) != dir ||
+      (dir.back() != '/' && path[dir.size()] != '/')) {
+    return {};
+  }
+  std::string_view rest = path.substr(dir.size());
+  while (!rest.empty() && rest.front() == '/') {
+    rest.remove_prefix(1);  // "a//b": relative, never absolute
+  }
+  return rest;
+}
+
+// The directories one check opened, by path (views into the manifest).
+class OpenedDirs {
+ public:
+  // Opens `path` (a path string of the manifest: `rest` is a suffix of it, so
+  // it is NUL-terminated) relative to `at`; -1 when it cannot be opened.
+  int open(std::string_view path, int at, const char* rest) {
+    util::Fd fd(::openat(at, rest, O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) {
+      return -1;
+    }
+    const int raw = fd.get();
+    m_owned.push_back(std::move(fd));
+    m_by_path.emplace(path, raw);
+    return raw;
+  }
+  int find(std::string_view path) const {
+    const auto it = m_by_path.find(path);
+    return it == m_by_path.end() ? -1 : it->second;
+  }
+
+ private:
+  std::vector<util::Fd> m_owned;
+  std::unordered_map<std::string_view, int> m_by_path;
+};
+
+}  // namespace
+
+bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs) {
+  // The directories holding headers (headers come sorted by path, so those
+  // of one directory are mostly neighbours).
+  std::unordered_set<std::string_view> header_dirs;
+  std::string_view last;
+  for (const auto& h : m.headers) {
+    const auto slash = h.path.rfind('/');
+    if (slash != std::string::npos && slash != 0) {
+      const std::string_view dir = std::string_view(h.path).substr(0, slash);
+      if (dir != last) {
+        header_dirs.insert(dir);
+        last = dir;
+      }
+    }
+  }
+  OpenedDirs opened;
+  // The opened directories above the current one (dirs come mostly sorted).
+  std::vector<std::pair<std::string_view, int>> above;
   for (std::size_t i = 0; i < m.dirs.size(); ++i) {
-    if (!dir_still_applies(m, i)) {
+    const std::string& path = m.dirs[i].path;
+    while (!above.empty() && below(path, above.back().first).empty()) {
+      above.pop_back();
+    }
+    int at = AT_FDCWD;
+    const char* rest = path.c_str();
+    if (!above.empty()) {
+      const std::string_view r = below(path, above.back().first);
+      at = above.back().second;
+      rest = r.data();
+    }
+    const bool trusted = trusted_dirs != nullptr && i < trusted_dirs->size() && (*trusted_dirs)[i];
+    const bool keep = header_dirs.contains(path) ||
+                      (i + 1 < m.dirs.size() && !below(m.dirs[i + 1].path, path).empty());
+    struct stat st {};
+    bool ok = false;
+    if (keep) {
+      const int fd = opened.open(path, at, rest);
+      if (fd >= 0) {
+        above.emplace_back(path, fd);
+      }
+      ok = fd >= 0 && (trusted || ::fstat(fd, &st) == 0);
+    } else if (!trusted) {
+      ok = ::fstatat(at, rest, &st, 0) == 0;
+    }
+    if (!trusted && !dir_still_applies(m, i, ok, st)) {
       return false;
     }
   }
-  // Headers come sorted by path, so those of one directory are neighbours:
-  // each directory is looked up once and its files stat'ed relative to it,
-  // which spares the kernel walking every long path again.
-  std::string dir;
-  util::Fd dir_fd;
+  // Each header stat'ed relative to its directory, which spares the kernel
+  // walking every long path again.
+  std::string_view dir;
+  int dir_fd = -1;
   for (const auto& h : m.headers) {
     const auto slash = h.path.rfind('/');
     struct stat st {};
@@ -202,14 +292,17 @@ bool manifest_still_applies(const HeaderManifest& m) {
     if (slash == std::string::npos || slash == 0) {
       rc = ::stat(h.path.c_str(), &st);
     } else {
-      if (dir.size() != slash || h.path.compare(0, slash, dir) != 0) {
-        dir.assign(h.path, 0, slash);
-        dir_fd.reset(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-        if (!dir_fd) {
-          return false;
+      if (const std::string_view d = std::string_view(h.path).substr(0, slash); d != dir || dir_fd < 0) {
+        dir = d;
+        dir_fd = opened.find(d);
+        if (dir_fd < 0) {
+          dir_fd = opened.open(d, AT_FDCWD, std::string(d).c_str());
+          if (dir_fd < 0) {
+            return false;
+          }
         }
       }
-      rc = ::fstatat(dir_fd.get(), h.path.c_str() + slash + 1, &st, 0);
+      rc = ::fstatat(dir_fd, h.path.c_str() + slash + 1, &st, 0);
     }
     if (rc != 0 || !S_ISREG(st.st_mode) || !(stamp_of(st) == h.stamp)) {
       return false;
@@ -219,7 +312,7 @@ bool manifest_still_applies(const HeaderManifest& m) {
 }
 
 std::string serialize_manifest(const HeaderManifest& m) {
-  std::string out(k_magic);
+  std::string out;  // the identity first: its length opens the file
   out += "input " + m.input + "\n";
   out += "list " + (m.list.size() == 64 ? m.list : header_list_digest(m.headers)) + "\n";
   for (const auto& h : m.headers) {
@@ -253,7 +346,8 @@ std::string serialize_manifest(const HeaderManifest& m) {
   }
   out += "names " + std::to_string(block.size()) + '\n';
   out += block;
-  out += "details\n";
+  out = std::string(k_magic) + std::to_string(out.size()) + '\n' + out;
+  out += k_details;
   for (const auto& h : m.headers) {
     out += "fact ";
     put_str(out, h.path);
@@ -277,16 +371,39 @@ std::string serialize_manifest(const HeaderManifest& m) {
   return out;
 }
 
-std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_view input, ManifestPart part) {
+namespace {
+
+// Reads the first line of a manifest: the length of its identity part;
+// nothing when it is not a version-3 first line.
+std::optional<std::size_t> identity_length(MemoReader& r) {
+  std::size_t n = 0;
+  if (!r.lit(k_magic) || !r.num(n) || !r.lit("\n") || n > k_max_manifest_bytes) {
+    return std::nullopt;
+  }
+  return n;
+}
+
+// Parses `text` (see parse_manifest()); `block_at` is set to where the
+// names block starts in `text`.
+std::optional<HeaderManifest> parse_text(std::string_view text, std::string_view input, ManifestPart part,
+                                         std::size_t& block_at) {
   if (text.size() > k_max_manifest_bytes) {
     return std::nullopt;
   }
   MemoReader r(text);
   HeaderManifest m;
-  if (!r.lit(k_magic) || !r.lit("input ") || !r.hex64(m.input) || !r.lit("\n") || m.input != input ||
-      !r.lit("list ") || !r.hex64(m.list) || !r.lit("\n")) {
+  const auto identity = identity_length(r);
+  if (!identity || *identity > text.size() - r.pos()) {
     return std::nullopt;
   }
+  const std::size_t identity_end = r.pos() + *identity;
+  if (!r.lit("input ") || !r.hex64(m.input) || !r.lit("\n") || m.input != input || !r.lit("list ") ||
+      !r.hex64(m.list) || !r.lit("\n")) {
+    return std::nullopt;
+  }
+  // About one header per 160 bytes of identity (a path, a stamp, a digest):
+  // one allocation instead of a dozen regrowths on a large tree.
+  m.headers.reserve(std::min<std::size_t>(*identity / 160, 1u << 16));
   while (r.peek("header ")) {
     ManifestHeader h;
     if (!r.lit("header ") || !r.stamp(h.stamp) || !r.lit(" ") || !r.hex64(h.sha256) || !r.lit(" ") ||
@@ -315,16 +432,16 @@ std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_
   }
   std::size_t block_size = 0;
   std::string_view block;
-  if (!r.lit("names ") || !r.num(block_size) || !r.lit("\n") || !r.raw(block_size, block) || !r.lit("details\n") ||
+  if (!r.lit("names ") || !r.num(block_size) || !r.lit("\n")) {
+    return std::nullopt;
+  }
+  block_at = r.pos();
+  if (!r.raw(block_size, block) || r.pos() != identity_end || !r.lit(k_details) ||
       block_size != (ranges.empty() ? 0 : ranges.back().first + ranges.back().second)) {
     return std::nullopt;
   }
   if (part == ManifestPart::lookup) {
-    if (!text.ends_with("\nend\n")) {
-      return std::nullopt;
-    }
     m.has_details = false;
-    m.names_block.assign(block);
     m.name_ranges = std::move(ranges);
     return m;
   }
@@ -376,6 +493,34 @@ std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_
   return m;
 }
 
+// Reads exactly `n` bytes at the current offset of `fd` into `out` from `at`.
+bool read_exactly(int fd, std::string& out, std::size_t at, std::size_t n) {
+  while (n > 0) {
+    const ssize_t got = util::io::read(fd, out.data() + at, n);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      return false;
+    }
+    at += static_cast<std::size_t>(got);
+    n -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_view input, ManifestPart part) {
+  std::size_t block_at = 0;
+  auto m = parse_text(text, input, part, block_at);
+  if (m && part == ManifestPart::lookup) {
+    const std::size_t size = m->name_ranges.empty() ? 0 : m->name_ranges.back().first + m->name_ranges.back().second;
+    m->names_block.assign(text.substr(block_at, size));
+  }
+  return m;
+}
+
 std::optional<HeaderManifest> load_manifest(const fs::path& dir, const std::string& input, ManifestPart part) {
   if (dir.empty()) {
     return std::nullopt;
@@ -390,12 +535,49 @@ std::optional<HeaderManifest> load_manifest(const fs::path& dir, const std::stri
       static_cast<std::uint64_t>(st.st_size) > k_max_manifest_bytes) {
     return std::nullopt;
   }
+  const auto size = static_cast<std::size_t>(st.st_size);
   std::string text;
-  if (util::io::read_bounded(fd.get(), k_max_manifest_bytes, text, static_cast<std::size_t>(st.st_size)) != 0 ||
-      text.size() > k_max_manifest_bytes) {
+  if (part == ManifestPart::with_details) {
+    if (util::io::read_bounded(fd.get(), k_max_manifest_bytes, text, size) != 0 || text.size() > k_max_manifest_bytes) {
+      return std::nullopt;
+    }
+    std::size_t block_at = 0;
+    return parse_text(text, input, part, block_at);
+  }
+  // A lookup reads the first line, then exactly the identity and "details\n"
+  // (in one read where the first 64 KiB hold them).
+  text.resize(std::min<std::size_t>(size, 64u << 10));
+  if (!read_exactly(fd.get(), text, 0, text.size())) {
     return std::nullopt;
   }
-  return parse_manifest(text, input, part);
+  MemoReader first(text);
+  const auto identity = identity_length(first);
+  if (!identity) {
+    return std::nullopt;
+  }
+  const std::size_t want = first.pos() + *identity + k_details.size();
+  if (want >= size) {
+    return std::nullopt;  // no room left for the facts' "end\n"
+  }
+  const std::size_t have = text.size();
+  if (want > have) {
+    text.resize(want);
+    if (!read_exactly(fd.get(), text, have, want - have)) {
+      return std::nullopt;
+    }
+  } else {
+    text.resize(want);
+  }
+  std::size_t block_at = 0;
+  auto m = parse_text(text, input, part, block_at);
+  if (m) {
+    // The block stays where it was read: the ranges move by its offset.
+    for (auto& [at, len] : m->name_ranges) {
+      at += block_at;
+    }
+    m->names_block = std::move(text);
+  }
+  return m;
 }
 
 void store_manifest(const fs::path& dir, const HeaderManifest& m) {

@@ -24,11 +24,14 @@
 // timestamp tick would otherwise look unchanged (a racy directory is then
 // always listed, a racy header always re-read).
 //
-// On disk (`<memo dir>/<k0k1>/<key>`, format version 2; strictly parsed,
+// On disk (`<memo dir>/<k0k1>/<key>`, format version 3; strictly parsed,
 // at most k_max_manifest_bytes, anything else is ignored):
-//   manifest  := "kcache-header-manifest 2\n" "input " hex64 "\n" "list " hex64 "\n"
-//                header* dir* verdict? "names " len "\n" block
-//                "details\n" fact* "end\n"
+//   manifest  := "kcache-header-manifest 3 " count "\n" identity "details\n" fact* "end\n"
+//   count     := the length in bytes of identity (decimal): a lookup reads the
+//                first line, then exactly identity and "details\n", and none
+//                of the facts (over CuPy's tree: 370 KB of a 1.1 MB file)
+//   identity  := "input " hex64 "\n" "list " hex64 "\n" header* dir* verdict?
+//                "names " len "\n" block
 //   list      := header_list_digest() of the headers below, as written: a hit
 //                keys them without hashing their ~170 KB of paths and digests
 //                again (trusted as the header records themselves are)
@@ -40,10 +43,11 @@
 //   block     := (("n" | "x" | "f") " " str "\n")*    sorted, unique per dir
 //                n: the name must not exist; x: must not be a regular file;
 //                f: must not be a directory
-//   (A lookup copies the block unparsed and reads a directory's records only
+//   (A lookup keeps the block unparsed and reads a directory's records only
 //   when its identity changed: over CuPy's tree they are ~6 700 records that
 //   a hit, whose directories are unchanged, never needs. Version 1 kept them
-//   inline, each parsed on every hit.)
+//   inline, each parsed on every hit; version 2 had no count, so a lookup
+//   read the whole file.)
 //   fact      := "fact " str "\n" (inc | def)*        one per header, same order
 //   inc       := "inc " ("a" | "q" | "c") " " str "\n"  angled, quoted, computed
 //   def       := "def " ("f" | "o") " " str " " str " " str "\n"   name params body
@@ -60,6 +64,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -124,15 +129,32 @@ struct HeaderManifest {
   // looked up, sorted, unique (compile/scan_inputs.hpp: the family's roots).
   std::vector<std::string> looked_up;
   bool has_details = true;  // false: parsed with ManifestPart::lookup (no directives, no dirs[].names)
-  // With has_details false: the unparsed name records, and each dir's range in them.
+  // With has_details false: the unparsed name records (possibly within a
+  // longer text), and each dir's range in `names_block`.
   std::string names_block;
   std::vector<std::pair<std::size_t, std::size_t>> name_ranges;
 };
 
 // Whether every identity recorded in `m` is still the same on disk (a
 // directory whose identity changed still applies when its names are as
-// recorded).
-bool manifest_still_applies(const HeaderManifest& m);
+// recorded). `trusted_dirs`, when given, has one flag per dir of `m`: a
+// flagged directory is not checked (compile/header_scanner.hpp, reuse_checks()).
+// Directories are resolved relative to an already opened directory above
+// them where there is one (the same resolution as the whole path's, with
+// fewer components walked), and each header relative to its directory.
+bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs = nullptr);
+
+// What a derivation re-checks within this process for a manifest's result to
+// hold again: the manifest (shared, not copied) without the directories
+// `trusted_dirs` flags.
+struct ManifestChecks {
+  std::shared_ptr<const HeaderManifest> manifest;
+  std::vector<bool> trusted_dirs;  // one per manifest->dirs
+};
+
+inline bool checks_still_apply(const ManifestChecks& c) {
+  return manifest_still_applies(*c.manifest, &c.trusted_dirs);
+}
 
 std::string serialize_manifest(const HeaderManifest& m);
 
@@ -140,12 +162,15 @@ std::string serialize_manifest(const HeaderManifest& m);
 // a lookup does not: they are most of the text).
 enum class ManifestPart { lookup, with_details };
 
-// Parses `text`; nothing when it is not exactly a version-2 manifest for
-// `input` (with ManifestPart::lookup, the part after "details" is not read).
+// Parses `text`; nothing when it is not exactly a version-3 manifest for
+// `input` (with ManifestPart::lookup, the part after "details" is not read:
+// `text` may end there).
 std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_view input,
                                              ManifestPart part = ManifestPart::with_details);
 
-// Reads the manifest for `input` under `dir`; nothing when absent, too big or malformed.
+// Reads the manifest for `input` under `dir` (with ManifestPart::lookup, only
+// its first line, identity and "details" line: the file must be longer than
+// that); nothing when absent, too big or malformed.
 std::optional<HeaderManifest> load_manifest(const std::filesystem::path& dir, const std::string& input,
                                             ManifestPart part = ManifestPart::with_details);
 

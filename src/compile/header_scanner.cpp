@@ -22,6 +22,7 @@ ScanResult result_of(const HeaderManifest& m, bool reused) {
   r.not_cacheable = m.not_cacheable;
   r.reused = reused;
   r.headers_list = m.list;
+  r.headers.reserve(m.headers.size());
   for (const auto& h : m.headers) {
     r.headers.push_back({h.path, h.sha256});
   }
@@ -161,7 +162,7 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
 void finish(ScanResult& r, const std::shared_ptr<const HeaderManifest>& used, const ScanInput& input,
             const std::string& cwd) {
   if (used && !cwd.empty()) {
-    r.checks = reuse_checks(*used, input.toolkit_root.string());
+    r.checks = reuse_checks(used, input.toolkit_root.string());
     r.working_directory = cwd;
   }
 }
@@ -207,17 +208,17 @@ Result<ScanResult> scan_headers(const ScanInput& input) {
   return result;
 }
 
-std::shared_ptr<const HeaderManifest> reuse_checks(const HeaderManifest& m, const std::string& toolkit_root) {
-  auto checks = std::make_shared<HeaderManifest>();
-  checks->input = m.input;
-  checks->has_details = false;
-  for (const auto& h : m.headers) {
+std::shared_ptr<const ManifestChecks> reuse_checks(const std::shared_ptr<const HeaderManifest>& m,
+                                                   const std::string& toolkit_root) {
+  for (const auto& h : m->headers) {
     if (h.stamp == FileStamp{}) {
       return nullptr;
     }
-    checks->headers.push_back({h.path, h.stamp, h.sha256, {}});
   }
-  for (const auto& d : m.dirs) {
+  auto checks = std::make_shared<ManifestChecks>();
+  checks->manifest = m;
+  checks->trusted_dirs.reserve(m->dirs.size());
+  for (const auto& d : m->dirs) {
     // A relative directory moves with the working directory: always checked.
     // A path not spelled under the root is checked too, even where a symlink
     // leads it into the toolkit (more checks, never fewer): that spares
@@ -227,9 +228,7 @@ std::shared_ptr<const HeaderManifest> reuse_checks(const HeaderManifest& m, cons
                               const auto c = canonical_dir(d.path);
                               return c == toolkit_root || under(c, toolkit_root);
                             }();
-    if (!in_toolkit) {
-      checks->dirs.push_back(d);
-    }
+    checks->trusted_dirs.push_back(in_toolkit);
   }
   return checks;
 }

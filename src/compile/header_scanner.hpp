@@ -81,6 +81,7 @@ struct ScanInput {
 };
 
 struct HeaderManifest;
+struct ManifestChecks;
 
 struct ScanResult {
   std::vector<HeaderDependency> headers;  // sorted by path, unique
@@ -93,7 +94,7 @@ struct ScanResult {
   // hold again (reuse_checks()), and the working directory (`getcwd`) the
   // names were resolved against. Null when the result cannot be reused
   // without a scan (an identity too recent to trust, an unreadable directory).
-  std::shared_ptr<const HeaderManifest> checks;
+  std::shared_ptr<const ManifestChecks> checks;
   std::string working_directory;
 };
 
@@ -109,8 +110,10 @@ std::string canonical_path(const std::string& path);
 // trusted for the life of the process once checked, as the toolkit
 // fingerprint is (computed once per process): a file added to the toolkit's
 // include directory is noticed by the next process. Null when some header's
-// identity was too recent to trust (such a check could never pass).
-std::shared_ptr<const HeaderManifest> reuse_checks(const HeaderManifest& m, const std::string& toolkit_root);
+// identity was too recent to trust (such a check could never pass). Shares
+// `m` (no copy): the toolkit's directories are only flagged.
+std::shared_ptr<const ManifestChecks> reuse_checks(const std::shared_ptr<const HeaderManifest>& m,
+                                                   const std::string& toolkit_root);
 
 // Forgets the in-process memos (manifests, per-file facts and remembered
 // derivations); for tests and benchmarks.

@@ -3,16 +3,18 @@
 //
 // Every read either matches exactly and advances, or fails and leaves the
 // position where it was not meaningful: callers give up on the first failure.
-// Numbers are decimal without a '+' (std::from_chars: a '-' only for signed
-// types); a str is `length ":" bytes`.
+// Numbers are canonical decimal (no '+', no leading zero; a '-' only for
+// signed types); a str is `length ":" bytes`.
 //
 // Thread-safety: a value; one per parse.
 #pragma once
 
-#include <charconv>
+#include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "compile/header_manifest.hpp"
 
@@ -32,18 +34,39 @@ public:
 
   bool peek(std::string_view s) const { return m_t.substr(m_i, s.size()) == s; }
 
+  // Decimal as kcache writes it (std::to_string: no '+', no leading zero; a
+  // '-' only for signed types), in one tight loop: a manifest holds five
+  // numbers per header, read on every hit.
   template <typename T>
   bool num(T& v) {
-    const char* b = m_t.data() + m_i;
+    static_assert(std::is_integral_v<T>);
+    using U = std::make_unsigned_t<T>;
+    const char* p = m_t.data() + m_i;
     const char* e = m_t.data() + m_t.size();
-    if (b == e || *b == '+') {
-      return false;
+    const bool negative = std::is_signed_v<T> && p != e && *p == '-';
+    if (negative) {
+      ++p;
     }
-    const auto r = std::from_chars(b, e, v);
-    if (r.ec != std::errc{}) {
-      return false;
+    const char* digits = p;
+    U n = 0;
+    // No overflow is possible within the first digits10 digits.
+    const char* unchecked = p + std::min<std::ptrdiff_t>(e - p, std::numeric_limits<U>::digits10);
+    while (p != unchecked && static_cast<unsigned>(*p - '0') < 10u) {
+      n = n * 10 + static_cast<U>(*p - '0');
+      ++p;
     }
-    m_i += static_cast<std::size_t>(r.ptr - b);
+    while (p != e && static_cast<unsigned>(*p - '0') < 10u) {
+      if (__builtin_mul_overflow(n, U{10}, &n) || __builtin_add_overflow(n, static_cast<U>(*p - '0'), &n)) {
+        return false;
+      }
+      ++p;
+    }
+    const U limit = static_cast<U>(std::numeric_limits<T>::max()) + (negative ? 1u : 0u);
+    if (p == digits || n > limit || (*digits == '0' && p - digits > 1)) {
+      return false;  // canonical only: no leading zero, as kcache writes numbers
+    }
+    v = negative ? static_cast<T>(U{0} - n) : static_cast<T>(n);
+    m_i = static_cast<std::size_t>(p - m_t.data());
     return true;
   }
 
@@ -62,10 +85,15 @@ public:
       return false;
     }
     const std::string_view h = m_t.substr(m_i, 64);
+    // Lowercase hex only, judged without a branch per byte (a manifest holds
+    // one digest per header: this runs on every hit).
+    unsigned bad = 0;
     for (const char c : h) {
-      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-        return false;
-      }
+      const auto u = static_cast<unsigned>(static_cast<unsigned char>(c));
+      bad |= static_cast<unsigned>(!((u - '0' < 10u) || (u - 'a' < 6u)));
+    }
+    if (bad != 0) {
+      return false;
     }
     s.assign(h);
     m_i += 64;
@@ -88,6 +116,9 @@ public:
   }
 
   bool at_end() const { return m_i == m_t.size(); }
+
+  // Bytes read so far.
+  std::size_t pos() const { return m_i; }
 
 private:
   std::string_view m_t;

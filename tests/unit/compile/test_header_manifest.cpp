@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <thread>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include "compile/header_scanner.hpp"
 #include "kcache/compiler.hpp"
 #include "support/temp_dir.hpp"
@@ -108,16 +111,22 @@ TEST(HeaderManifest, DirectoryStillAppliesWhileItsNamesStayAsTheyWere) {
 
 // A lookup copies the name records unparsed and reads a directory's own
 // records only when its identity changed; they decide as a whole parse does.
-TEST(HeaderManifest, ALookupJudgesAChangedDirectoryByItsOwnNames) {
-  test::TempDir tmp;
-  const auto d1 = (tmp.path() / "d1").string();
-  const auto d2 = (tmp.path() / "d2").string();
-  fs::create_directories(d1);
-  fs::create_directories(d2);
+// Directories `tmp`/d1 (must lack a.h and b.h) and `tmp`/d2 (must lack c.h),
+// both with zero stamps, which never match: their names decide.
+HeaderManifest two_changed_directories(const fs::path& tmp) {
+  fs::create_directories(tmp / "d1");
+  fs::create_directories(tmp / "d2");
   HeaderManifest m;
   m.input = k_input;
-  m.dirs.push_back({d1, {}, {{"a.h", 'n'}, {"b.h", 'n'}}});  // zero stamps never match: names decide
-  m.dirs.push_back({d2, {}, {{"c.h", 'n'}}});
+  m.dirs.push_back({(tmp / "d1").string(), {}, {{"a.h", 'n'}, {"b.h", 'n'}}});
+  m.dirs.push_back({(tmp / "d2").string(), {}, {{"c.h", 'n'}}});
+  return m;
+}
+
+TEST(HeaderManifest, ALookupJudgesAChangedDirectoryByItsOwnNames) {
+  test::TempDir tmp;
+  const auto d2 = (tmp.path() / "d2").string();
+  const HeaderManifest m = two_changed_directories(tmp.path());
   const auto text = serialize_manifest(m);
   auto lookup = parse_manifest(text, k_input, ManifestPart::lookup);
   ASSERT_TRUE(lookup);
@@ -136,6 +145,99 @@ TEST(HeaderManifest, ALookupJudgesAChangedDirectoryByItsOwnNames) {
   shifted.replace(shifted.find(range), range.size(), " 1 " + range.substr(3));
   EXPECT_FALSE(parse_manifest(shifted, k_input, ManifestPart::lookup));
   EXPECT_FALSE(parse_manifest(shifted, k_input));
+}
+
+// A lookup reads the first line, then exactly the identity part its count
+// names: the facts after it are not read (a rescan reads them, strictly).
+TEST(HeaderManifest, ALookupReadsOnlyTheIdentityPartItsFirstLineCounts) {
+  test::TempDir tmp;
+  const fs::path memo = tmp.path() / "memo";
+  const std::string text = serialize_manifest(sample());
+  ASSERT_EQ(text.rfind("kcache-header-manifest 3 ", 0), 0u);
+  fs::create_directories(memo / k_input.substr(0, 2));
+  const auto write = [&](const std::string& t) { test::write_file(memo / k_input.substr(0, 2) / k_input, t); };
+  write(text);
+  ASSERT_TRUE(load_manifest(memo, k_input, ManifestPart::lookup));
+  ASSERT_TRUE(load_manifest(memo, k_input, ManifestPart::with_details));
+  const std::size_t facts = text.find("details\n") + 8;
+  std::string damaged_facts = text;
+  damaged_facts[facts] = 'X';  // "fact" -> "Xact"
+  write(damaged_facts);
+  const auto lookup = load_manifest(memo, k_input, ManifestPart::lookup);
+  ASSERT_TRUE(lookup) << "the facts are not read by a lookup";
+  EXPECT_EQ(lookup->headers.size(), 1u);
+  EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::with_details)) << "a rescan reads them strictly";
+  write(text.substr(0, facts));
+  EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::lookup)) << "nothing after the identity part";
+  const std::size_t nl = text.find('\n');
+  const std::string count = text.substr(25, nl - 25);
+  for (const std::string& other : std::vector<std::string>{std::to_string(std::stoul(count) + 1),
+                                                           std::to_string(std::stoul(count) - 1), "0", "+" + count,
+                                                           "0" + count}) {
+    const std::string t = text.substr(0, 25) + other + text.substr(nl);
+    write(t);
+    EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::lookup)) << other;
+    EXPECT_FALSE(parse_manifest(t, k_input, ManifestPart::lookup)) << other;
+    EXPECT_FALSE(parse_manifest(t, k_input)) << other;
+  }
+  std::string version2 = text;
+  version2.replace(0, nl + 1, "kcache-header-manifest 2\n");
+  write(version2);
+  EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::lookup)) << "an older format";
+  EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::with_details)) << "an older format";
+  // A lookup keeps the names where it read them: a changed directory is
+  // judged by its own records, found at their offset in that buffer.
+  const auto d2 = (tmp.path() / "d2").string();
+  write(serialize_manifest(two_changed_directories(tmp.path())));
+  const auto read = load_manifest(memo, k_input, ManifestPart::lookup);
+  ASSERT_TRUE(read);
+  EXPECT_TRUE(manifest_still_applies(*read));
+  test::write_file(d2 + "/a.h", "x");  // a name only d1 must lack
+  EXPECT_TRUE(manifest_still_applies(*read));
+  test::write_file(d2 + "/c.h", "x");
+  EXPECT_FALSE(manifest_still_applies(*read)) << "d2's own name appeared";
+}
+
+// Directories are resolved from an opened directory above them as the kernel
+// resolves the whole path: "link/.." is the symlink target's parent, never
+// the lexical one.
+TEST(HeaderManifest, ADirectoryBelowAnOpenedOneResolvesAsItsWholePath) {
+  test::TempDir tmp;
+  const std::string a = (tmp.path() / "a").string();
+  const std::string b = (tmp.path() / "b").string();
+  fs::create_directories(a + "/real");
+  fs::create_directories(b + "/inner");
+  fs::create_directory_symlink(b + "/inner", a + "/link");
+  test::write_file(a + "/real/h.h", "#define H 1\n");
+  auto stamp = [](const std::string& p) {
+    struct stat st {};
+    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+    return stamp_of(st);
+  };
+  HeaderManifest m;
+  m.input = k_input;
+  m.headers.push_back({a + "/real/h.h", stamp(a + "/real/h.h"), std::string(64, 'b'), {}});
+  m.dirs.push_back({a, stamp(a), {{"y.h", 'n'}}});
+  m.dirs.push_back({a + "/link", stamp(a + "/link"), {{"y.h", 'n'}}});
+  m.dirs.push_back({a + "/link/..", stamp(b), {{"x.h", 'n'}}});
+  m.dirs.push_back({a + "/real", stamp(a + "/real"), {{"y.h", 'n'}}});
+  const auto lookup = parse_manifest(serialize_manifest(m), k_input, ManifestPart::lookup);
+  ASSERT_TRUE(lookup);
+  EXPECT_TRUE(manifest_still_applies(m));
+  EXPECT_TRUE(manifest_still_applies(*lookup));
+  test::write_file(a + "/x.h", "x");  // beside the lexical parent of "link/..": not the one recorded
+  EXPECT_TRUE(manifest_still_applies(m));
+  EXPECT_TRUE(manifest_still_applies(*lookup));
+  test::write_file(b + "/x.h", "x");  // in the physical one
+  EXPECT_FALSE(manifest_still_applies(m));
+  EXPECT_FALSE(manifest_still_applies(*lookup));
+  fs::remove(b + "/x.h");
+  EXPECT_TRUE(manifest_still_applies(*lookup));
+  const std::vector<bool> trusted{false, false, true, false};
+  test::write_file(b + "/x.h", "x");
+  EXPECT_TRUE(manifest_still_applies(*lookup, &trusted)) << "a trusted directory is not checked";
+  test::write_file(a + "/real/h.h", "#define H 2\n");
+  EXPECT_FALSE(manifest_still_applies(*lookup, &trusted)) << "its headers still are";
 }
 
 TEST(HeaderScanner, SecondScanReusesTheManifestAndSeesAnEdit) {
@@ -250,6 +352,129 @@ TEST(HeaderScanner, TheRememberedListDigestKeysAsTheHashedList) {
   auto edited = derive_key(r);
   ASSERT_TRUE(edited);
   EXPECT_NE(edited->key(), hit->key());
+}
+
+// The value the kernel of tree_request() stores (its PTX moves it into %r1); -1 when absent.
+int stored_value(std::string_view ptx) {
+  const std::string_view mov = "mov.u32 \t%r1, ";
+  const auto at = ptx.find(mov);
+  return at == std::string_view::npos ? -1 : std::atoi(std::string(ptx.substr(at + mov.size(), 8)).c_str());
+}
+
+// A kernel over `root`: <lib/h.h> from inc2 (inc1/lib exists without it),
+// which includes "../lib2/g.h" and names an absent "../nothere/x.h", so the
+// manifest records directories spelled with "..". `relinked`: inc2 is a
+// symlink to `root`/real.
+CompileRequest tree_request(const fs::path& root, bool relinked) {
+  fs::create_directories(root / "inc1" / "lib");
+  const fs::path inc2 = relinked ? root / "real" : root / "inc2";
+  fs::create_directories(inc2 / "lib");
+  fs::create_directories(inc2 / "lib2");
+  test::write_file(inc2 / "lib" / "h.h", "#include \"../lib2/g.h\"\n#if 0\n#include \"../nothere/x.h\"\n#endif\n"
+                                         "#define VALUE_H 1\n");
+  test::write_file(inc2 / "lib2" / "g.h", "#define VALUE_G 2\n");
+  if (relinked) {
+    fs::create_directory_symlink(root / "real", root / "inc2");
+  }
+  CompileRequest r;
+  r.backend = "nvrtc";
+  r.name = (root / "k.cu").string();
+  r.source = "#include <lib/h.h>\nextern \"C\" __global__ void k(int* p) { *p = VALUE_H + VALUE_G; }\n";
+  r.target_kind = "ptx";
+  r.options = {"-arch=sm_90", "-I" + (root / "inc1").string(), "-I" + (root / "inc2").string()};
+  return r;
+}
+
+// A hit over a header tree checks each header relative to its directory,
+// each recorded directory relative to an opened one above it, and reads only
+// the manifest's identity part. Whether the manifest comes from disk (a new
+// process) or the derivation is remembered (the same process): a header
+// edited in place, replaced, shadowed by a new one in an earlier include
+// directory, or an include directory re-pointed is a miss that compiles the
+// new bytes; a touched header is checked again and keys as before.
+TEST(HeaderManifest, AHitOverATreeMissesOnEveryHeaderChange) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto saved = Toolkit::instance().memo_dir();
+  Toolkit::instance().set_memo_dir(tmp.path() / "cache" / "v1" / "toolkit");
+  enum class Change { edit, replace, shadow, relink, touch };
+  struct Case {
+    Change change;
+    int value;  // after the change
+    bool new_process;
+    fs::path root;
+    CompileRequest r;
+    Key key;
+  };
+  std::vector<Case> cases;
+  int n = 0;
+  for (const bool new_process : {false, true}) {
+    for (const auto& [change, value] : std::vector<std::pair<Change, int>>{
+             {Change::edit, 6}, {Change::replace, 7}, {Change::shadow, 8}, {Change::relink, 9}, {Change::touch, 3}}) {
+      const fs::path root = tmp.path() / ("t" + std::to_string(n++));
+      cases.push_back({change, value, new_process, root, tree_request(root, change == Change::relink), {}});
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // identities older than the racy window
+  test::MapStore store;
+  for (auto& c : cases) {
+    CompileInfo info;
+    auto a = compile(c.r, &store, &info);
+    ASSERT_TRUE(a) << a.error().describe() << "\n" << a.error().log;
+    ASSERT_TRUE(info.cacheable) << info.not_cacheable_reason;
+    EXPECT_FALSE(info.hit);
+    EXPECT_EQ(stored_value(a->payload), 3);
+    c.key = info.key;
+  }
+  forget_scan_memos();
+  for (auto& c : cases) {
+    CompileInfo info;
+    auto a = compile(c.r, &store, &info);  // the manifests read from disk; remembered from here on
+    ASSERT_TRUE(a);
+    EXPECT_TRUE(info.hit) << c.root;
+  }
+  for (auto& c : cases) {
+    const fs::path inc2 = c.root / "inc2";
+    switch (c.change) {
+      case Change::edit:  // in place: same inode, same size
+        test::write_file(inc2 / "lib2" / "g.h", "#define VALUE_G 5\n");
+        break;
+      case Change::replace:
+        test::write_file(inc2 / "lib2" / "g.new", "#define VALUE_G 6\n");
+        fs::rename(inc2 / "lib2" / "g.new", inc2 / "lib2" / "g.h");
+        break;
+      case Change::shadow:
+        test::write_file(c.root / "inc1" / "lib" / "h.h", "#define VALUE_H 8\n#define VALUE_G 0\n");
+        break;
+      case Change::relink:
+        fs::copy(c.root / "real", c.root / "real2", fs::copy_options::recursive);
+        test::write_file(c.root / "real2" / "lib2" / "g.h", "#define VALUE_G 8\n");
+        fs::create_directory_symlink(c.root / "real2", c.root / "inc2.new");
+        fs::rename(c.root / "inc2.new", inc2);
+        break;
+      case Change::touch:
+        ASSERT_EQ(::utimensat(AT_FDCWD, (inc2 / "lib" / "h.h").c_str(), nullptr, 0), 0);
+        break;
+    }
+  }
+  for (const bool new_process : {false, true}) {
+    if (new_process) {
+      forget_scan_memos();
+    }
+    for (auto& c : cases) {
+      if (c.new_process != new_process) {
+        continue;
+      }
+      CompileInfo info;
+      auto a = compile(c.r, &store, &info);
+      ASSERT_TRUE(a) << a.error().describe();
+      const bool same = c.change == Change::touch;
+      EXPECT_EQ(info.hit, same) << c.root << (new_process ? " (new process)" : " (same process)");
+      EXPECT_EQ(info.key == c.key, same) << c.root;
+      EXPECT_EQ(stored_value(a->payload), c.value) << c.root;
+    }
+  }
+  Toolkit::instance().set_memo_dir(saved);
 }
 
 }  // namespace
