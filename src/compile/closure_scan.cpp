@@ -92,7 +92,7 @@ class ClosureScan {
 public:
   ClosureScan(const ScanInput& in, const HeaderManifest* previous, bool with_predefined)
       : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(now_ns()), m_with_predefined(with_predefined),
-        m_directories(in.memo_dir, m_now) {
+        m_directories(listings_dir(in), m_now) {
     if (previous != nullptr && previous->has_details) {
       for (const auto& h : previous->headers) {
         m_previous[h.path] = &h;
@@ -524,7 +524,7 @@ private:
 
   void load_toolkit() {
     if (!m_toolkit) {
-      m_toolkit = toolkit_includes(m_in.toolkit_root, m_in.toolkit_fingerprint, m_in.memo_dir);
+      m_toolkit = toolkit_includes(m_in.toolkit_root, m_in.toolkit_fingerprint, m_in.user_memo_dir, m_in.memo_dir);
     }
   }
 
