@@ -1,6 +1,5 @@
 #include "compile/header_scanner.hpp"
 
-#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,15 +56,12 @@ struct Request {
 
   const std::vector<FamilyMember>& members_of_family() {
     if (!members) {
-      // The cache directory's members, then the user's it does not have.
+      // The cache directory's members; the user's only where it has none (a
+      // new cache directory for this search path): a warm directory's hit
+      // reads no more files than before.
       members = family_members(input.memo_dir, family);
-      if (const auto user = user_headers_dir(input); !user.empty()) {
-        for (auto& m : family_members(user, family)) {
-          if (std::none_of(members->begin(), members->end(),
-                           [&](const FamilyMember& x) { return x.manifest == m.manifest; })) {
-            members->push_back(std::move(m));
-          }
-        }
+      if (const auto user = user_headers_dir(input); members->empty() && !user.empty()) {
+        members = family_members(user, family);
       }
     }
     return *members;
