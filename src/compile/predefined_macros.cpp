@@ -196,15 +196,15 @@ PredefinedContext predefined_context(const std::string& library_identity, const 
   return c;
 }
 
-Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedContext& context,
-                                                               const std::vector<std::string>& names) {
-  for (const auto& n : names) {
-    if (!identifier(n)) {
-      return make_error(ErrorCode::unsupported, "'" + n + "' is not an identifier kcache can ask NVRTC about");
-    }
-  }
-  const MemoPlaces places{context.memo_dir, context.fallback_dir};
-  const std::string file = "predefined-" + context.id.substr(0, 32);
+namespace {
+
+std::string memo_file_name(const PredefinedContext& context) { return "predefined-" + context.id.substr(0, 32); }
+
+// What this process and the memo files know about `names` in `context`
+// (the files are read only when memory lacks some name); `ask` gets the names
+// nobody knows yet. What the files add is kept in memory.
+Answers known_answers(const PredefinedContext& context, const std::vector<std::string>& names,
+                      std::vector<std::string>& ask) {
   auto missing = [&](const Answers& known) {
     std::vector<std::string> m;
     for (const auto& n : names) {
@@ -217,13 +217,44 @@ Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedC
   std::unique_lock lock(g_mutex);
   Answers known = memo()[context.id];
   lock.unlock();
-  auto ask = missing(known);
+  ask = missing(known);
+  const MemoPlaces places{context.memo_dir, context.fallback_dir};
   if (!ask.empty() && !places.empty()) {
-    if (auto from_disk = read_answers(places, file)) {
+    if (auto from_disk = read_answers(places, memo_file_name(context))) {
       known.merge(*from_disk);
       ask = missing(known);
+      lock.lock();
+      memo()[context.id].merge(*from_disk);
     }
   }
+  return known;
+}
+
+}  // namespace
+
+std::map<std::string, PredefinedAnswer> remembered_predefined(const PredefinedContext& context,
+                                                              const std::vector<std::string>& names) {
+  std::vector<std::string> ask;
+  const Answers known = known_answers(context, names, ask);
+  std::map<std::string, PredefinedAnswer> out;
+  for (const auto& n : names) {
+    if (const auto it = known.find(n); it != known.end()) {
+      out[n] = it->second;
+    }
+  }
+  return out;
+}
+
+Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedContext& context,
+                                                               const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    if (!identifier(n)) {
+      return make_error(ErrorCode::unsupported, "'" + n + "' is not an identifier kcache can ask NVRTC about");
+    }
+  }
+  const MemoPlaces places{context.memo_dir, context.fallback_dir};
+  std::vector<std::string> ask;
+  Answers known = known_answers(context, names, ask);
   if (!ask.empty()) {
     auto fresh = probe(context, ask);
     if (!fresh) {
@@ -233,7 +264,7 @@ Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedC
     if (!places.empty()) {
       const std::string text = serialize(known);
       if (text.size() <= k_max_file_bytes) {
-        (void)write_memo_file(places, file, text);
+        (void)write_memo_file(places, memo_file_name(context), text);
       }
     }
   }
@@ -241,7 +272,7 @@ Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedC
   for (const auto& n : names) {
     out[n] = known.at(n);
   }
-  lock.lock();
+  std::lock_guard lock(g_mutex);
   memo()[context.id].merge(known);
   return out;
 }

@@ -75,6 +75,11 @@ PredefinedContext predefined_context(const std::string& library_identity, const 
 Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedContext& context,
                                                                const std::vector<std::string>& names);
 
+// What is already known, without NVRTC, about each of `names` in `context`
+// (in this process or in the memo files); names nobody asked yet are left out.
+std::map<std::string, PredefinedAnswer> remembered_predefined(const PredefinedContext& context,
+                                                              const std::vector<std::string>& names);
+
 // Why an identifier in a computed include cannot be keyed whatever NVRTC
 // predefines (`__FILE__`, `__LINE__`, `__COUNTER__`, `__DATE__` ... expand
 // differently at each place or time; `__has_include`, `_Pragma` are
