@@ -209,6 +209,42 @@ TEST_F(PredefinedUserMemo, ANewCacheDirectoryNeitherProbesNorReadsAnEditedHeader
   EXPECT_EQ(predefined_probe_count(), probes + 2) << "only the run without any memo asks NVRTC";
 }
 
+// Identifiers found round after round (each computed include reached only
+// through the one before) are asked with one probe at the fixed point, and
+// an answer that defines one (the version) continues the scan from there.
+TEST_F(PredefinedUserMemo, OneProbeAnswersEveryRoundOfAScan) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const auto version = Toolkit::instance().identify(ToolkitLibrary::nvrtc)->version;
+  const fs::path src = tmp.path() / "src";
+  fs::create_directories(src);
+  const std::string str = "#define STR2(x) #x\n#define STR(x) STR2(x)\n#define CAT2(a, b) a##b\n#define CAT(a, b) CAT2(a, b)\n";
+  test::write_file((src / "__KC_A__.h").string(), str + "#include STR(__KC_B__.h)\n");
+  test::write_file((src / "__KC_B__.h").string(), str + "#include STR(CAT(ver, __CUDACC_VER_MAJOR__).h)\n");
+  test::write_file((src / ("ver" + version.substr(0, version.find('.')) + ".h")).string(), "#define VALUE 1\n");
+  forget_scan_memos();
+  forget_predefined_answers();
+  Toolkit::instance().set_memo_dir(tmp.path() / "cache" / "v1" / "toolkit");
+  CompileRequest r;
+  r.backend = "nvrtc";
+  r.target_kind = "ptx";
+  r.name = (src / "k.cu").string();
+  r.source = str + "#include STR(__KC_A__.h)\nextern \"C\" __global__ void k(int* p) { p[0] = VALUE; }\n";
+  r.options = {"-arch=sm_90"};
+  const auto probes = predefined_probe_count();
+  std::vector<HeaderDependency> headers;
+  auto key = derive_key(r, &headers);
+  ASSERT_TRUE(key) << key.error().describe();
+  EXPECT_EQ(predefined_probe_count(), probes + 1) << "one probe for the three rounds";
+  std::vector<std::string> names;
+  for (const auto& h : headers) {
+    names.push_back(fs::path(h.path).filename().string());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"__KC_A__.h", "__KC_B__.h", "ver" + version.substr(0, version.find('.')) + ".h"}));
+  // NVRTC reads exactly those: the kernel compiles.
+  auto out = compile(r, nullptr);
+  EXPECT_TRUE(out) << (out ? "" : out.error().describe() + "\n" + out.error().log);
+}
+
 TEST_F(PredefinedUserMemo, AnotherToolkitIdentityOrADamagedOrPlantedMemoIsNotTrusted) {
   KCACHE_REQUIRE_TOOLKIT();
   forget_predefined_answers();
