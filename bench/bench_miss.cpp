@@ -7,14 +7,14 @@
 //              first load included, as in kcache's NVRTC time).
 //   empty      kcache::compile through the configured store (memory + file,
 //              background put, flushed and counted) in an empty cache
-//              directory, by a user whose per-user memos
-//              ($XDG_CACHE_HOME/kcache-toolkit/, the bench's own) were warmed
-//              by one compile of another variant in another cache directory.
-//   first      the same by a new user (an empty XDG_CACHE_HOME too): truly
-//              the first use of this toolkit and tree.
+//              directory, by a user whose per-user memos (the bench's own
+//              XDG_CACHE_HOME) one compile of another variant, in another
+//              cache directory, warmed.
 //   warm       the same in a cache directory where one process compiled the
 //              same kernel with another -D before (a second miss).
 //   hit_key    then a fresh process that hits that entry: its key derivation.
+//   first      (a second table) an empty cache directory and a new
+//              XDG_CACHE_HOME: truly the first use of the toolkit and tree.
 // cost = everything compile() did besides the NVRTC call (key derivation,
 // lookup, the check after the compile, the put and its flush). NVRTC is
 // loaded before the kcache child's timed part: plain's figure includes the
@@ -201,8 +201,8 @@ std::string self;
 
 // Runs a child and reads its four figures.
 std::vector<double> run_child(const std::string& mode, const std::string& kind, int first, int count,
-                              const std::string& cache, const std::string& user) {
-  const std::string cmd = "XDG_CACHE_HOME='" + user + "' " + self + " child " + mode + " " + kind + " " + std::to_string(first) + " " +
+                              const std::string& cache) {
+  const std::string cmd = self + " child " + mode + " " + kind + " " + std::to_string(first) + " " +
                           std::to_string(count) + " " + (cache.empty() ? "-" : cache);
   FILE* p = ::popen(cmd.c_str(), "r");
   std::vector<double> v(4, -1);
@@ -245,51 +245,67 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "KCACHE_BENCH_CUPY is not set: no CuPy rows (scripts/fetch-cupy-headers.sh)\n");
   }
   kinds.insert(kinds.end(), {"cccl", "trivial", "medium", "heavy_cub"});
+  // The children's per-user memos are the bench's own, not the caller's; this
+  // user compiled another variant of each kernel, in another cache directory.
+  const std::string user = (dir / "user").string();
+  ::setenv("XDG_CACHE_HOME", user.c_str(), 1);
+  for (const auto& kind : kinds) {
+    run_child("kcache", kind, 9000, 1, (dir / ("user-warmup-" + kind)).string());
+  }
   // The trees' identities must be older than the racy window before they are trusted.
   ::sleep(3);
-  // The per-user memos of the bench's user (warmed per kernel below), not the caller's.
-  const std::string user = (dir / "user").string();
-  std::printf("%-10s %10s %12s %10s %12s %10s %12s %10s %10s\n", "kernel", "plain_ms", "empty_cost", "empty_%", "first_cost",
-              "first_%", "warm_cost", "warm_%", "hit_key");
+  std::printf("%-10s %10s %12s %10s %12s %10s %10s\n", "kernel", "plain_ms", "empty_cost", "empty_%", "warm_cost", "warm_%",
+              "hit_key");
   int serial = 0;
   for (const auto& kind : kinds) {
     std::vector<double> plain;
     std::vector<double> empty;
-    std::vector<double> first;
     std::vector<double> warm;
-    // This user compiled another variant over the same tree, in another cache directory.
-    run_child("kcache", kind, 9000, 1, (dir / ("user-warmup" + std::to_string(serial++))).string(), user);
-    ::sleep(3);  // what it wrote is older than the racy window
     std::vector<double> hit;
     for (int round = 0; round < rounds; ++round) {
       const int v = 100 + round;
-      plain.push_back(run_child("plain", kind, v, 1, "", user)[1]);
+      plain.push_back(run_child("plain", kind, v, 1, "")[1]);
       const std::string fresh = (dir / ("empty" + std::to_string(serial++))).string();
-      empty.push_back(run_child("kcache", kind, v, 1, fresh, user)[0]);
-      const std::string new_user = (dir / ("new-user" + std::to_string(serial))).string();
-      const std::string first_dir = (dir / ("first" + std::to_string(serial++))).string();
-      first.push_back(run_child("kcache", kind, v, 1, first_dir, new_user)[0]);
+      empty.push_back(run_child("kcache", kind, v, 1, fresh)[0]);
       const std::string warmed = (dir / ("warm" + std::to_string(serial++))).string();
-      run_child("kcache", kind, v + 1000, 1, warmed, user);
-      warm.push_back(run_child("kcache", kind, v, 1, warmed, user)[0]);
-      hit.push_back(run_child("hit", kind, v, 1, warmed, user)[2]);
+      run_child("kcache", kind, v + 1000, 1, warmed);
+      warm.push_back(run_child("kcache", kind, v, 1, warmed)[0]);
+      hit.push_back(run_child("hit", kind, v, 1, warmed)[2]);
     }
     const double p = median(plain);
-    std::printf("%-10s %10.1f %10.2fms %9.1f%% %10.2fms %9.1f%% %10.2fms %9.1f%% %8.2fms\n", kind.c_str(), p / 1e3,
-                median(empty) / 1e3, 100 * median(empty) / p, median(first) / 1e3, 100 * median(first) / p,
-                median(warm) / 1e3, 100 * median(warm) / p, median(hit) / 1e3);
+    std::printf("%-10s %10.1f %10.2fms %9.1f%% %10.2fms %9.1f%% %8.2fms\n", kind.c_str(), p / 1e3, median(empty) / 1e3,
+                100 * median(empty) / p, median(warm) / 1e3, 100 * median(warm) / p, median(hit) / 1e3);
     std::fflush(stdout);
   }
+
+  // First use: a new cache directory and a new user (XDG_CACHE_HOME), against plain NVRTC in the same rounds.
+  std::printf("%-10s %10s %12s %10s\n", "kernel", "plain_ms", "first_cost", "first_%");
+  for (const auto& kind : kinds) {
+    std::vector<double> plain;
+    std::vector<double> first;
+    for (int round = 0; round < rounds; ++round) {
+      const int v = 200 + round;
+      plain.push_back(run_child("plain", kind, v, 1, "")[1]);
+      const std::string new_user = (dir / ("new-user" + std::to_string(serial))).string();
+      ::setenv("XDG_CACHE_HOME", new_user.c_str(), 1);
+      first.push_back(run_child("kcache", kind, v, 1, (dir / ("first" + std::to_string(serial++))).string())[0]);
+      ::setenv("XDG_CACHE_HOME", user.c_str(), 1);
+    }
+    const double p = median(plain);
+    std::printf("%-10s %10.1f %10.2fms %9.1f%%\n", kind.c_str(), p / 1e3, median(first) / 1e3, 100 * median(first) / p);
+    std::fflush(stdout);
+  }
+
   if (!env("KCACHE_BENCH_CUPY").empty() && program_kernels > 0) {
     const int n = program_kernels;
     auto timed = [&](const std::string& mode, bool one_process) {
       const std::string cache = (dir / ("program" + std::to_string(serial++))).string();
       const auto t = Clock::now();
       if (one_process) {
-        run_child(mode, "cupy", 0, n, cache, user);
+        run_child(mode, "cupy", 0, n, cache);
       } else {
         for (int i = 0; i < n; ++i) {
-          run_child(mode, "cupy", i, 1, cache, user);
+          run_child(mode, "cupy", i, 1, cache);
         }
       }
       return us_since(t) / 1e3;
