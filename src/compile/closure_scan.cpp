@@ -92,7 +92,7 @@ class ClosureScan {
 public:
   ClosureScan(const ScanInput& in, const HeaderManifest* previous, bool with_predefined)
       : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(now_ns()), m_with_predefined(with_predefined),
-        m_directories(in.memo_dir, m_now) {
+        m_directories(listings_dir(in), m_now) {
     if (previous != nullptr && previous->has_details) {
       for (const auto& h : previous->headers) {
         m_previous[h.path] = &h;
@@ -165,8 +165,19 @@ public:
       // Predefined macros added by expand_computed() expand everything again.
       if ((m_work.empty() && m_tk_pending.empty() && version == m_table_version) ||
           !m_manifest.not_cacheable.empty()) {
-        break;
+        // A fixed point with identifiers taken as undefined that nobody has
+        // asked NVRTC about yet: one probe for all of them (not one per round).
+        // Their answers can only add definitions: expand again if they did.
+        if (!m_manifest.not_cacheable.empty() || m_pending.empty() || !ask_pending() ||
+            version == m_table_version) {
+          break;
+        }
       }
+    }
+    if (!m_pending.empty() && m_manifest.not_cacheable.empty()) {
+      // Never a result with identifiers taken as undefined unasked.
+      m_manifest.not_cacheable = m_pending.begin()->second + "the scan stopped before asking NVRTC about " +
+                                 m_pending.begin()->first;
     }
     m_manifest.headers.reserve(m_found.size());
     for (const auto& [path, h] : m_found) {
@@ -524,7 +535,7 @@ private:
 
   void load_toolkit() {
     if (!m_toolkit) {
-      m_toolkit = toolkit_includes(m_in.toolkit_root, m_in.toolkit_fingerprint, m_in.memo_dir);
+      m_toolkit = toolkit_includes(m_in.toolkit_root, m_in.toolkit_fingerprint, m_in.user_memo_dir, m_in.memo_dir);
     }
   }
 
@@ -565,8 +576,14 @@ private:
 
   // Adds what NVRTC predefines for the `identifiers` computed include `c`
   // looked up, as more definitions (the table's version moves, so every
-  // computed include is expanded again). False (not_cacheable set) when that
-  // cannot be known, or must be asked in the predefined pass.
+  // computed include is expanded again). An identifier nobody asked NVRTC
+  // about yet is taken as undefined until the fixed point, where
+  // ask_pending() asks all of them with one probe (a probe is a whole NVRTC
+  // compile: CuPy's Thrust headers needed seven, one per round); answers can
+  // only add definitions, so the fixed point then continues from there and
+  // ends where every looked-up identifier has its answer. False
+  // (not_cacheable set) when that cannot be known, or must be asked in the
+  // predefined pass.
   bool add_predefined(const Computed& c, const std::vector<std::string>& identifiers) {
     std::vector<std::string> ask;
     for (const auto& id : identifiers) {
@@ -594,15 +611,43 @@ private:
                                  ", which NVRTC may predefine, and kcache cannot ask NVRTC here";
       return false;
     }
-    auto answers = ask_predefined(*m_in.predefined, ask);
+    // What is known already applies now; the others are taken as undefined
+    // until the fixed point, then asked all at once (ask_pending()).
+    const auto known = remembered_predefined(*m_in.predefined, ask);
+    for (const auto& id : ask) {
+      if (!known.contains(id)) {
+        m_pending.emplace(id, where);
+      }
+    }
+    return apply_predefined(known, [&](const std::string&) { return where; });
+  }
+
+  // Asks NVRTC about every pending identifier with one probe and applies the
+  // answers. False (not_cacheable set) when that fails or an answer cannot be used.
+  bool ask_pending() {
+    std::vector<std::string> names;
+    for (const auto& [name, where] : m_pending) {
+      names.push_back(name);
+    }
+    auto answers = ask_predefined(*m_in.predefined, names);
     if (!answers) {
-      m_manifest.not_cacheable = where + "cannot ask NVRTC which of its identifiers it predefines: " +
-                                 answers.error().message;
+      m_manifest.not_cacheable = m_pending.begin()->second +
+                                 "cannot ask NVRTC which of its identifiers it predefines: " + answers.error().message;
       return false;
     }
-    for (const auto& [name, a] : *answers) {
+    const auto pending = std::move(m_pending);
+    m_pending.clear();
+    return apply_predefined(*answers, [&](const std::string& name) { return pending.at(name); });
+  }
+
+  // Adds NVRTC's `answers` as definitions; `where_of(name)`: the computed
+  // include that looked the name up, for the reason. False (not_cacheable
+  // set) when one is a macro kcache cannot expand.
+  template <class WhereOf>
+  bool apply_predefined(const std::map<std::string, PredefinedAnswer>& answers, WhereOf where_of) {
+    for (const auto& [name, a] : answers) {
       if (a.kind == PredefinedAnswer::Kind::other) {
-        m_manifest.not_cacheable = where + "NVRTC predefines " + name + " as a macro kcache does not expand";
+        m_manifest.not_cacheable = where_of(name) + "NVRTC predefines " + name + " as a macro kcache does not expand";
         return false;
       }
       if (a.kind == PredefinedAnswer::Kind::object_like) {
@@ -623,6 +668,7 @@ private:
   bool m_with_predefined;
   std::set<std::string> m_looked_up;  // by every expansion of a computed include (the family's roots)
   std::set<std::string> m_asked;  // identifiers whose predefinition is known (or being asked)
+  std::map<std::string, std::string> m_pending;  // not asked yet (taken as undefined): name -> where it was looked up
   std::map<std::string, const ManifestHeader*> m_previous;
   std::set<std::string> m_dirs_in_toolkit;
   std::vector<std::string> m_main_dirs;

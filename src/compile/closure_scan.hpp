@@ -25,6 +25,12 @@ namespace kcache::jit {
 // start with a location).
 inline constexpr std::string_view k_needs_predefined = "=predefined: ";
 
+// Where the directory listings of a scan of `in` are kept: the per-user memo
+// directory, else the cache directory's (compile/directory_listings.hpp).
+inline const std::filesystem::path& listings_dir(const ScanInput& in) {
+  return in.user_memo_dir.empty() ? in.memo_dir : in.user_memo_dir;
+}
+
 // Scans the closure of `in`. `previous` (may be null): a manifest whose
 // per-header facts are taken for headers whose identity is unchanged instead
 // of reading them. `with_predefined`: the identifiers NVRTC predefines for

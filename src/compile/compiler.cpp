@@ -45,6 +45,15 @@ std::filesystem::path header_memo_dir(Toolkit& tk) {
   return toolkit_memo.parent_path() / "headers";
 }
 
+// Where what depends only on the toolkit or on a file's identity is kept for
+// every cache directory of the user: beside the per-user toolkit memo
+// (`$XDG_CACHE_HOME/kcache-toolkit/`, compile/user_memo.hpp); none when the
+// toolkit memo is off.
+std::filesystem::path user_memo_dir(Toolkit& tk) {
+  const auto file = tk.memo_file();
+  return file.empty() ? std::filesystem::path() : file.parent_path();
+}
+
 // Up to this many disk headers, each is its own key field (`kcache why-miss`
 // names the one that changed); above it, one digest covers the list.
 constexpr std::size_t k_max_header_fields = 64;
@@ -136,10 +145,13 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   }
   scan.toolkit_fingerprint = *fingerprint;
   scan.memo_dir = header_memo_dir(tk);
+  if (!scan.memo_dir.empty()) {
+    scan.user_memo_dir = user_memo_dir(tk);
+  }
   // Asked of NVRTC only when a computed include uses an identifier (and then
-  // once per context: compile/predefined_macros.hpp).
-  const auto predefined =
-      jit::predefined_context(id->version + "\n" + id->build_id, *fingerprint, canon->options, scan.memo_dir);
+  // once per context and user: compile/predefined_macros.hpp).
+  const auto predefined = jit::predefined_context(id->version + "\n" + id->build_id, *fingerprint, canon->options,
+                                                  scan.user_memo_dir, scan.memo_dir);
   scan.predefined = &predefined;
   auto scanned = jit::scan_headers(scan);
   if (!scanned) {

@@ -29,6 +29,23 @@ ScanResult result_of(const HeaderManifest& m, bool reused) {
   return r;
 }
 
+// The per-user copy of the manifests and families (compile/user_memo.hpp):
+// a new cache directory takes what another one of the user's found, under the
+// same checks (manifest_still_applies()). Empty when there is none.
+std::filesystem::path user_headers_dir(const ScanInput& input) {
+  return input.user_memo_dir.empty() || input.memo_dir.empty() ? std::filesystem::path()
+                                                                : input.user_memo_dir / "headers";
+}
+
+// Manifest `name` from the cache directory, else from the user's copy.
+std::optional<HeaderManifest> load_either(const ScanInput& input, const std::string& name, ManifestPart part) {
+  auto m = load_manifest(input.memo_dir, name, part);
+  if (const auto user = user_headers_dir(input); !m && !user.empty()) {
+    m = load_manifest(user, name, part);
+  }
+  return m;
+}
+
 // What the scans of one request share: its names, and the family's members
 // and the source's directives, each read on first use.
 struct Request {
@@ -40,7 +57,13 @@ struct Request {
 
   const std::vector<FamilyMember>& members_of_family() {
     if (!members) {
+      // The cache directory's members; the user's only where it has none (a
+      // new cache directory for this search path): a warm directory's hit
+      // reads no more files than before.
       members = family_members(input.memo_dir, family);
+      if (const auto user = user_headers_dir(input); members->empty() && !user.empty()) {
+        members = family_members(user, family);
+      }
     }
     return *members;
   }
@@ -62,7 +85,7 @@ std::optional<ScanResult> reuse_manifest(const ScanInput& input, const std::stri
                                          std::shared_ptr<const HeaderManifest>& used) {
   std::shared_ptr<const HeaderManifest> m = remembered_manifest(name);
   if (!m) {
-    if (auto loaded = load_manifest(input.memo_dir, name, ManifestPart::lookup)) {
+    if (auto loaded = load_either(input, name, ManifestPart::lookup)) {
       m = std::make_shared<const HeaderManifest>(std::move(*loaded));
     }
   }
@@ -102,11 +125,11 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
   }
   if (previous && !previous->has_details) {
     previous.reset();
-    if (auto full = load_manifest(input.memo_dir, key, ManifestPart::with_details)) {
+    if (auto full = load_either(input, key, ManifestPart::with_details)) {
       previous = std::make_shared<const HeaderManifest>(std::move(*full));
     }
   } else if (!previous) {
-    if (auto m = load_manifest(input.memo_dir, key, ManifestPart::lookup)) {
+    if (auto m = load_either(input, key, ManifestPart::lookup)) {
       if (manifest_still_applies(*m)) {
         auto shared = std::make_shared<const HeaderManifest>(std::move(*m));
         remember_manifest(key, shared);
@@ -114,7 +137,7 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
         return result_of(*shared, true);
       }
       // Out of date: its per-header facts still spare re-reading the headers that did not change.
-      if (auto full = load_manifest(input.memo_dir, key, ManifestPart::with_details)) {
+      if (auto full = load_either(input, key, ManifestPart::with_details)) {
         previous = std::make_shared<const HeaderManifest>(std::move(*full));
       }
     } else if (auto r = reuse_family(req, key, used, with_predefined)) {
@@ -130,7 +153,7 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
       previous = std::move(m);  // written or read by this process: not parsed again
     }
     if (!previous) {
-      if (auto full = load_manifest(input.memo_dir, name, ManifestPart::with_details)) {
+      if (auto full = load_either(input, name, ManifestPart::with_details)) {
         previous = std::make_shared<const HeaderManifest>(std::move(*full));
       }
     }
@@ -146,13 +169,18 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
   // Kept even when some identity was too recent to trust: it is recorded as
   // zero, so such a header is re-read next time, and the others are not.
   auto shared = std::make_shared<const HeaderManifest>(std::move(m));
-  store_manifest(input.memo_dir, *shared);
   if (!input.memo_dir.empty()) {
-    note_family(input.memo_dir, req.family, *shared,
-                roots_key(input, req.source_directives(), shared->looked_up, req.predefined_id(with_predefined)));
+    const std::string roots =
+        roots_key(input, req.source_directives(), shared->looked_up, req.predefined_id(with_predefined));
+    for (const auto& dir : {input.memo_dir, user_headers_dir(input)}) {
+      if (!dir.empty()) {
+        store_manifest(dir, *shared);
+        note_family(dir, req.family, *shared, roots);
+      }
+    }
     req.members.reset();  // read again when asked
   }
-  save_directory_listings(input.memo_dir);
+  save_directory_listings(listings_dir(input));
   remember_manifest(key, shared);
   used = shared;
   return result;

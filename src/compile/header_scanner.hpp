@@ -75,6 +75,11 @@ struct ScanInput {
   std::filesystem::path toolkit_root;   // canonical; empty when unknown
   std::string toolkit_fingerprint;      // names the toolkit's headers (Toolkit::headers_fingerprint)
   std::filesystem::path memo_dir;       // where manifests are kept across processes; empty: memory only
+  // Per user (`$XDG_CACHE_HOME/kcache-toolkit/`, compile/user_memo.hpp): what
+  // depends only on the toolkit or on a file's identity (NVRTC's predefined
+  // macros, the toolkit's include names, directory listings), shared by every
+  // cache directory. Empty: kept in `memo_dir`.
+  std::filesystem::path user_memo_dir;
   // What decides the macros NVRTC predefines for this request. Null: a
   // computed include that uses an identifier makes the request not cacheable.
   const PredefinedContext* predefined = nullptr;

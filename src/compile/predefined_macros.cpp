@@ -1,16 +1,14 @@
 #include "compile/predefined_macros.hpp"
 
-#include <fcntl.h>
-
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <mutex>
 #include <optional>
 
 #include "compile/backends.hpp"
+#include "compile/user_memo.hpp"
 #include "kcache/compile_request.hpp"
-#include "util/atomic_write.hpp"
-#include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
 namespace kcache::jit {
@@ -26,6 +24,7 @@ constexpr std::string_view k_probe_tag = "#pragma message: \"kcache-probe ";
 using Answers = std::map<std::string, PredefinedAnswer, std::less<>>;
 
 std::mutex g_mutex;
+std::atomic<std::uint64_t> g_probes{0};
 std::map<std::string, Answers>& memo() {
   static auto* m = new std::map<std::string, Answers>();  // NOLINT: process lifetime
   return *m;
@@ -104,8 +103,8 @@ std::string serialize(const Answers& answers) {
   return out;
 }
 
-std::optional<Answers> read_answers(const fs::path& file) {
-  const auto bytes = util::io::read_small_file(file.string(), k_max_file_bytes, O_NOFOLLOW);
+std::optional<Answers> read_answers(const MemoPlaces& places, const std::string& name) {
+  const auto bytes = read_memo_file(places, name, k_max_file_bytes);
   return bytes ? parse(*bytes) : std::nullopt;
 }
 
@@ -132,6 +131,7 @@ Result<Answers> probe(const PredefinedContext& context, const std::vector<std::s
                           context.options.end()
                       ? "ltoir"
                       : "ptx";
+  g_probes.fetch_add(1);
   auto out = run_nvrtc(r, context.options);
   if (!out) {
     return make_error(out.error().code,
@@ -180,7 +180,8 @@ Result<Answers> probe(const PredefinedContext& context, const std::vector<std::s
 }  // namespace
 
 PredefinedContext predefined_context(const std::string& library_identity, const std::string& fingerprint,
-                                     const std::vector<std::string>& options, fs::path memo_dir) {
+                                     const std::vector<std::string>& options, fs::path memo_dir,
+                                     fs::path fallback_dir) {
   PredefinedContext c;
   std::string text = "kcache-predefined-context 1\n" + library_identity + "\n" + fingerprint + "\n";
   for (const auto& o : options) {
@@ -191,18 +192,19 @@ PredefinedContext predefined_context(const std::string& library_identity, const 
   }
   c.id = util::sha256_hex(text);
   c.memo_dir = std::move(memo_dir);
+  c.fallback_dir = std::move(fallback_dir);
   return c;
 }
 
-Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedContext& context,
-                                                               const std::vector<std::string>& names) {
-  for (const auto& n : names) {
-    if (!identifier(n)) {
-      return make_error(ErrorCode::unsupported, "'" + n + "' is not an identifier kcache can ask NVRTC about");
-    }
-  }
-  const fs::path file =
-      context.memo_dir.empty() ? fs::path() : context.memo_dir / ("predefined-" + context.id.substr(0, 32));
+namespace {
+
+std::string memo_file_name(const PredefinedContext& context) { return "predefined-" + context.id.substr(0, 32); }
+
+// What this process and the memo files know about `names` in `context`
+// (the files are read only when memory lacks some name); `ask` gets the names
+// nobody knows yet. What the files add is kept in memory.
+Answers known_answers(const PredefinedContext& context, const std::vector<std::string>& names,
+                      std::vector<std::string>& ask) {
   auto missing = [&](const Answers& known) {
     std::vector<std::string> m;
     for (const auto& n : names) {
@@ -215,25 +217,54 @@ Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedC
   std::unique_lock lock(g_mutex);
   Answers known = memo()[context.id];
   lock.unlock();
-  auto ask = missing(known);
-  if (!ask.empty() && !file.empty()) {
-    if (auto from_disk = read_answers(file)) {
+  ask = missing(known);
+  const MemoPlaces places{context.memo_dir, context.fallback_dir};
+  if (!ask.empty() && !places.empty()) {
+    if (auto from_disk = read_answers(places, memo_file_name(context))) {
       known.merge(*from_disk);
       ask = missing(known);
+      lock.lock();
+      memo()[context.id].merge(*from_disk);
     }
   }
+  return known;
+}
+
+}  // namespace
+
+std::map<std::string, PredefinedAnswer> remembered_predefined(const PredefinedContext& context,
+                                                              const std::vector<std::string>& names) {
+  std::vector<std::string> ask;
+  const Answers known = known_answers(context, names, ask);
+  std::map<std::string, PredefinedAnswer> out;
+  for (const auto& n : names) {
+    if (const auto it = known.find(n); it != known.end()) {
+      out[n] = it->second;
+    }
+  }
+  return out;
+}
+
+Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedContext& context,
+                                                               const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    if (!identifier(n)) {
+      return make_error(ErrorCode::unsupported, "'" + n + "' is not an identifier kcache can ask NVRTC about");
+    }
+  }
+  const MemoPlaces places{context.memo_dir, context.fallback_dir};
+  std::vector<std::string> ask;
+  Answers known = known_answers(context, names, ask);
   if (!ask.empty()) {
     auto fresh = probe(context, ask);
     if (!fresh) {
       return tl::unexpected(fresh.error());
     }
     known.merge(*fresh);
-    if (!file.empty()) {
+    if (!places.empty()) {
       const std::string text = serialize(known);
       if (text.size() <= k_max_file_bytes) {
-        std::error_code ec;
-        fs::create_directories(context.memo_dir, ec);
-        (void)util::write_file_atomically(file, text, 0600, util::FileSync::none);
+        (void)write_memo_file(places, memo_file_name(context), text);
       }
     }
   }
@@ -241,7 +272,7 @@ Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedC
   for (const auto& n : names) {
     out[n] = known.at(n);
   }
-  lock.lock();
+  std::lock_guard lock(g_mutex);
   memo()[context.id].merge(known);
   return out;
 }
@@ -269,6 +300,8 @@ bool may_be_predefined(std::string_view name) {
          (name.size() > 1 && name[0] == '_' && name[1] >= 'A' && name[1] <= 'Z') ||
          std::find(k_unreserved.begin(), k_unreserved.end(), name) != k_unreserved.end();
 }
+
+std::uint64_t predefined_probe_count() noexcept { return g_probes.load(); }
 
 void forget_predefined_answers() {
   std::lock_guard lock(g_mutex);

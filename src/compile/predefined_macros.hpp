@@ -14,8 +14,15 @@
 // Answers are remembered per context (library identity, toolkit headers
 // fingerprint and those options): in memory for the process, and in
 // `<memo_dir>/predefined-<id>` (format below) so that a later process asks
-// NVRTC only about identifiers no process asked about before. A hit that
-// finds its header manifest never gets here (compile/header_scanner.hpp).
+// NVRTC only about identifiers no process asked about before. `memo_dir` is
+// the per-user toolkit directory (`$XDG_CACHE_HOME/kcache-toolkit/`,
+// compile/user_memo.hpp): the answers depend on the toolkit and the options
+// only, so a new cache directory does not run the probe again; the cache
+// directory's memo directory is the fallback where that one cannot be
+// written. The context id names the library's build-id and version, the
+// headers fingerprint and every option the probe keeps: another toolkit,
+// arch, `-std` or option is another file. A hit that finds its header
+// manifest never gets here (compile/header_scanner.hpp).
 //
 // File format (version 1), text, one answer per line, names sorted:
 //   file   = "kcache-predefined 1\n" *answer
@@ -28,6 +35,7 @@
 // Thread-safety: ask_predefined() is thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -49,14 +57,16 @@ struct PredefinedAnswer {
 struct PredefinedContext {
   std::string id;                    // 64 hex: names the answers (in manifests and on disk)
   std::vector<std::string> options;  // the probe's options
-  std::filesystem::path memo_dir;    // empty: remembered in memory only
+  std::filesystem::path memo_dir;    // preferred (per user); empty: see fallback_dir
+  std::filesystem::path fallback_dir;  // read after, and written when memo_dir cannot be; both empty: memory only
 };
 
 // The context of a request compiled by the NVRTC `library_identity`
 // (version and build id) with the toolkit headers `fingerprint` and canonical
 // `options`.
 PredefinedContext predefined_context(const std::string& library_identity, const std::string& fingerprint,
-                                     const std::vector<std::string>& options, std::filesystem::path memo_dir);
+                                     const std::vector<std::string>& options, std::filesystem::path memo_dir,
+                                     std::filesystem::path fallback_dir = {});
 
 // What NVRTC predefines for each of `names` (identifiers) in `context`.
 // Loads NVRTC only when some name was never asked in this context. Fails
@@ -64,6 +74,11 @@ PredefinedContext predefined_context(const std::string& library_identity, const 
 // its probe does not answer every name; the request is then not cacheable.
 Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedContext& context,
                                                                const std::vector<std::string>& names);
+
+// What is already known, without NVRTC, about each of `names` in `context`
+// (in this process or in the memo files); names nobody asked yet are left out.
+std::map<std::string, PredefinedAnswer> remembered_predefined(const PredefinedContext& context,
+                                                              const std::vector<std::string>& names);
 
 // Why an identifier in a computed include cannot be keyed whatever NVRTC
 // predefines (`__FILE__`, `__LINE__`, `__COUNTER__`, `__DATE__` ... expand
@@ -77,6 +92,10 @@ std::string_view unkeyable_macro_reason(std::string_view name);
 // define (`NULL`, `va_start`, `va_end`, `va_arg`, `va_copy`, `linux`, `unix`,
 // `i386`). Only those are asked: the others are the program's own.
 bool may_be_predefined(std::string_view name);
+
+// How many probe compiles this process ran (each one NVRTC compile); for
+// tests and benchmarks.
+std::uint64_t predefined_probe_count() noexcept;
 
 // Forgets the answers kept in memory; for tests.
 void forget_predefined_answers();

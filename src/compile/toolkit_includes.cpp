@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "util/atomic_write.hpp"
+#include "compile/user_memo.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
@@ -184,7 +184,7 @@ std::string parent_of(const std::string& path) {
 }  // namespace
 
 std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, const std::string& fingerprint,
-                                                        const fs::path& memo_dir) {
+                                                        const fs::path& memo_dir, const fs::path& fallback_dir) {
   static std::mutex mutex;
   static auto* memo = new std::map<std::string, std::shared_ptr<const ToolkitIncludes>>();  // NOLINT: process lifetime
   const std::string id = util::sha256_hex("kcache-toolkit-includes-1\n" + root.string() + "\n" + fingerprint);
@@ -193,20 +193,19 @@ std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, co
     return it->second;
   }
   std::optional<Raw> raw;
-  const fs::path file = memo_dir.empty() ? fs::path() : memo_dir / ("toolkit-" + id.substr(0, 32));
-  if (!file.empty()) {
-    if (const auto text = util::io::read_small_file(file.string(), k_max_memo_bytes, O_NOFOLLOW)) {
+  const MemoPlaces places{memo_dir, fallback_dir};
+  const std::string file = "toolkit-" + id.substr(0, 32);
+  if (!places.empty()) {
+    if (const auto text = read_memo_file(places, file, k_max_memo_bytes)) {
       raw = parse(*text);
     }
   }
   if (!raw) {
     raw = scan_toolkit(root);
-    if (!file.empty()) {
-      std::error_code ec;
-      fs::create_directories(memo_dir, ec);
+    if (!places.empty()) {
       const std::string text = serialize(*raw);
       if (text.size() <= k_max_memo_bytes) {
-        (void)util::write_file_atomically(file, text, 0600, util::FileSync::none);
+        (void)write_memo_file(places, file, text);
       }
     }
   }

@@ -17,8 +17,11 @@
 // Scanned: every regular file under `<root>/include` (symlinks to files
 // followed, to directories not), at most k_max_toolkit_files files.
 // Remembered per process and, when a memo directory is given, in
-// `<memo dir>/toolkit-<digest of root and fingerprint>` (format version 1;
-// strictly parsed, at most 64 MiB):
+// `<memo dir>/toolkit-<digest of root and fingerprint>`: the per-user toolkit
+// directory (`$XDG_CACHE_HOME/kcache-toolkit/`), else the cache directory's
+// (compile/user_memo.hpp), so a new cache directory does not read the
+// toolkit's ~2 000 headers again (format version 1; strictly parsed, at most
+// 64 MiB):
 //   file  := "kcache-toolkit-includes 2\n" ("file " str "\n" ("name " str "\n")*)*
 //            ("def " ("f"|"o") " " str " " str " " str "\n")* "end\n"
 //   (a file is named by its canonical path)
@@ -69,9 +72,11 @@ void reachable_names(const ToolkitIncludes& toolkit, const std::vector<std::stri
 // The include names and macros of the toolkit at `root` (canonical), whose
 // headers' fingerprint is `fingerprint`. Never fails: an unreadable file is
 // skipped (its names are then not known; the toolkit is the user's own
-// installation). `memo_dir` empty: remembered in this process only.
+// installation). `memo_dir` (per user) and `fallback_dir` (the cache
+// directory's) both empty: remembered in this process only.
 std::shared_ptr<const ToolkitIncludes> toolkit_includes(const std::filesystem::path& root,
                                                         const std::string& fingerprint,
-                                                        const std::filesystem::path& memo_dir);
+                                                        const std::filesystem::path& memo_dir,
+                                                        const std::filesystem::path& fallback_dir = {});
 
 }  // namespace kcache::jit

@@ -10,12 +10,14 @@
 // seconds (compile/header_manifest.hpp), so the steps that must exercise a
 // remembered manifest wait that long first (wait_until_trusted()).
 #include <gtest/gtest.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -366,12 +368,23 @@ TEST(KeySoundnessHeaders, ComputedIncludeThroughThePredefinedVersionIsNoStaleHit
   ASSERT_EQ(traced.status, 0) << traced.out;
   EXPECT_NE(traced.out.find(": hit"), std::string::npos) << traced.out;
   EXPECT_EQ(traced.out.find("libnvrtc.so"), std::string::npos) << "a hit must not load NVRTC";
-  // The answers were remembered beside the manifests.
-  bool remembered = false;
-  for (const auto& e : fs::directory_iterator(dir / "cache" / "v1" / "headers")) {
-    remembered = remembered || e.path().filename().string().rfind("predefined-", 0) == 0;
-  }
-  EXPECT_TRUE(remembered);
+  // The answers were remembered for the user (every cache directory of theirs), not in the cache directory.
+  auto predefined_in = [](const fs::path& d) {
+    bool found = false;
+    std::error_code ec;
+    for (fs::directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {
+      found = found || it->path().filename().string().rfind("predefined-", 0) == 0;
+    }
+    return found;
+  };
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const fs::path user = xdg != nullptr && xdg[0] == '/' ? fs::path(xdg) / "kcache-toolkit"
+                        : home != nullptr && home[0] == '/' ? fs::path(home) / ".cache" / "kcache-toolkit"
+                                                            : dir / "cache" / "v1" / "toolkit";
+  EXPECT_TRUE(predefined_in(user) || predefined_in(dir / "cache" / "v1" / "headers")) << user;
+  EXPECT_FALSE(predefined_in(dir / "cache" / "v1" / "headers") && fs::is_directory(user))
+      << "kept per user when the user's directory can be written";
 }
 
 // Per arch and per -std: each request keys the header its own macro names.

@@ -290,6 +290,7 @@ TEST_F(ListingScan, KeysEqualAProcessWithoutMemoAndNvrtcCompilesTheTree) {
     r.options.push_back("-I" + d);
   }
   const auto saved = Toolkit::instance().memo_dir();
+  Toolkit::instance().set_memo_file(m_tmp.path() / "user" / "kcache-toolkit" / "memo");
   auto key = [&](bool memo, const std::string& define) {
     auto req = r;
     req.options.push_back("-DVARIANT=" + define);
@@ -301,7 +302,7 @@ TEST_F(ListingScan, KeysEqualAProcessWithoutMemoAndNvrtcCompilesTheTree) {
   };
   EXPECT_EQ(key(true, "1"), key(false, "1"));
   EXPECT_EQ(key(true, "2"), key(false, "2"));  // a second kernel: facts from the family's manifest
-  EXPECT_TRUE(fs::exists(m_tmp.path() / "cache" / "v1" / "headers" / "listings"));
+  EXPECT_TRUE(fs::exists(m_tmp.path() / "user" / "kcache-toolkit" / "listings")) << "kept per user";
   {
     auto out = compile(r, nullptr);
     EXPECT_TRUE(out) << (out ? "" : out.error().describe() + "\n" + out.error().log);
@@ -313,6 +314,7 @@ TEST_F(ListingScan, KeysEqualAProcessWithoutMemoAndNvrtcCompilesTheTree) {
   EXPECT_NE(after, before);
   EXPECT_EQ(after, key(false, "3"));
   Toolkit::instance().set_memo_dir(saved);
+  Toolkit::instance().set_memo_file(std::nullopt);
   forget_scan_memos();
 }
 
