@@ -14,8 +14,8 @@
 #    new cache directory (memos made too).
 # 2. A program that compiles nothing (/bin/true), 200 times each: plain, with
 #    only the stand-in preloaded (the environment route), and under
-#    `kcache run`. CPU time (user + system, which machine load does not
-#    inflate) and wall time, medians.
+#    `kcache run`, in turns. CPU time (user + system, which machine load does
+#    not inflate) and wall time, medians.
 # Prints one JSON object.
 set -euo pipefail
 build=${1:-build/ci}
@@ -58,20 +58,25 @@ for kernel in [n for n in modes["no_kcache"][0] if not n.endswith("/cpu")]:
                         round(100.0 * (med["cold"] - med["no_kcache"]) / med["no_kcache"], 2)})
     result["kernels"][kernel] = row
 
-def start_cost(cmd, env, n=200):
-    cpu, wall = [], []
+def start_costs(runs, n=200):
+    """CPU and wall medians (ms) of each (cmd, env) in `runs`, taken in turns so that a change
+    of the machine's load during the measurement touches each alike."""
+    cpu = [[] for _ in runs]
+    wall = [[] for _ in runs]
     for _ in range(n):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        subprocess.run(cmd, env=env, check=True)
-        wall.append(time.perf_counter() - t)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return statistics.median(cpu) * 1000, statistics.median(wall) * 1000
+        for i, (cmd, env) in enumerate(runs):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            subprocess.run(cmd, env=env, check=True)
+            wall[i].append(time.perf_counter() - t)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[i].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return [(statistics.median(c) * 1000, statistics.median(w) * 1000) for c, w in zip(cpu, wall)]
 
-plain = start_cost(["/bin/true"], base)
-preload = start_cost(["/bin/true"], dict(base, LD_PRELOAD=lib))
-wrapped = start_cost([k, "run", "--", "/bin/true"], dict(base, KCACHE_DIR=warm_dir))
+if not os.path.isfile(lib):
+    sys.exit(f"bench_run: the stand-in {lib} is missing (build kcache_interpose)")
+plain, preload, wrapped = start_costs([(["/bin/true"], base), (["/bin/true"], dict(base, LD_PRELOAD=lib)),
+                                       ([k, "run", "--", "/bin/true"], dict(base, KCACHE_DIR=warm_dir))])
 result["nothing_compiled_ms"] = {
     "plain_cpu": round(plain[0], 3), "plain_wall": round(plain[1], 3),
     "preload_only_extra_cpu": round(preload[0] - plain[0], 3), "preload_only_extra_wall": round(preload[1] - plain[1], 3),

@@ -10,7 +10,9 @@ kept). Then, in turns, it times whole `kcache compile` processes that hit the re
   local  a local hit in the warm directory (for scale)
   fresh  an empty cache directory of a user whose per-user toolkit memo is empty too
          ($XDG_CACHE_HOME new: a machine's very first kcache run, which loads NVRTC once)
-and prints the median of each, their ratio, and what the empty directory holds afterwards.
+and prints the median of each, their ratio (of the medians, and the median of the per-round
+ratios), the CPU time (user + system, which the machine's load inflates less than wall time)
+of the empty and warm runs, and what the empty directory holds afterwards.
 
 Usage: scripts/bench-remote-empty-dir.py [rounds]   (after building the release preset)
 """
@@ -63,14 +65,21 @@ def main():
         env = dict(os.environ, KCACHE_REMOTE=f"redis://127.0.0.1:{port}")
         env.pop("KCACHE_DISABLE", None)
 
+        cpu = {}  # CPU time (user + system) of the last run per cache directory, ms
+
         def run(cache_dir, out, xdg=None):
             e = dict(env, KCACHE_DIR=cache_dir)
             if xdg:
                 e["XDG_CACHE_HOME"] = xdg
             t = time.perf_counter()
-            subprocess.run([KCACHE, "compile", src, "--target", "cubin", "--arch", "sm_90", "-o", out],
-                           env=e, check=True, stdout=subprocess.DEVNULL)
-            return (time.perf_counter() - t) * 1e3
+            p = subprocess.Popen([KCACHE, "compile", src, "--target", "cubin", "--arch", "sm_90", "-o", out],
+                                 env=e, stdout=subprocess.DEVNULL)
+            _, status, ru = os.wait4(p.pid, 0)
+            wall = (time.perf_counter() - t) * 1e3
+            p.returncode = os.waitstatus_to_exitcode(status)
+            assert p.returncode == 0, f"kcache compile exited {p.returncode}"
+            cpu[cache_dir if xdg is None else "fresh"] = (ru.ru_utime + ru.ru_stime) * 1e3
+            return wall
 
         seed = os.path.join(work, "seed")
         run(seed, os.path.join(work, "out", "seed.cubin"))  # the cold compile: fills the remote
@@ -81,15 +90,20 @@ def main():
         os.mkdir(os.path.join(warm, "v1", "entries"), 0o700)
         time.sleep(2.5)  # let the source's timestamps age past the header scanner's racy window
         times = {"empty": [], "warm": [], "local": [], "fresh": []}
+        cpus = {"empty": [], "warm": []}
+        pairs = []  # empty / warm wall time, per round (the two runs are next to each other)
         empty = os.path.join(work, "empty")
         copy = os.path.join(work, "warm")
         for _ in range(rounds):
             shutil.rmtree(empty, ignore_errors=True)
             times["empty"].append(run(empty, os.path.join(work, "out", "empty.cubin")))
+            cpus["empty"].append(cpu[empty])
             empty_kib = du_kib(empty)
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(warm, copy, symlinks=True)
             times["warm"].append(run(copy, os.path.join(work, "out", "warm.cubin")))
+            cpus["warm"].append(cpu[copy])
+            pairs.append(times["empty"][-1] / times["warm"][-1])
             times["local"].append(run(copy, os.path.join(work, "out", "local.cubin")))
             xdg = os.path.join(work, "xdg")
             shutil.rmtree(xdg, ignore_errors=True)
@@ -103,7 +117,10 @@ def main():
         print(f"remote hit, warm cache directory:  {med['warm']:7.2f} ms")
         print(f"local hit (for scale):             {med['local']:7.2f} ms")
         print(f"remote hit, empty dir, new user:   {med['fresh']:7.2f} ms (no toolkit memo either: NVRTC loaded once)")
-        print(f"empty / warm: {med['empty'] / med['warm']:.2f}x")
+        print(f"empty / warm: {med['empty'] / med['warm']:.2f}x (medians); {statistics.median(pairs):.2f}x (median of "
+              f"the {rounds} paired rounds)")
+        ce, cw = statistics.median(cpus["empty"]), statistics.median(cpus["warm"])
+        print(f"CPU time (user + system), empty / warm: {ce:.2f} / {cw:.2f} ms = {ce / cw:.2f}x")
         print(f"the empty directory after one remote hit: {empty_kib} KiB (du)")
     finally:
         redis.terminate()

@@ -116,10 +116,7 @@ std::shared_ptr<RemoteLease> open_configured_lease(const Config& config) {
     remote::RedisLeaseOptions lease;
     lease.ttl_ms = config.remote_lease_ttl_ms;
     lease.wait_ms = config.remote_lease_wait_ms;
-    if (!config.cache_dir.empty() && std::filesystem::is_directory(config.cache_dir / "v1" / "stats")) {
-      lease.stats_dir = config.cache_dir / "v1" / "stats";
-      lease.stats_group_shared = config.sharing == Sharing::group;
-    }
+    // The lease's counters go to its store's breaker file (share_state above).
     return std::make_shared<remote::RedisLease>(std::move(*store), std::move(lease));
   }
   return nullptr;

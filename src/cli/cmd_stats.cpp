@@ -10,7 +10,7 @@
 #include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
 #include "kcache/remote_stats.hpp"
-#include "store/remote/remote_counters.hpp"
+#include "store/remote/remote_breaker.hpp"
 
 namespace kcache::cli {
 namespace {
@@ -117,10 +117,13 @@ int run_stats(const Context& ctx) {
     return report(s.error());
   }
   // The remote tier's counters (every process of this cache directory), when
-  // a remote was ever used from it.
+  // a remote was ever used from it: the sum of each remote's own counters.
   std::unique_ptr<remote::RemoteCounters> rc;
-  if (std::filesystem::exists(config->cache_dir / "v1" / "stats" / "remote")) {
-    rc = remote::RemoteCounters::open(config->cache_dir / "v1" / "stats");
+  for (const auto& b : remote::RemoteBreaker::open_all_for_reading(config->cache_dir / "v1" / "stats")) {
+    if (!rc) {
+      rc = remote::RemoteCounters::in_process();
+    }
+    rc->add_all(b->counters());
   }
   using RC = remote::RemoteCounter;
   const std::vector<RemoteTierStats> remotes = remote_tier_stats(config->cache_dir);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -141,12 +142,57 @@ TEST_F(CliRemote, ARemoteHitIntoANewCacheDirectoryLoadsNoLibrary) {
   EXPECT_EQ(jb["toolkit_loads"].get<int>(), 0) << "the version came from the toolkit memo: " << b.out;
   EXPECT_FALSE(fs::exists(m_tmp.path() / "hostB" / "v1" / "toolkit"));
   EXPECT_EQ(test::read_file(m_tmp.path() / "b.cubin"), test::read_file(m_tmp.path() / "a.cubin"));
+  // The remote hit into a new directory: still a one-entry cache of at most 64 KiB (the
+  // remote's breaker and counters are one file, v1/stats/remote-<id>).
+  EXPECT_LE(test::tree_disk_bytes(m_tmp.path() / "hostB"), 64U * 1024) << "du of a one-entry cache after a remote hit";
   // A user without the memo (a machine's first run) loads NVRTC once to learn its version.
   auto c = run_cli(m_tmp.path() / "hostC", env("XDG_CACHE_HOME='" + (m_tmp.path() / "xdg2").string() + "'"),
                    compile + (m_tmp.path() / "c.cubin").string());
   ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_TRUE(json_of(c.out)["hit"].get<bool>()) << c.out;
   EXPECT_EQ(json_of(c.out)["toolkit_loads"].get<int>(), 1) << c.out;
+}
+
+// Each remote keeps its breaker and counters in one file, v1/stats/remote-<id>;
+// `kcache stats`' totals ("remote") are the sum of those files.
+TEST_F(CliRemote, StatsTotalsAreTheSumOfEachRemotesOwnFile) {
+  KCACHE_REQUIRE_TOOLKIT();
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  const std::string compile = "compile " + src + " --target cubin --arch sm_90 --json -o ";
+  auto a = run_cli(m_tmp.path() / "hostA", env(), compile + (m_tmp.path() / "a.cubin").string());
+  ASSERT_EQ(a.status, 0) << a.out;
+  // Host B asks a remote that is down first, then the team's.
+  const std::string down = "redis://127.0.0.1:" + std::to_string(test::free_port());
+  auto b = run_cli(m_tmp.path() / "hostB",
+                   "KCACHE_REMOTE='" + down + " " + m_server->url() + "' KCACHE_REMOTE_KEY_FILE='" + m_key.string() + "'",
+                   compile + (m_tmp.path() / "b.cubin").string());
+  ASSERT_EQ(b.status, 0) << b.out;
+  EXPECT_TRUE(json_of(b.out)["hit"].get<bool>()) << b.out;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(m_tmp.path() / "hostB" / "v1" / "stats")) {
+    if (e.path().filename().string().rfind("remote", 0) == 0) {
+      files.push_back(e.path().filename().string());
+    }
+  }
+  EXPECT_EQ(files.size(), 2U) << "one file per remote, no totals file";
+  auto stats = run_cli(m_tmp.path() / "hostB", "", "stats --json");
+  ASSERT_EQ(stats.status, 0) << stats.out;
+  const auto js = json_of(stats.out);
+  ASSERT_EQ(js["remotes"].size(), 2U) << stats.out;
+  for (const char* counter : {"hits", "misses", "errors", "skipped", "puts", "bytes_in", "bytes_out",
+                              "compile_us_saved", "lease_taken"}) {
+    EXPECT_EQ(js["remote"][counter].get<long long>(),
+              js["remotes"][0][counter].get<long long>() + js["remotes"][1][counter].get<long long>())
+        << counter << "\n" << stats.out;
+  }
+  EXPECT_EQ(js["remote"]["hits"].get<int>(), 1) << stats.out;
+  EXPECT_GE(js["remote"]["errors"].get<int>(), 1) << stats.out;
+  // The team's remote (sorted by server name: 127.0.0.1 ports differ, so find it) has its own latency.
+  for (const auto& r : js["remotes"]) {
+    if (r["hits"].get<int>() == 1) {
+      EXPECT_GT(r["get_p50_us"].get<long long>(), 0) << stats.out;
+    }
+  }
 }
 
 TEST_F(CliRemote, PoisonedRemoteEntryIsNeverUsedNorStoredLocallyAndTheCompileStillHappens) {

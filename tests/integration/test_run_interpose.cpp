@@ -61,10 +61,27 @@ std::size_t warnings(const std::string& err) {
   return n;
 }
 
+// In the tsan build (scripts/tsan-run-tests.sh) the stand-in and the client
+// programs are built with TSan, and TSan's runtime goes first in LD_PRELOAD:
+// a test whose programs are all built by the suite (the clients; `env` only
+// execs them) runs under TSan. Other sanitizer builds skip these tests.
+#ifdef KCACHE_SANITIZER_RUNTIME
+const std::string k_sanitizer_preload = std::string("LD_PRELOAD=") + KCACHE_SANITIZER_RUNTIME + " ";
+#else
+const std::string k_sanitizer_preload;
+#endif
+
+// Skips the test in a sanitizer build: it runs programs not built with the sanitizer (`why`).
+#ifdef KCACHE_INTERPOSE_SANITIZED
+#define KCACHE_SKIP_UNDER_SANITIZERS(why) GTEST_SKIP() << "sanitizer build: " << (why)
+#else
+#define KCACHE_SKIP_UNDER_SANITIZERS(why) static_cast<void>(0)
+#endif
+
 class RunInterpose : public CliShell {
  protected:
   void SetUp() override {
-#ifdef KCACHE_INTERPOSE_SANITIZED
+#if defined(KCACHE_INTERPOSE_SANITIZED) && !defined(KCACHE_SANITIZER_RUNTIME)
     GTEST_SKIP() << "the stand-in is built with sanitizers: it cannot be preloaded into programs built without them";
 #endif
     CliShell::SetUp();
@@ -123,7 +140,7 @@ class RunInterpose : public CliShell {
 
   // Runs `command` under `kcache run` with the compile log in `log`.
   ShellRun run(const std::string& command, const std::string& log, const std::string& env = {}) {
-    return sh(env + " env KCACHE_INTERPOSE_LOG=" + log + " \"$K\" run -- env " + command);
+    return sh(env + " env " + k_sanitizer_preload + "KCACHE_INTERPOSE_LOG=" + log + " \"$K\" run -- env " + command);
   }
 
   std::string file(const std::string& name) { return read_file(dir() / name); }
@@ -133,6 +150,9 @@ class RunInterposeLoading : public RunInterpose, public ::testing::WithParamInte
 
 TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   KCACHE_REQUIRE_TOOLKIT();
+  if (GetParam() == Loading::deepbind || GetParam() == Loading::deepbind_plugin) {
+    KCACHE_SKIP_UNDER_SANITIZERS("the sanitizer runtimes refuse dlopen with RTLD_DEEPBIND");
+  }
   const std::string plain_cmd = client(GetParam(), "plain.out");
   if (plain_cmd.find("nvrtc_client") == std::string::npos) {
     if (toolkit_required()) {
@@ -212,7 +232,7 @@ TEST_F(RunInterpose, AnotherWorkingDirectoryHitsLikeKcacheCompile) {
   ASSERT_EQ(run(client(Loading::path, "first.out"), "first.log").rc, 0);
   fs::create_directories(dir() / "elsewhere" / "inc");
   fs::copy_file(dir() / "inc" / "disk.h", dir() / "elsewhere" / "inc" / "disk.h");
-  const ShellRun moved = sh("cd elsewhere && env KCACHE_INTERPOSE_LOG=../moved.log \"$K\" run -- env " +
+  const ShellRun moved = sh("cd elsewhere && env " + k_sanitizer_preload + "KCACHE_INTERPOSE_LOG=../moved.log \"$K\" run -- env " +
                             client(Loading::path, "../moved.out"));
   ASSERT_EQ(moved.rc, 0) << moved.err;
   EXPECT_EQ(file("moved.out"), file("first.out"));
@@ -316,6 +336,7 @@ TEST_F(RunInterpose, RemoteThatIsDownAndBadSettingsChangeNothing) {
 }
 
 TEST_F(RunInterpose, ExitStatusIsTheProgramsAndPreloadIsKept) {
+  KCACHE_SKIP_UNDER_SANITIZERS("runs sh under the stand-in and checks LD_PRELOAD as a user sets it");
   EXPECT_EQ(sh("\"$K\" run -- sh -c 'exit 7'").rc, 7);
   const ShellRun missing = sh("\"$K\" run -- ./no-such-program");
   EXPECT_EQ(missing.rc, 127);

@@ -40,11 +40,7 @@ std::string make_token() {
 }  // namespace
 
 RedisLease::RedisLease(std::unique_ptr<RemoteStore> store, RedisLeaseOptions options)
-    : m_store(std::move(store)), m_options(std::move(options)), m_token(make_token()) {
-  if (!m_options.stats_dir.empty()) {
-    m_shared = RemoteCounters::open(m_options.stats_dir, m_options.stats_group_shared);
-  }
-}
+    : m_store(std::move(store)), m_options(std::move(options)), m_token(make_token()) {}
 
 RedisLease::~RedisLease() {
   std::vector<Key> held;
@@ -63,9 +59,6 @@ RedisLease::~RedisLease() {
 }
 
 void RedisLease::count(RemoteCounter counter, std::uint64_t RedisLeaseStats::*field) {
-  if (m_shared) {
-    m_shared->add(counter);
-  }
   m_store->breaker().counters().add(counter);
   std::lock_guard lock(m_mutex);
   ++(m_stats.*field);

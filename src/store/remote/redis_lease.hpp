@@ -53,9 +53,6 @@ namespace kcache::remote {
 struct RedisLeaseOptions {
   std::uint64_t ttl_ms = 10000;   // a lease not renewed for this long expires (a dead owner's)
   std::uint64_t wait_ms = 300000; // the longest acquire() waits for another owner
-  // When not empty: also count into <stats_dir>/remote (RemoteCounter::lease_*).
-  std::filesystem::path stats_dir;
-  bool stats_group_shared = false;
   // After this long waiting for another owner, one line says who holds the
   // key and how long this may wait (`stall`).
   std::chrono::milliseconds stall_notice{1000};
@@ -98,7 +95,6 @@ class RedisLease final : public RemoteLease {
   std::unique_ptr<RemoteStore> m_store;
   RedisLeaseOptions m_options;
   std::string m_token;
-  std::unique_ptr<RemoteCounters> m_shared;  // null without a stats_dir
 
   mutable std::mutex m_mutex;  // guards everything below
   std::condition_variable m_wake;

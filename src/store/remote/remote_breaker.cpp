@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -156,6 +157,22 @@ std::unique_ptr<RemoteBreaker> RemoteBreaker::open_for_reading(const std::filesy
   b->m_server.assign(name, strnlen(name, k_server_size));
   b->m_counters = RemoteCounters::over(b->word(0) + (k_counters_offset - k_state_offset) / 8, true);
   return b;
+}
+
+std::vector<std::unique_ptr<RemoteBreaker>> RemoteBreaker::open_all_for_reading(const std::filesystem::path& stats_dir) {
+  std::vector<std::unique_ptr<RemoteBreaker>> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(stats_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("remote-", 0) != 0 || name.find('.') != std::string::npos) {
+      continue;  // other files, temporaries (remote-<id>.tmp-*), an old aggregate "remote" file
+    }
+    if (auto b = open_for_reading(e.path())) {
+      out.push_back(std::move(b));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->server() < b->server(); });
+  return out;
 }
 
 RemoteBreaker::~RemoteBreaker() {

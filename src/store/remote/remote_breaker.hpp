@@ -2,7 +2,8 @@
 // remote, shared by every process that uses one cache directory.
 //
 // A remote that is down or hung must cost one timeout per build, not one per
-// process: the breaker's state lives in a small file per remote, mapped
+// process: the breaker's state lives in one small file per remote (with the
+// remote's counters: the only file a remote adds to a cache directory), mapped
 // MAP_SHARED and changed with lock-free 64-bit atomics (as v1/stats/counters),
 // so that a breaker opened by one `kcache compile` is open for the next one.
 // After the open time, one process wins the half-open probe (a compare-and-
@@ -44,6 +45,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "store/remote/remote_counters.hpp"
 #include "store/remote/remote_spec.hpp"
@@ -86,6 +88,10 @@ class RemoteBreaker {
   // A read-only view of an existing file (for `kcache stats`). Null when it is
   // missing, damaged or of another version.
   static std::unique_ptr<RemoteBreaker> open_for_reading(const std::filesystem::path& file);
+  // Read-only views of every remote's file in `stats_dir` (remote-<id>),
+  // sorted by server; damaged files and temporaries are left out. Empty when
+  // there is none or the directory cannot be read.
+  static std::vector<std::unique_ptr<RemoteBreaker>> open_all_for_reading(const std::filesystem::path& stats_dir);
 
   // The server name that identifies a remote's breaker, and its file name.
   static std::string server_name(const RemoteSpec& spec);

@@ -1,26 +1,28 @@
-// store/remote/remote_counters.hpp: the remote tier's counters, shared by
-// every process that uses one cache directory, for `kcache stats`.
+// store/remote/remote_counters.hpp: the remote tier's counters, for
+// `kcache stats`.
 //
-// The file v1/stats/remote (format version 1) is mapped MAP_SHARED and updated
-// with lock-free 64-bit atomics, as v1/stats/counters is:
+// The counters of one remote live in its state file, v1/stats/remote-<id>
+// (remote_breaker.hpp), mapped MAP_SHARED and updated with lock-free 64-bit
+// atomics by every process that uses the remote from one cache directory:
 //
-//   remote   := header word[64]                       528 bytes
-//   header   := "KCRMT001" u32 version(=1) u32 word_count(=64)
+//   counters := word[64]
 //   word     := u64, in the order of RemoteCounter below; the get latency
 //               histogram has 32 buckets: bucket i counts round trips of
 //               [2^i, 2^(i+1)) microseconds (bucket 0 also counts 0 us);
 //               the lease counters follow it; unused words are 0
 //
-// When the file cannot be created or mapped (read-only cache, another
-// format), the counters live in this process only and shared() is false.
-// Native-endian, never exchanged between machines.
+// The totals over every remote (`kcache stats`' "remote" part) are the sum
+// of the remotes' files (add_all()), so a remote costs one file, not two.
+// (Earlier builds also kept the totals in a second file, v1/stats/remote; it
+// is no longer read or written, and a leftover one is ignored.) Where a remote's file cannot be created or mapped
+// (read-only cache, another format), its counters live in this process only
+// and shared() is false. Native-endian, never exchanged between machines.
 //
 // Thread-safety: every method is thread-safe.
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 
 namespace kcache::remote {
@@ -50,14 +52,15 @@ enum class RemoteCounter : unsigned {
 class RemoteCounters {
  public:
   static constexpr unsigned k_words = 64;
-  static constexpr std::size_t k_file_size = 16 + 8 * k_words;
 
-  // Opens or creates `stats_dir`/remote (mode 0600 | `group_mode`). Never fails.
-  static std::unique_ptr<RemoteCounters> open(const std::filesystem::path& stats_dir, bool group_shared = false);
+  // Zeroed counters owned by this object, in this process only (a sum).
+  static std::unique_ptr<RemoteCounters> in_process();
   // Counters over `words` (k_words of them, 8-byte aligned, owned by the
   // caller and outliving the result): the per-remote counters in a
   // RemoteBreaker's file.
   static std::unique_ptr<RemoteCounters> over(std::uint64_t* words, bool shared);
+  // Adds every counter of `other` (histogram buckets included) to these.
+  void add_all(const RemoteCounters& other) noexcept;
   ~RemoteCounters();
   RemoteCounters(const RemoteCounters&) = delete;
   RemoteCounters& operator=(const RemoteCounters&) = delete;
@@ -76,7 +79,6 @@ class RemoteCounters {
   RemoteCounters() = default;
   std::uint64_t* word(unsigned index) const noexcept { return m_words + index; }
 
-  void* m_mapped = nullptr;  // the mapping this object owns (open()), or null
   std::uint64_t* m_words = nullptr;
   bool m_shared = false;
   std::unique_ptr<std::uint64_t[]> m_local;

@@ -52,16 +52,11 @@ struct RemoteStore::Impl {
   std::unordered_set<Key, KeyHash> rejected_keys;
   std::vector<std::uint32_t> latencies;
   std::size_t latency_next = 0;
-  std::unique_ptr<RemoteCounters> shared;  // null without a stats_dir
   std::once_flag warned_down;  // one line per process: failed, skipped by the breaker, or out of budget
 
-  // Counts into the directory's aggregate counters and this remote's own.
-  void count(RemoteCounter c, std::uint64_t v = 1) {
-    if (shared) {
-      shared->add(c, v);
-    }
-    breaker->counters().add(c, v);
-  }
+  // Counts into this remote's counters (shared by the directory's processes
+  // with its breaker; `kcache stats` adds up every remote's for its totals).
+  void count(RemoteCounter c, std::uint64_t v = 1) { breaker->counters().add(c, v); }
   std::once_flag warned_rejected;
 
   void warn(const std::string& line) {
@@ -163,9 +158,7 @@ struct RemoteStore::Impl {
   void record_latency(Clock::duration d) {
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
     const auto v = static_cast<std::uint32_t>(std::min<long long>(us, 0xffffffffLL));
-    if (shared) {
-      shared->add_latency(v);
-    }
+    breaker->counters().add_latency(v);
     std::lock_guard lock(mutex);
     if (latencies.size() < k_latency_samples) {
       latencies.push_back(v);
@@ -291,9 +284,6 @@ RemoteStore::RemoteStore(RemoteStoreOptions options, std::unique_ptr<RemoteBacke
   m_impl->options.codec.max_entry_size = m_impl->options.spec.max_entry_size;
   m_impl->backend = std::move(backend);
   const RemoteStoreOptions& o = m_impl->options;
-  if (!o.stats_dir.empty()) {
-    m_impl->shared = RemoteCounters::open(o.stats_dir, o.stats_group_shared);
-  }
   m_impl->breaker = RemoteBreaker::open(o.stats_dir, o.spec, o.stats_group_shared);
   m_impl->policy.failures = o.breaker_failures;
   m_impl->policy.seconds = o.breaker_seconds;

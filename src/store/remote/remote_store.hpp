@@ -52,10 +52,9 @@ struct RemoteStoreOptions {
   CodecOptions codec;
   std::uint32_t breaker_failures = 3;  // consecutive failures that open the breaker (0: never)
   std::uint32_t breaker_seconds = 30;  // how long an open breaker skips the remote
-  // When not empty: also count into <stats_dir>/remote, shared by every
-  // process of the cache directory (remote_counters.hpp), for `kcache stats`,
-  // and keep the breaker and this remote's own counters in
-  // <stats_dir>/remote-<id> (remote_breaker.hpp).
+  // When not empty: keep the breaker and this remote's counters in
+  // <stats_dir>/remote-<id> (remote_breaker.hpp), shared by every process of
+  // the cache directory, for `kcache stats`.
   std::filesystem::path stats_dir;
   bool stats_group_shared = false;
   // The process's remote budget (RemoteBudget::for_process); null: none.

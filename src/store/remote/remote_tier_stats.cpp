@@ -1,7 +1,4 @@
 // remote_tier_stats: the per-remote state files of a cache directory, read.
-#include <algorithm>
-#include <system_error>
-
 #include "kcache/remote_stats.hpp"
 #include "store/remote/remote_breaker.hpp"
 
@@ -10,16 +7,7 @@ namespace kcache {
 std::vector<RemoteTierStats> remote_tier_stats(const std::filesystem::path& cache_dir) {
   using RC = remote::RemoteCounter;
   std::vector<RemoteTierStats> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(cache_dir / "v1" / "stats", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("remote-", 0) != 0 || name.find('.') != std::string::npos) {
-      continue;  // the aggregate "remote" file, temporaries
-    }
-    auto b = remote::RemoteBreaker::open_for_reading(e.path());
-    if (!b) {
-      continue;
-    }
+  for (const auto& b : remote::RemoteBreaker::open_all_for_reading(cache_dir / "v1" / "stats")) {
     const remote::BreakerState st = b->state();
     const remote::RemoteCounters& c = b->counters();
     RemoteTierStats s;
@@ -54,7 +42,6 @@ std::vector<RemoteTierStats> remote_tier_stats(const std::filesystem::path& cach
     s.lease_stalls = c.get(RC::lease_stalls);
     out.push_back(std::move(s));
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.server < b.server; });
   return out;
 }
 
