@@ -55,7 +55,7 @@ TEST_F(S3Requests, TtlBecomesATagOnEveryObjectAndLifecycleRulesCanMatchIt) {
   const std::string object = m_server->endpoint() + "/" + SeaweedfsServer::k_bucket + "/ttl/kcache/v1/" + key;
   const ShellRun tags = sh(std::string("curl -sS --aws-sigv4 aws:amz:us-east-1:s3 --user ") +
                            SeaweedfsServer::k_access_key + ":" + SeaweedfsServer::k_secret_key + " '" + object +
-                           "?tagging'");
+                           "?tagging='");
   ASSERT_EQ(tags.rc, 0) << tags.err;
   EXPECT_NE(tags.out.find("<Key>kcache-ttl-s</Key><Value>86400</Value>"), std::string::npos) << tags.out;
   // Without ttl_s: no tag.
@@ -64,7 +64,7 @@ TEST_F(S3Requests, TtlBecomesATagOnEveryObjectAndLifecycleRulesCanMatchIt) {
   const ShellRun none = sh(std::string("curl -sS --aws-sigv4 aws:amz:us-east-1:s3 --user ") +
                            SeaweedfsServer::k_access_key + ":" + SeaweedfsServer::k_secret_key + " '" +
                            m_server->endpoint() + "/" + SeaweedfsServer::k_bucket + "/ttl/kcache/v1/" + other +
-                           "?tagging'");
+                           "?tagging='");
   EXPECT_EQ(none.out.find("kcache-ttl-s"), std::string::npos) << none.out;
 }
 
