@@ -11,7 +11,8 @@ ports, then measures, as whole processes:
      parts) against `curl -T` (one signed PUT), and `kcache pull` against a
      signed curl GET; MB/s, and the peak RSS (ru_maxrss of each process)
      of kcache push / pull, of curl, and of `kcache pull` of a key the
-     remote does not hold (the process's baseline). --large-mib 0 skips it.
+     remote does not hold (the process's baseline), from GNU time
+     (/usr/bin/time, Debian `time`). --large-mib 0 skips it.
 Usage: scripts/bench-s3.py [--runs N] [--entry-kib K] [--large-mib M]
 Prints one JSON object.
 """
@@ -52,12 +53,21 @@ def timed(cmd, env=None):
 
 
 def timed_rss(cmd, env=None):
-    """(seconds, peak RSS in KiB) of one process (ru_maxrss from wait4)."""
+    """(seconds, peak RSS in KiB, exit code) of one process, from GNU time's %M.
+
+    Not ru_maxrss from this script's own wait4: a child forked from Python
+    starts with Python's resident pages counted (the kernel folds the
+    pre-exec high-water mark in), which would hide anything below ~25 MiB.
+    """
+    rss_file = tempfile.mktemp(prefix="kcache-rss-")
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - t, usage.ru_maxrss, p.returncode
+    rc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file, *cmd], env=env,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    elapsed = time.perf_counter() - t
+    with open(rss_file) as f:
+        kib = int(f.read().strip().splitlines()[-1])
+    os.unlink(rss_file)
+    return elapsed, kib, rc
 
 
 def timed_rc(cmd, env=None):

@@ -482,20 +482,6 @@ TEST_F(CliRemoteS3, StoppedHungAndSlowServersCostOneDeadlineAndOneWarning) {
   EXPECT_LT(took, 8000);
 }
 
-// Peak RSS of `kcache args` run with `env` in `cwd` (KiB), and its exit code.
-std::pair<int, long> run_measured(const fs::path& cwd, const std::string& env, const std::string& args) {
-  const std::string cmd = "cd '" + cwd.string() + "' && exec env " + env + " '" + KCACHE_CLI_PATH + "' " + args +
-                          " >/dev/null 2>measured.err";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  struct rusage usage {};
-  ::wait4(pid, &status, 0, &usage);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), usage.ru_maxrss};
-}
 
 // A 300 MiB engine: uploaded in 64 MiB parts (multipart) read from the local
 // entry as they are sent, downloaded and checked as it arrives into a file
