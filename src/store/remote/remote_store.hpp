@@ -5,6 +5,11 @@
 // full (remote_codec.hpp: size, format, signature, payload SHA-256, key
 // recomputed from the key record) before anything else sees it; put()
 // encodes (zstd, signed with the team key) and writes with one SET NX.
+// Objects of stream_min_bytes (8 MiB) or more move in parts where the
+// backend streams (HTTP, S3): downloads are checked as they arrive into a
+// payload staged in the local FileStore (options.local, fetch_into) and
+// published by its commit; uploads are encoded as they are sent
+// (object_stream.hpp). Memory then does not grow with the entry.
 //
 // Degrade, never break (DESIGN rule 3):
 // - A failed operation (server down, slow, full, refusing) is counted and
