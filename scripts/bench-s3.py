@@ -9,7 +9,10 @@ ports, then measures, as whole processes:
      entry (cubin-like, 256 KiB by default), median of N runs each;
   2. a 300 MiB engine (incompressible): `kcache push` (multipart, 64 MiB
      parts) against `curl -T` (one signed PUT), and `kcache pull` against a
-     signed curl GET; MB/s.
+     signed curl GET; MB/s, and the peak RSS (ru_maxrss of each process)
+     of kcache push / pull, of curl, and of `kcache pull` of a key the
+     remote does not hold (the process's baseline), from GNU time
+     (/usr/bin/time, Debian `time`). --large-mib 0 skips it.
 Usage: scripts/bench-s3.py [--runs N] [--entry-kib K] [--large-mib M]
 Prints one JSON object.
 """
@@ -47,6 +50,24 @@ def timed(cmd, env=None):
     t = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return time.perf_counter() - t
+
+
+def timed_rss(cmd, env=None):
+    """(seconds, peak RSS in KiB, exit code) of one process, from GNU time's %M.
+
+    Not ru_maxrss from this script's own wait4: a child forked from Python
+    starts with Python's resident pages counted (the kernel folds the
+    pre-exec high-water mark in), which would hide anything below ~25 MiB.
+    """
+    rss_file = tempfile.mktemp(prefix="kcache-rss-")
+    t = time.perf_counter()
+    rc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file, *cmd], env=env,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    elapsed = time.perf_counter() - t
+    with open(rss_file) as f:
+        kib = int(f.read().strip().splitlines()[-1])
+    os.unlink(rss_file)
+    return elapsed, kib, rc
 
 
 def timed_rc(cmd, env=None):
@@ -116,21 +137,30 @@ def main():
                "kcache_refused_ms": ms(fixed_k), "curl_refused_ms": ms(fixed_c)}
         res["hit_over_curl"] = round(res["kcache_hit_ms"] / res["curl_get_ms"], 2)
 
-        big = os.path.join(tmp, "engine")
-        n = a.large_mib << 20
-        with open(big, "wb") as f:
-            for _ in range(a.large_mib):
-                f.write(os.urandom(1 << 20))
-        bsrc = dict(env, KCACHE_DIR=os.path.join(tmp, "bigsrc"))
-        bkey = subprocess.run([K, "put", big], env=bsrc, check=True, capture_output=True, text=True).stdout[:64]
-        push = timed([K, "push", bkey], bsrc)
-        curl_put = timed(["curl", "-s", "-f", *sig, "-T", big, f"{endpoint}/{BUCKET}/raw/engine"])
-        pull = timed([K, "pull", bkey], dict(env, KCACHE_DIR=os.path.join(tmp, "bigdst")))
-        curl_get = timed(["curl", "-s", "-f", *sig, "-o", out, f"{endpoint}/{BUCKET}/raw/engine"])
-        mb = n / 1e6
-        res.update({"large_mib": a.large_mib,
-                    "kcache_push_MBps": round(mb / push, 1), "curl_put_MBps": round(mb / curl_put, 1),
-                    "kcache_pull_MBps": round(mb / pull, 1), "curl_get_MBps": round(mb / curl_get, 1)})
+        if a.large_mib > 0:
+            big = os.path.join(tmp, "engine")
+            n = a.large_mib << 20
+            with open(big, "wb") as f:
+                for _ in range(a.large_mib):
+                    f.write(os.urandom(1 << 20))
+            bsrc = dict(env, KCACHE_DIR=os.path.join(tmp, "bigsrc"))
+            bdst = dict(env, KCACHE_DIR=os.path.join(tmp, "bigdst"))
+            bkey = subprocess.run([K, "put", big], env=bsrc, check=True, capture_output=True, text=True).stdout[:64]
+            push, push_rss, rc = timed_rss([K, "push", bkey], bsrc)
+            assert rc == 0, "kcache push failed"
+            curl_put, curl_put_rss, _ = timed_rss(["curl", "-s", "-f", *sig, "-T", big, f"{endpoint}/{BUCKET}/raw/engine"])
+            _, base_rss, _ = timed_rss([K, "pull", "0" * 64], bdst)
+            pull, pull_rss, rc = timed_rss([K, "pull", bkey], bdst)
+            assert rc == 0, "kcache pull failed"
+            curl_get, curl_get_rss, _ = timed_rss(["curl", "-s", "-f", *sig, "-o", out, f"{endpoint}/{BUCKET}/raw/engine"])
+            mb = n / 1e6
+            mib = lambda kib: round(kib / 1024, 1)
+            res.update({"large_mib": a.large_mib,
+                        "kcache_push_MBps": round(mb / push, 1), "curl_put_MBps": round(mb / curl_put, 1),
+                        "kcache_pull_MBps": round(mb / pull, 1), "curl_get_MBps": round(mb / curl_get, 1),
+                        "kcache_push_peak_rss_MiB": mib(push_rss), "kcache_pull_peak_rss_MiB": mib(pull_rss),
+                        "kcache_baseline_rss_MiB": mib(base_rss),
+                        "curl_put_peak_rss_MiB": mib(curl_put_rss), "curl_get_peak_rss_MiB": mib(curl_get_rss)})
         print(json.dumps(res, indent=2))
     finally:
         weed.kill()

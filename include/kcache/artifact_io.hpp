@@ -43,6 +43,19 @@ inline constexpr std::size_t k_artifact_stream_trailer_bytes = 8;
 // The default cap on payload size for readers: 4 GiB.
 inline constexpr std::uint64_t k_artifact_max_payload_bytes = std::uint64_t{4} << 30;
 
+// The header of a stream, for writers and readers that move a stream in
+// parts (the remote tier's large objects, store/remote/object_stream.hpp).
+struct ArtifactStreamHeader {
+  std::uint32_t passport_len = 0;
+  std::uint64_t payload_len = 0;
+};
+// The 24 header bytes of a stream with these lengths.
+std::string encode_artifact_header(std::uint32_t passport_len, std::uint64_t payload_len);
+// Parses and bounds-checks the 24 header bytes `header` (magic, version,
+// 1 <= passport_len <= k_passport_max_bytes, payload_len <= `max_payload_bytes`).
+// Failure: `corrupt` naming the check.
+Result<ArtifactStreamHeader> decode_artifact_header(std::string_view header, std::uint64_t max_payload_bytes);
+
 // Returns the serialised form of `artifact`. Never fails; the artifact is
 // written as it is (call verify() first if it may be inconsistent).
 std::string encode_artifact(const Artifact& artifact);

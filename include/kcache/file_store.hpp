@@ -190,6 +190,12 @@ class PayloadFile {
   // it was copied (the bytes written are then not to be trusted).
   Result<void> copy_to(int out_fd, std::string_view out_name) const;
 
+  // Reads `n` bytes of the payload at `offset` into `out` (pread: the file
+  // position is not used, so threads may read at once). Failure:
+  // invalid_argument past the payload's end, io on a read error, `corrupt`
+  // when the file is shorter than verified.
+  Result<void> read_at(std::uint64_t offset, char* out, std::size_t n) const;
+
  private:
   friend class FileStore;
   Passport m_passport;
@@ -237,6 +243,48 @@ struct StreamedPut {
 // SHA-256 (32 raw bytes); an error refuses the put.
 using PassportForPayload =
     std::function<Result<Passport>(std::uint64_t size, const std::array<std::uint8_t, 32>& sha256)>;
+
+// How a staged payload is published (FileStore::stage_payload).
+enum class StagedAs {
+  put,   // as put(): fsync as the options say
+  fill,  // as fill(): no fsync (a copy of an entry another tier holds, checked on every read)
+};
+
+// A payload written in parts into v1/tmp, hashed as it goes, and published
+// as an entry by commit() (FileStore::stage_payload). Nothing of it is
+// visible before commit(): a staged payload that is dropped, or whose commit
+// fails, is removed (and its room under the cap released). Memory does not
+// grow with the payload's size. Move-only.
+// REQUIRES: the FileStore that made it outlives it.
+// Thread-safety: one thread at a time.
+class StagedPayload {
+ public:
+  StagedPayload();
+  StagedPayload(StagedPayload&& other) noexcept;
+  StagedPayload& operator=(StagedPayload&& other) noexcept;
+  StagedPayload(const StagedPayload&) = delete;
+  StagedPayload& operator=(const StagedPayload&) = delete;
+  ~StagedPayload();
+
+  // Appends `bytes`. Failure: the store's write error (ENOSPC, EIO ... as
+  // put() reports them; the staged file is removed and every later call fails).
+  Result<void> write(std::string_view bytes);
+  // Bytes written so far, and their SHA-256 once finished.
+  std::uint64_t size() const noexcept;
+  // Publishes the bytes written as the payload of `passport`, as put()
+  // publishes (the passport last, under the shard lock). `stored`, or
+  // `already_present` (the staged bytes are then dropped). Failure:
+  // invalid_argument when the passport does not name the size and SHA-256 of
+  // the bytes written (nothing is published), else as put(). Once only.
+  Result<PutOutcome> commit(const Passport& passport);
+  // SHA-256 (32 raw bytes) of the bytes written; ends writing.
+  const std::array<std::uint8_t, 32>& finish_digest();
+
+ private:
+  friend class FileStore;
+  struct State;
+  std::unique_ptr<State> m_state;
+};
 
 class FileStore final : public Store {
  public:
@@ -297,6 +345,13 @@ class FileStore final : public Store {
   // written. `fd` may be a pipe.
   Result<StreamedPut> put_stream(int fd, const PassportForPayload& make_passport);
 
+  // Starts a payload written in parts (see StagedPayload), e.g. an entry
+  // downloaded from a remote and checked as it arrives. `expected_bytes`
+  // (payload + passport; 0: not known) is reserved under the cap first, as
+  // put() reserves. Failure: read_only while the store is degraded, else the
+  // write error of creating the staging file.
+  Result<StagedPayload> stage_payload(std::uint64_t expected_bytes, StagedAs as);
+
   // Re-hashes every entry in full, lists orphans (and temporary files of
   // writers that are gone) and compares the shared size accounting with the
   // disk; with Repair::yes removes what is bad, sweeps orphans and sets the
@@ -351,6 +406,7 @@ class FileStore final : public Store {
   const FileStoreOptions& options() const noexcept;
 
  private:
+  friend class StagedPayload;
   struct Impl;
   explicit FileStore(std::unique_ptr<Impl> impl);
   // The read path shared by get(), get_into(), get_view() and open_payload():

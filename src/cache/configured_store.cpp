@@ -25,9 +25,10 @@ void warn_line(const std::string& line) { store_warnings::warn(Source::tier, lin
 // Appends one tier per configured remote, slowest last: a RemoteStore, behind
 // its own bounded write-behind queue unless it is read_only.
 // `locations` receives each remote's masked URL (TieredStore::set_tier_location).
+// Large objects are streamed into `local` (the file tier, destroyed after them).
 void add_remote_tiers(const Config& config, std::vector<std::unique_ptr<Store>>& tiers,
-                      std::vector<std::string>& locations) {
-  for (auto& store : open_remote_stores(config, warn_line)) {
+                      std::vector<std::string>& locations, FileStore* local) {
+  for (auto& store : open_remote_stores(config, warn_line, local)) {
     locations.push_back(store->spec().masked());
     if (!store->writable()) {
       tiers.push_back(std::move(store));
@@ -80,9 +81,10 @@ Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
     tiers.push_back(std::make_unique<MemoryStore>(config.memory_size_bytes));
   }
   const bool bundle_tier = add_bundle_tier(config, tiers);
+  FileStore* local = file->get();
   tiers.push_back(std::move(*file));
   std::vector<std::string> remotes;
-  add_remote_tiers(config, tiers, remotes);
+  add_remote_tiers(config, tiers, remotes, local);
   const std::size_t first_remote = tiers.size() - remotes.size();
   auto chain = std::make_unique<TieredStore>(std::move(tiers), store_warnings::sink(Source::layer));
   if (bundle_tier) {

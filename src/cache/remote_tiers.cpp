@@ -55,7 +55,7 @@ Result<remote::CodecOptions> remote_codec_options(const Config& config) {
 }
 
 std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
-    const Config& config, const std::function<void(const std::string&)>& warn) {
+    const Config& config, const std::function<void(const std::string&)>& warn, FileStore* local) {
   std::vector<std::unique_ptr<remote::RemoteStore>> out;
   if (config.remote.empty()) {
     return out;
@@ -75,6 +75,7 @@ std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
     remote::RemoteStoreOptions options;
     options.spec = std::move(*spec);
     options.codec = codec;
+    options.local = local;
     share_state(config, options);
     auto store = remote::RemoteStore::open(std::move(options));
     if (!store) {

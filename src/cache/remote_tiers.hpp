@@ -28,7 +28,9 @@ Result<remote::RemoteSpec> configured_remote_spec(const Config& config, const st
 // keys, compression and breaker settings. Never fails as a whole: a URL or
 // key file that cannot be used is reported through `warn` (one line) and left
 // out (a bad key file leaves every remote out). No network traffic.
+// `local`, when given, is where large objects are streamed by get()
+// (RemoteStoreOptions::local; it must outlive the stores).
 std::vector<std::unique_ptr<remote::RemoteStore>> open_remote_stores(
-    const Config& config, const std::function<void(const std::string&)>& warn);
+    const Config& config, const std::function<void(const std::string&)>& warn, FileStore* local = nullptr);
 
 }  // namespace kcache

@@ -1,5 +1,6 @@
 // kcache pull KEY...: fetch entries from the remotes into the local store
-// (prefetch), each verified in full before it is written.
+// (prefetch), each verified in full before it is published (large ones as
+// they arrive, staged in the cache's v1/tmp: memory stays flat).
 #include <cstdio>
 
 #include "cache/remote_tiers.hpp"
@@ -39,14 +40,15 @@ int run_pull(const Context& ctx, const std::vector<std::string>& key_args) {
     }
     bool found = false;
     for (auto& r : remotes) {
-      auto got = r->get(key);  // verified in full; a bad object is a miss
-      if (!got || !got->has_value()) {
+      // Verified in full (a bad object is a miss); a large one is streamed
+      // into the local store as it arrives, never held whole in memory.
+      auto got = r->fetch_into(key, **local);
+      if (got && *got == remote::Fetched::miss) {
         continue;
       }
-      auto put = (*local)->fill(**got);
-      if (!put) {
+      if (!got) {
         ++failed;
-        std::fprintf(stderr, "kcache: error: store %s locally: %s\n", key.hex().c_str(), put.error().describe().c_str());
+        std::fprintf(stderr, "kcache: error: store %s locally: %s\n", key.hex().c_str(), got.error().describe().c_str());
       } else {
         ++pulled;
       }

@@ -59,7 +59,9 @@ int run_push(const Context& ctx, const PushArgs& args) {
   }
   std::uint64_t uploaded = 0, present = 0, missing = 0, failed = 0;
   for (const Key& key : keys) {
-    auto a = (*local)->get(key);
+    // The payload stays in its file (checked there in bounded chunks) and is
+    // read in parts as it is uploaded: memory does not grow with the entry.
+    auto a = (*local)->open_payload(key);
     if (!a || !a->has_value()) {
       ++missing;
       if (!a) {
@@ -72,7 +74,7 @@ int run_push(const Context& ctx, const PushArgs& args) {
       if (!r->writable()) {
         continue;
       }
-      auto put = r->fill(**a);  // read and verified from the local store just now
+      auto put = r->put_file(**a);  // read and verified from the local store just now
       if (!put) {
         ++failed;
         std::fprintf(stderr, "kcache: error: push %s to %s: %s\n", key.hex().c_str(), r->spec().masked().c_str(),

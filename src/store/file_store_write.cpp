@@ -7,7 +7,9 @@
 
 #include <cerrno>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "store/entry_cost.hpp"
 #include "store/file_store_impl.hpp"
@@ -84,6 +86,135 @@ Result<PutOutcome> FileStore::Impl::put_checked(const Artifact& artifact, FsyncP
 }
 
 Result<StreamedPut> FileStore::put_stream(int fd, const PassportForPayload& make_passport) {
+  // Room under the cap for what a regular file says it holds (a pipe's size is
+  // not known ahead: its entry is settled by eviction after it is published).
+  struct stat in_st {};
+  const bool sized = io::fstat(fd, &in_st) == 0 && S_ISREG(in_st.st_mode);
+  constexpr std::uint64_t k_passport_estimate = 4096;
+  auto staged = stage_payload(sized ? static_cast<std::uint64_t>(in_st.st_size) + k_passport_estimate : 0,
+                              StagedAs::put);
+  if (!staged) {
+    return tl::unexpected(staged.error());
+  }
+  // One pass over the input: each chunk is hashed and written to the staged file.
+  constexpr std::size_t k_chunk = 1 << 20;
+  const auto buffer = std::make_unique_for_overwrite<char[]>(k_chunk);
+  for (;;) {
+    const ssize_t n = io::read(fd, buffer.get(), k_chunk);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return make_errno_error(errno, "cannot read the input to store");
+    }
+    if (n == 0) {
+      break;
+    }
+    if (auto w = staged->write(std::string_view(buffer.get(), static_cast<std::size_t>(n))); !w) {
+      return tl::unexpected(w.error());
+    }
+  }
+  const std::uint64_t size = staged->size();
+  auto passport = make_passport(size, staged->finish_digest());
+  if (!passport) {
+    return tl::unexpected(passport.error());
+  }
+  auto outcome = staged->commit(*passport);
+  if (!outcome) {
+    return tl::unexpected(outcome.error());
+  }
+  return StreamedPut{*outcome, std::move(*passport)};
+}
+
+// ---------------------------------------------------------------- staged payloads
+
+struct StagedPayload::State {
+  FileStore::Impl* store = nullptr;
+  util::Fd fd;
+  std::string tmp_name;  // in v1/tmp; empty once published or removed
+  util::Sha256 sha;
+  std::optional<std::array<std::uint8_t, 32>> digest;
+  std::uint64_t size = 0;
+  FsyncPolicy fsync = FsyncPolicy::none;
+  std::optional<FileStore::Impl::RoomGuard> room;
+  bool failed = false;
+
+  void discard() {
+    fd = util::Fd();
+    if (!tmp_name.empty()) {
+      io::unlinkat(store->tmp_fd.get(), tmp_name.c_str(), 0);
+      tmp_name.clear();
+    }
+  }
+  ~State() { discard(); }
+};
+
+StagedPayload::StagedPayload() = default;
+StagedPayload::StagedPayload(StagedPayload&& other) noexcept = default;
+StagedPayload& StagedPayload::operator=(StagedPayload&& other) noexcept = default;
+StagedPayload::~StagedPayload() = default;
+
+std::uint64_t StagedPayload::size() const noexcept { return m_state ? m_state->size : 0; }
+
+Result<void> StagedPayload::write(std::string_view bytes) {
+  State& st = *m_state;
+  if (st.failed || st.digest) {
+    return make_error(ErrorCode::io, "the staged payload was abandoned after a failed write");
+  }
+  if (int e = io::write_all(st.fd.get(), bytes); e != 0) {
+    st.failed = true;
+    st.discard();
+    return tl::unexpected(st.store->write_failed(e, "cannot stage the payload in v1/tmp"));
+  }
+  st.sha.update(bytes);
+  st.size += bytes.size();
+  return {};
+}
+
+const std::array<std::uint8_t, 32>& StagedPayload::finish_digest() {
+  State& st = *m_state;
+  if (!st.digest) {
+    st.digest = st.sha.finish();
+  }
+  return *st.digest;
+}
+
+Result<PutOutcome> StagedPayload::commit(const Passport& passport) {
+  State& st = *m_state;
+  if (st.failed || st.tmp_name.empty()) {
+    return make_error(ErrorCode::io, "the staged payload was abandoned after a failed write");
+  }
+  const auto& digest = finish_digest();
+  if (passport.payload_size != st.size || passport.payload_sha256 != util::to_hex(digest.data(), digest.size()) ||
+      passport.format != k_passport_format_version || !is_valid_kind(passport.kind)) {
+    st.discard();
+    return make_error(ErrorCode::invalid_argument,
+                      "refusing to store a payload whose passport does not name its size and SHA-256");
+  }
+  FileStore::Impl& m = *st.store;
+  const mode_t fmode = store::file_mode(m.options.sharing);
+  int e = io::fchmod(st.fd.get(), fmode) != 0 ? errno : 0;
+  if (e == 0 && st.fsync != FsyncPolicy::none && io::fsync(st.fd.get()) != 0) {
+    e = errno;
+  }
+  if (e != 0) {
+    st.discard();
+    return tl::unexpected(m.write_failed(e, "cannot stage the payload in v1/tmp"));
+  }
+  st.fd = util::Fd();
+  const unsigned shard = passport.key.bytes()[0];
+  int err = 0;
+  util::Fd shard_fd = m.open_shard(shard, CreateShard::yes, err);
+  if (!shard_fd) {
+    st.discard();
+    return tl::unexpected(m.shard_open_failed(shard, err));
+  }
+  // publish_staged removes the staged file on every path.
+  const std::string tmp = std::exchange(st.tmp_name, std::string());
+  return m.publish_staged(shard, shard_fd.get(), passport, passport.to_json(), tmp, st.fsync);
+}
+
+Result<StagedPayload> FileStore::stage_payload(std::uint64_t expected_bytes, StagedAs as) {
   Impl& m = *m_impl;
   if (auto skipped = m.check_writable(); !skipped) {
     return tl::unexpected(skipped.error());
@@ -91,77 +222,26 @@ Result<StreamedPut> FileStore::put_stream(int fd, const PassportForPayload& make
   if (!m.tmp_fd) {
     return tl::unexpected(m.write_failed(EACCES, "no usable staging directory v1/tmp"));
   }
-  // Room under the cap for what a regular file says it holds (a pipe's size is
-  // not known ahead: its entry is settled by eviction after it is published).
-  struct stat in_st {};
-  const bool sized = io::fstat(fd, &in_st) == 0 && S_ISREG(in_st.st_mode);
-  constexpr std::uint64_t k_passport_estimate = 4096;
-  if (sized) {
-    if (auto pins = m.check_pins_leave_room(static_cast<std::uint64_t>(in_st.st_size) + k_passport_estimate, nullptr);
-        !pins) {
+  if (expected_bytes > 0) {
+    if (auto pins = m.check_pins_leave_room(expected_bytes, nullptr); !pins) {
       return tl::unexpected(pins.error());
     }
   }
-  const Impl::RoomGuard room(
-      *m.counters, sized ? m.make_room(static_cast<std::uint64_t>(in_st.st_size) + k_passport_estimate) : -1);
-  // One pass over the input: each chunk is hashed and written to the staged file.
-  const std::string tmp_payload = m.new_temp_name();
-  util::Sha256 sha;
-  std::uint64_t size = 0;
-  int read_err = 0;
-  const int e = m.stage(tmp_payload, [&](int out) {
-    constexpr std::size_t k_chunk = 1 << 20;
-    const auto buffer = std::make_unique_for_overwrite<char[]>(k_chunk);
-    for (;;) {
-      const ssize_t n = io::read(fd, buffer.get(), k_chunk);
-      if (n < 0 && errno == EINTR) {
-        continue;
-      }
-      if (n < 0) {
-        read_err = errno;
-        return read_err;
-      }
-      if (n == 0) {
-        return 0;
-      }
-      sha.update(buffer.get(), static_cast<std::size_t>(n));
-      size += static_cast<std::uint64_t>(n);
-      if (int w = io::write_all(out, std::string_view(buffer.get(), static_cast<std::size_t>(n))); w != 0) {
-        return w;
-      }
-    }
-  }, m.options.fsync);
-  if (read_err != 0) {
-    return make_errno_error(read_err, "cannot read the input to store");
-  }
-  if (e != 0) {
+  StagedPayload staged;
+  staged.m_state = std::make_unique<StagedPayload::State>();
+  StagedPayload::State& st = *staged.m_state;
+  st.store = &m;
+  st.fsync = as == StagedAs::put ? m.options.fsync : FsyncPolicy::none;
+  st.room.emplace(*m.counters, expected_bytes > 0 ? m.make_room(expected_bytes) : -1);
+  st.tmp_name = m.new_temp_name();
+  st.fd = util::Fd(io::openat(m.tmp_fd.get(), st.tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+                              store::file_mode(m.options.sharing)));
+  if (!st.fd) {
+    const int e = errno;
+    st.tmp_name.clear();
     return tl::unexpected(m.write_failed(e, "cannot stage the payload in v1/tmp"));
   }
-  auto discard = [&] { io::unlinkat(m.tmp_fd.get(), tmp_payload.c_str(), 0); };
-  const auto digest = sha.finish();
-  auto passport = make_passport(size, digest);
-  if (!passport) {
-    discard();
-    return tl::unexpected(passport.error());
-  }
-  if (passport->payload_size != size || passport->payload_sha256 != util::to_hex(digest.data(), digest.size()) ||
-      passport->format != k_passport_format_version || !is_valid_kind(passport->kind)) {
-    discard();
-    return make_error(ErrorCode::invalid_argument,
-                      "refusing to store a payload whose passport does not name its size and SHA-256");
-  }
-  const unsigned shard = passport->key.bytes()[0];
-  int err = 0;
-  util::Fd shard_fd = m.open_shard(shard, CreateShard::yes, err);
-  if (!shard_fd) {
-    discard();
-    return tl::unexpected(m.shard_open_failed(shard, err));
-  }
-  auto outcome = m.publish_staged(shard, shard_fd.get(), *passport, passport->to_json(), tmp_payload, m.options.fsync);
-  if (!outcome) {
-    return tl::unexpected(outcome.error());
-  }
-  return StreamedPut{*outcome, std::move(*passport)};
+  return staged;
 }
 
 // ---------------------------------------------------------------- put: staging and publishing

@@ -72,7 +72,13 @@ TieredStore::TieredStore(std::vector<std::unique_ptr<Store>> tiers,
   }
 }
 
-TieredStore::~TieredStore() = default;
+TieredStore::~TieredStore() {
+  // Slowest first: a remote tier (and its write-behind queue) may stream
+  // into the file tier above it until it is gone.
+  while (!m_impl->tiers.empty()) {
+    m_impl->tiers.pop_back();
+  }
+}
 
 Result<std::optional<Artifact>> TieredStore::get(const Key& key) { return get_into(key, {}); }
 

@@ -75,30 +75,36 @@ std::string sha256_hex(std::string_view bytes) {
   return to_hex(d.data(), d.size());
 }
 
-Digest256 hmac_sha256(std::string_view key, std::string_view bytes) {
-  constexpr std::size_t k_block = 64;
-  std::array<unsigned char, k_block> k{};
-  if (key.size() > k_block) {
+HmacSha256::HmacSha256(std::string_view key) {
+  if (key.size() > m_key.size()) {
     const Digest256 hashed = sha256(key);
-    std::memcpy(k.data(), hashed.data(), hashed.size());
+    std::memcpy(m_key.data(), hashed.data(), hashed.size());
   } else if (!key.empty()) {
-    std::memcpy(k.data(), key.data(), key.size());
+    std::memcpy(m_key.data(), key.data(), key.size());
   }
-  std::array<unsigned char, k_block> pad{};
-  for (std::size_t i = 0; i < k_block; ++i) {
-    pad[i] = static_cast<unsigned char>(k[i] ^ 0x36);
+  std::array<unsigned char, 64> pad{};
+  for (std::size_t i = 0; i < pad.size(); ++i) {
+    pad[i] = static_cast<unsigned char>(m_key[i] ^ 0x36);
   }
-  Sha256 inner;
-  inner.update(pad.data(), pad.size());
-  inner.update(bytes);
-  const Digest256 inner_digest = inner.finish();
-  for (std::size_t i = 0; i < k_block; ++i) {
-    pad[i] = static_cast<unsigned char>(k[i] ^ 0x5c);
+  m_inner.update(pad.data(), pad.size());
+}
+
+Digest256 HmacSha256::finish() {
+  const Digest256 inner_digest = m_inner.finish();
+  std::array<unsigned char, 64> pad{};
+  for (std::size_t i = 0; i < pad.size(); ++i) {
+    pad[i] = static_cast<unsigned char>(m_key[i] ^ 0x5c);
   }
   Sha256 outer;
   outer.update(pad.data(), pad.size());
   outer.update(inner_digest.data(), inner_digest.size());
   return outer.finish();
+}
+
+Digest256 hmac_sha256(std::string_view key, std::string_view bytes) {
+  HmacSha256 h(key);
+  h.update(bytes);
+  return h.finish();
 }
 
 bool equal_constant_time(const void* a, const void* b, std::size_t size) noexcept {

@@ -41,6 +41,21 @@ std::string sha256_hex(std::string_view bytes);
 // "Process start").
 Digest256 hmac_sha256(std::string_view key, std::string_view bytes);
 
+// Incremental HMAC-SHA256: update() over consecutive pieces gives the MAC
+// hmac_sha256() gives over their concatenation. A plain value.
+class HmacSha256 {
+ public:
+  explicit HmacSha256(std::string_view key);
+  void update(const void* data, std::size_t size) { m_inner.update(data, size); }
+  void update(std::string_view bytes) { m_inner.update(bytes); }
+  // Returns the MAC; the object must not be updated afterwards.
+  Digest256 finish();
+
+ private:
+  Sha256 m_inner;
+  std::array<unsigned char, 64> m_key{};  // the key, padded (hashed when longer than a block)
+};
+
 // True when the `size` bytes at `a` and `b` are equal, in time that does not
 // depend on where they differ (for comparing MACs).
 bool equal_constant_time(const void* a, const void* b, std::size_t size) noexcept;

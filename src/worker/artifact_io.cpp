@@ -31,10 +31,7 @@ auto corrupt(const std::string& why) {
   return make_error(ErrorCode::corrupt, "bad artifact stream: " + why);
 }
 
-struct Header {
-  std::uint32_t passport_len = 0;
-  std::uint64_t payload_len = 0;
-};
+using Header = ArtifactStreamHeader;
 
 Result<Header> parse_header(std::string_view h, std::uint64_t max_payload) {
   if (h.substr(0, k_magic.size()) != k_magic) {
@@ -84,6 +81,22 @@ std::uint64_t trailer_of(std::string_view header, std::string_view passport,
 }
 
 }  // namespace
+
+std::string encode_artifact_header(std::uint32_t passport_len, std::uint64_t payload_len) {
+  wire::Writer w;
+  w.raw(k_magic);
+  w.u32(k_artifact_stream_version);
+  w.u32(passport_len);
+  w.u64(payload_len);
+  return w.take();
+}
+
+Result<ArtifactStreamHeader> decode_artifact_header(std::string_view header, std::uint64_t max_payload_bytes) {
+  if (header.size() != k_artifact_stream_header_bytes) {
+    return corrupt("truncated header");
+  }
+  return parse_header(header, max_payload_bytes);
+}
 
 std::string encode_artifact(const Artifact& artifact) {
   const std::string passport = artifact.passport.to_json();

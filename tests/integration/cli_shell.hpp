@@ -4,6 +4,7 @@
 // private cache. `$K` in the script is the kcache binary.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/files.hpp"
@@ -24,6 +26,23 @@ struct ShellRun {
   std::string out;  // what the script wrote to its stdout
   std::string err;  // what it wrote to stderr
 };
+
+// Peak RSS of `kcache args` run with `env` in `cwd` (KiB), and its exit code
+// (its stderr goes to cwd/measured.err). Compare with the same command's on
+// a trivial input: a child starts with its parent's resident pages counted.
+inline std::pair<int, long> run_measured(const std::filesystem::path& cwd, const std::string& env, const std::string& args) {
+  const std::string cmd = "cd '" + cwd.string() + "' && exec env " + env + " '" + KCACHE_CLI_PATH + "' " + args +
+                          " >/dev/null 2>measured.err";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  ::wait4(pid, &status, 0, &usage);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), usage.ru_maxrss};
+}
 
 class CliShell : public ::testing::Test {
  protected:

@@ -21,7 +21,10 @@
 
 #include "integration/cli_shell.hpp"
 #include "store/remote/remote_spec.hpp"
+#include "kcache/file_store.hpp"
+#include "store/remote/remote_store.hpp"
 #include "store/remote/s3_backend.hpp"
+#include "store/remote/team_key.hpp"
 #include "support/misbehaving_server.hpp"
 #include "support/redis_server.hpp"
 #include "support/seaweedfs_server.hpp"
@@ -479,24 +482,11 @@ TEST_F(CliRemoteS3, StoppedHungAndSlowServersCostOneDeadlineAndOneWarning) {
   EXPECT_LT(took, 8000);
 }
 
-// Peak RSS of `kcache args` run with `env` in `cwd` (KiB), and its exit code.
-std::pair<int, long> run_measured(const fs::path& cwd, const std::string& env, const std::string& args) {
-  const std::string cmd = "cd '" + cwd.string() + "' && exec env " + env + " '" + KCACHE_CLI_PATH + "' " + args +
-                          " >/dev/null 2>measured.err";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  struct rusage usage {};
-  ::wait4(pid, &status, 0, &usage);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), usage.ru_maxrss};
-}
 
-// A 300 MiB engine: uploaded in 64 MiB parts (multipart), downloaded within
-// its bound and verified, with the peak RSS of each process bounded (a
-// fixed number of copies of the entry, never a buffer growing beside it).
+// A 300 MiB engine: uploaded in 64 MiB parts (multipart) read from the local
+// entry as they are sent, downloaded and checked as it arrives into a file
+// staged in the cache, with the peak RSS of each process within 64 MiB of
+// the same command's on a missing key, whatever the entry's size.
 TEST_F(CliRemoteS3, ALargeEngineUploadsInPartsAndDownloadsWithBoundedMemory) {
   constexpr std::uint64_t k_size = std::uint64_t{300} << 20;
   ASSERT_EQ(sh("head -c " + std::to_string(k_size) + " /dev/urandom > engine.bin").rc, 0);
@@ -510,25 +500,88 @@ TEST_F(CliRemoteS3, ALargeEngineUploadsInPartsAndDownloadsWithBoundedMemory) {
   ASSERT_EQ(push_rc, 0) << read_file(dir() / "measured.err");
   const std::string other = "KCACHE_DIR='" + (root() / "other").string() + "' KCACHE_FSYNC=none " + creds() +
                             "KCACHE_REMOTE='" + s_server->url(m_prefix) + "&max_entry_size=400m&timeout_ms=120000'";
+  // The baseline: the same process asking for a key the remote does not hold.
+  const auto [base_rc, base_rss] = run_measured(dir(), other, "pull " + std::string(64, '0'));
+  ASSERT_EQ(base_rc, 3) << read_file(dir() / "measured.err");
   const auto [pull_rc, pull_rss] = run_measured(dir(), other, "pull " + key);
   ASSERT_EQ(pull_rc, 0) << read_file(dir() / "measured.err");
   const ShellRun same = sh("KCACHE_DIR='" + (root() / "other").string() + "' \"$K\" get " + key +
                            " -o got.bin && cmp -s got.bin engine.bin");
   EXPECT_EQ(same.rc, 0) << same.err;
-  // push holds the entry read from the local cache, its artifact stream and
-  // the object (an incompressible stream is not compressed whole: no fourth
-  // copy); pull holds the object and the artifact decoded from it.
-  const long entry_kib = static_cast<long>(k_size >> 10);
-  EXPECT_LT(push_rss, entry_kib * 3 + 96 * 1024) << "push of a 300 MiB entry";
-  EXPECT_LT(pull_rss, entry_kib * 2 + 96 * 1024) << "pull of a 300 MiB entry";
-  std::printf("300 MiB engine: push peak RSS %ld MiB, pull peak RSS %ld MiB\n", push_rss >> 10, pull_rss >> 10);
+  EXPECT_EQ(sh("ls -A '" + (root() / "other" / "v1" / "tmp").string() + "'").out, "") << "nothing left staged";
+  constexpr long k_bound_kib = 64 * 1024;
+  EXPECT_LT(push_rss, base_rss + k_bound_kib) << "push of a 300 MiB entry (baseline " << base_rss << " KiB)";
+  EXPECT_LT(pull_rss, base_rss + k_bound_kib) << "pull of a 300 MiB entry (baseline " << base_rss << " KiB)";
+  std::printf("300 MiB engine: peak RSS push %ld MiB, pull %ld MiB, baseline %ld MiB\n", push_rss >> 10,
+              pull_rss >> 10, base_rss >> 10);
   // Over a smaller bound: refused before it is downloaded.
   const auto [small_rc, small_rss] = run_measured(
       dir(), "KCACHE_DIR='" + (root() / "third").string() + "' " + creds() + "KCACHE_REMOTE='" +
                  s_server->url(m_prefix) + "&max_entry_size=16m'",
       "pull " + key);
   EXPECT_NE(small_rc, 0);
-  EXPECT_LT(small_rss, 64 * 1024) << "refused on its Content-Length";
+  EXPECT_LT(small_rss, base_rss + k_bound_kib) << "refused on its Content-Length";
+}
+
+// Entries past the streaming bound (8 MiB), compressible and signed: a
+// compile-path hit (`kcache get` through the configured tiers) streams the
+// object into the cache and serves it from there; an object damaged on the
+// server is refused for its signature and leaves nothing behind.
+TEST_F(CliRemoteS3, StreamedEntriesAreSignedCompressedAndRefusedWhenDamaged) {
+  ASSERT_EQ(sh("\"$K\" remote keygen team.key").rc, 0);
+  const std::string team = "KCACHE_REMOTE_KEY_FILE='" + (dir() / "team.key").string() + "' ";
+  // 24 MiB of base64 text: compressed (two passes: the header names the
+  // body's length) to about 18 MiB, still past the streaming bound.
+  ASSERT_EQ(sh("head -c 18874368 /dev/urandom | base64 -w0 > text.bin && KCACHE_FSYNC=none \"$K\" put text.bin > "
+               "put.out").rc,
+            0);
+  const std::string key = read_file(dir() / "put.out").substr(0, 64);
+  const ShellRun push = sh(team + creds() + remote("&multipart_size=5m") + "\"$K\" push " + key);
+  ASSERT_EQ(push.rc, 0) << push.out << push.err;
+  auto spec = remote::parse_remote_url(s_server->url(m_prefix));
+  ASSERT_TRUE(spec);
+  CredentialsInEnvironment env;
+  remote::S3Backend backend(*spec);
+  auto object = backend.get("kcache:v1:" + key, std::uint64_t{64} << 20);
+  ASSERT_TRUE(object && object->has_value());
+  EXPECT_LT((*object)->size(), std::size_t{21} << 20) << "compressed";
+  EXPECT_GT((*object)->size(), std::size_t{8} << 20) << "streamed";
+
+  // A hit of the configured tiers (RemoteStore::get with the file tier as
+  // its local store): streamed into the cache, then served from there.
+  FileStoreOptions local_options;
+  local_options.root = root() / "b";
+  local_options.fsync = FsyncPolicy::none;
+  auto local = FileStore::open(local_options);
+  ASSERT_TRUE(local) << local.error().message;
+  remote::RemoteStoreOptions options;
+  options.spec = *spec;
+  auto team_key = remote::load_team_key(dir() / "team.key");
+  ASSERT_TRUE(team_key);
+  options.codec.sign = *team_key;
+  options.local = local->get();
+  auto store = remote::RemoteStore::open(options);
+  ASSERT_TRUE(store);
+  const Key k = *Key::parse(key);
+  auto hit = (*store)->get(k);
+  ASSERT_TRUE(hit && hit->has_value());
+  EXPECT_TRUE((*hit)->payload == read_file(dir() / "text.bin"));
+  EXPECT_EQ((*store)->remote_stats().hits, 1U);
+  auto here = (*local)->open_payload(k);
+  ASSERT_TRUE(here && here->has_value()) << "published in the local store";
+  EXPECT_EQ(sh("ls -A '" + (root() / "b" / "v1" / "tmp").string() + "'").out, "") << "nothing left staged";
+
+  // Damage one byte in the middle of the stored object.
+  std::string bad = std::move(**object);
+  bad[bad.size() / 2] = static_cast<char>(bad[bad.size() / 2] ^ 0x20);
+  ASSERT_TRUE(backend.remove("kcache:v1:" + key));
+  ASSERT_TRUE(backend.put("kcache:v1:" + key, bad, 0));
+  const std::string c = "KCACHE_DIR='" + (root() / "c").string() + "' ";
+  const ShellRun refused = sh(c + team + creds() + remote() + "\"$K\" pull " + key);
+  EXPECT_EQ(refused.rc, 3) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("bad_signature"), std::string::npos) << refused.err;
+  EXPECT_EQ(sh(c + "\"$K\" get " + key + " -o /dev/null").rc, 3) << "never published";
+  EXPECT_EQ(sh("ls -A '" + (root() / "c" / "v1" / "tmp").string() + "'").out, "") << "nothing left staged";
 }
 
 }  // namespace

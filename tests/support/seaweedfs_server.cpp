@@ -81,6 +81,9 @@ std::unique_ptr<SeaweedfsServer> SeaweedfsServer::start(const std::filesystem::p
                                    "-admin.ui=false",
                                    "-webdav=false",
                                    "-s3.config=" + (dir / "s3.json").string(),
+                                   // Virtual-hosted addressing: BUCKET.localhost (libcurl
+                                   // resolves *.localhost to the loopback itself).
+                                   "-s3.domainName=localhost",
                                    std::string("-bucket=") + k_bucket + "," + k_public_bucket};
   const std::string log = (dir / "weed.log").string();
   const pid_t parent = ::getpid();
@@ -144,6 +147,8 @@ SeaweedfsServer::~SeaweedfsServer() {
 }
 
 std::string SeaweedfsServer::endpoint() const { return "http://127.0.0.1:" + std::to_string(m_s3_port); }
+
+std::string SeaweedfsServer::virtual_endpoint() const { return "http://localhost:" + std::to_string(m_s3_port); }
 
 std::string SeaweedfsServer::url(const std::string& prefix, const std::string& bucket) const {
   return "s3://" + bucket + (prefix.empty() ? "" : "/" + prefix) + "?endpoint=" + endpoint();

@@ -8,7 +8,9 @@
 //   k_access_key / k_secret_key    Admin, Read, Write, List on every bucket
 //   k_reader_key / k_reader_secret Read, List on every bucket
 //   anonymous                      Read, List on k_public_bucket only
-// Buckets k_bucket and k_public_bucket exist once start() returns.
+// Buckets k_bucket and k_public_bucket exist once start() returns. The S3
+// gateway also serves virtual-hosted requests for BUCKET.localhost:<port>
+// (-s3.domainName=localhost; see virtual_endpoint()).
 //
 // The server dies with the test process (PR_SET_PDEATHSIG) and is SIGKILLed
 // by the destructor; it starts in about 1.5 s (docs/remote-format.md), so a
@@ -42,6 +44,9 @@ class SeaweedfsServer {
 
   // http://127.0.0.1:<s3 port>
   std::string endpoint() const;
+  // http://localhost:<s3 port>: with addressing=virtual, requests go to
+  // BUCKET.localhost:<port>, which libcurl resolves to the loopback.
+  std::string virtual_endpoint() const;
   // s3://<bucket>/<prefix>?endpoint=<endpoint>
   std::string url(const std::string& prefix, const std::string& bucket = k_bucket) const;
   // "AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... " for a shell line.

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -63,7 +64,34 @@ struct Transfer {
   bool cut = false;  // the body went over `max`: the transfer was aborted
   std::string_view upload;
   std::size_t sent = 0;
+  ObjectSource* source = nullptr;
+  std::optional<Error> source_error;
+  ObjectSink* sink = nullptr;
+  std::optional<std::uint64_t> length;  // the 2xx answer's Content-Length
+  std::uint64_t sunk = 0;               // bytes handed to the sink
+  bool sink_begun = false;
 };
+
+// A 2xx body handed to the request's sink. Returns what on_body returns.
+std::size_t to_sink(Transfer* t, char* data, std::size_t len) {
+  if (len > t->max || t->sunk > t->max - len) {
+    t->cut = true;
+    return 0;
+  }
+  if (!t->sink_begun) {
+    t->sink_begun = true;
+    if (!t->sink->begin(t->length)) {
+      t->resp->stopped = true;
+      return 0;
+    }
+  }
+  t->sunk += len;
+  if (!t->sink->write(std::string_view(data, len))) {
+    t->resp->stopped = true;
+    return 0;
+  }
+  return len;
+}
 
 // The value of header `line` when it is named `name` (case-insensitive),
 // without surrounding blanks and the line end.
@@ -98,6 +126,9 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
       body.append(data, std::min(len, k_error_body - body.size()));
     }
     return len;
+  }
+  if (t->sink != nullptr) {
+    return to_sink(t, data, len);
   }
   if (len > t->max || body.size() > t->max - len) {
     // Past the bound (no Content-Length, chunked, or a lying one): abort
@@ -138,6 +169,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
     }
     t->resp->status = code;
     t->resp->body.clear();
+    t->length.reset();
     return size * n;
   }
   std::string_view v;
@@ -151,7 +183,10 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
       t->cut = true;
       return 0;
     }
-    if (ec == std::errc() && t->resp->status / 100 == 2 && t->resp->body.empty()) {
+    if (ec == std::errc() && t->resp->status / 100 == 2) {
+      t->length = length;
+    }
+    if (ec == std::errc() && t->resp->status / 100 == 2 && t->resp->body.empty() && t->sink == nullptr) {
       t->resp->body.reserve(static_cast<std::size_t>(length));
     }
   } else if (header_value(line, "Server", v)) {
@@ -168,6 +203,14 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
 
 std::size_t on_upload(char* out, std::size_t size, std::size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
+  if (t->source != nullptr) {
+    auto got = t->source->read(out, size * n);
+    if (!got) {
+      t->source_error = got.error();
+      return CURL_READFUNC_ABORT;
+    }
+    return *got;
+  }
   const std::size_t len = std::min(size * n, t->upload.size() - t->sent);
   std::memcpy(out, t->upload.data() + t->sent, len);
   t->sent += len;
@@ -240,6 +283,8 @@ Result<CurlResponse> CurlClient::perform(const CurlRequest& req, Deadline deadli
   t.resp = &resp;
   t.max = req.max_bytes;
   t.upload = req.body;
+  t.source = req.upload;
+  t.sink = req.sink;
   curl_slist* headers = nullptr;
   for (const std::string& line : req.headers) {
     headers = api.slist_append(headers, line.c_str());
@@ -290,7 +335,8 @@ Result<CurlResponse> CurlClient::perform(const CurlRequest& req, Deadline deadli
     api.easy_setopt(h, CURLOPT_UPLOAD, 1L);
     api.easy_setopt(h, CURLOPT_READFUNCTION, on_upload);
     api.easy_setopt(h, CURLOPT_READDATA, &t);
-    api.easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    api.easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+                    static_cast<curl_off_t>(req.upload != nullptr ? req.upload->size() : req.body.size()));
     headers = api.slist_append(headers, "Content-Type: application/octet-stream");
     if (req.aws_sigv4.empty()) {
       headers = api.slist_append(headers, no_expect);
@@ -318,6 +364,12 @@ Result<CurlResponse> CurlClient::perform(const CurlRequest& req, Deadline deadli
   {
     std::lock_guard lock(m_mutex);
     m_idle.push_back(h);
+  }
+  if (t.source_error) {
+    return tl::unexpected(*t.source_error);
+  }
+  if (rc == CURLE_WRITE_ERROR && resp.stopped) {
+    return resp;  // the sink stopped it: what it got is its to judge
   }
   const bool too_large = (rc == CURLE_WRITE_ERROR && t.cut) || rc == CURLE_FILESIZE_EXCEEDED;
   if (too_large && method == "GET") {

@@ -10,7 +10,9 @@
 // body of a 2xx answer is held up to `max_bytes`: an answer that announces
 // more (Content-Length) is refused before any byte of its body, one that
 // sends more is cut as soon as it passes the bound (nothing past it is held).
-// The body of any other answer (an error page) keeps its first 4 KiB.
+// The body of any other answer (an error page) keeps its first 4 KiB. A
+// request may instead hand a 2xx body to a sink as it arrives, and read an
+// upload from a source in parts (large objects: memory stays flat).
 //
 // Thread-safety: thread-safe; each request uses its own curl handle from a pool.
 #pragma once
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "kcache/error.hpp"
+#include "store/remote/remote_backend.hpp"
 
 namespace kcache::remote {
 
@@ -35,6 +38,11 @@ struct CurlRequest {
   std::string userpwd;                 // basic credentials, or the AWS key pair with aws_sigv4
   bool basic_auth = false;             // userpwd is sent as HTTP basic
   std::string aws_sigv4;               // "aws:amz:REGION:s3": sign with AWS Signature Version 4
+  // PUT: the body is read from here in parts (instead of `body`); its size is sent as Content-Length.
+  ObjectSource* upload = nullptr;
+  // GET: the body of a 2xx answer goes here as it arrives (instead of
+  // CurlResponse::body), still bounded by `max_bytes`.
+  ObjectSink* sink = nullptr;
 };
 
 struct CurlResponse {
@@ -45,6 +53,7 @@ struct CurlResponse {
   std::string date;           // the Date header (the server's clock)
   std::string last_modified;  // the Last-Modified header
   bool cut = false;    // the body went over the bound
+  bool stopped = false;  // the request's sink stopped the transfer (its bytes are the sink's to judge)
 };
 
 class CurlClient {

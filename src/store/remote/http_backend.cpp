@@ -55,8 +55,11 @@ CurlClient::Deadline HttpBackend::operation_deadline() const {
 }
 
 Result<CurlResponse> HttpBackend::request(std::string_view method, const std::string& url, std::string_view body,
-                                          std::uint64_t max_bytes, CurlClient::Deadline deadline) {
+                                          std::uint64_t max_bytes, CurlClient::Deadline deadline, ObjectSource* upload,
+                                          ObjectSink* sink) {
   CurlRequest req;
+  req.upload = upload;
+  req.sink = sink;
   req.method = method;
   req.url = url;
   req.body = body;
@@ -80,6 +83,12 @@ Result<CurlResponse> HttpBackend::request(std::string_view method, const std::st
   return m_client.perform(req, deadline);
 }
 
+Error HttpBackend::get_error(long status) const {
+  return Error{status == 401 || status == 403 ? ErrorCode::permission_denied : ErrorCode::io,
+               fmt::format("GET on {} answered HTTP {}", m_spec.masked(), status),
+               {}};
+}
+
 Result<std::optional<std::string>> HttpBackend::get(std::string_view name, std::uint64_t max_bytes) {
   auto r = request("GET", object_url(name), {}, max_bytes, operation_deadline());
   if (!r) {
@@ -89,8 +98,7 @@ Result<std::optional<std::string>> HttpBackend::get(std::string_view name, std::
     return std::optional<std::string>{};
   }
   if (r->status != 200) {
-    return make_error(r->status == 401 || r->status == 403 ? ErrorCode::permission_denied : ErrorCode::io,
-                      fmt::format("GET on {} answered HTTP {}", m_spec.masked(), r->status));
+    return tl::unexpected(get_error(r->status));
   }
   if (r->body.empty()) {
     return std::optional<std::string>{};
@@ -98,7 +106,26 @@ Result<std::optional<std::string>> HttpBackend::get(std::string_view name, std::
   return std::optional<std::string>(std::move(r->body));
 }
 
-Result<bool> HttpBackend::put(std::string_view name, std::string_view value, std::uint64_t /*ttl_s*/) {
+Result<bool> HttpBackend::get_stream(std::string_view name, std::uint64_t max_bytes, ObjectSink& sink) {
+  auto r = request("GET", object_url(name), {}, max_bytes, operation_deadline(), nullptr, &sink);
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->status == 404) {
+    return false;
+  }
+  if (r->status != 200) {
+    return tl::unexpected(get_error(r->status));
+  }
+  return true;
+}
+
+Result<bool> HttpBackend::put(std::string_view name, std::string_view value, std::uint64_t ttl_s) {
+  ViewSource source(value);
+  return put_stream(name, source, ttl_s);
+}
+
+Result<bool> HttpBackend::put_stream(std::string_view name, ObjectSource& source, std::uint64_t /*ttl_s*/) {
   const std::string url = object_url(name);
   const CurlClient::Deadline deadline = operation_deadline();  // HEAD and PUT together
   auto head = request("HEAD", url, {}, 0, deadline);
@@ -108,7 +135,7 @@ Result<bool> HttpBackend::put(std::string_view name, std::string_view value, std
   if (head->status == 200) {
     return false;
   }
-  auto r = request("PUT", url, value, 4096, deadline);
+  auto r = request("PUT", url, {}, 4096, deadline, &source);
   if (!r) {
     return tl::unexpected(r.error());
   }

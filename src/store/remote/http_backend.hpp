@@ -6,6 +6,8 @@
 //   get    -> GET    (200: value, 404: miss; a body over max_bytes is refused:
 //                     on its Content-Length, else as soon as it passes the bound)
 //   put    -> HEAD, then PUT when absent (200/201/204: written)
+//   large objects are streamed: a GET's body goes to the caller's sink as it
+//   arrives, a PUT's body is read from the caller's source in parts
 //   remove -> DELETE (200/204: removed, 404: none)
 //
 // Every operation ends within connect_timeout_ms + timeout_ms of its start
@@ -33,6 +35,10 @@ class HttpBackend final : public RemoteBackend {
 
   Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) override;
   Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) override;
+  // Streamed: the body goes to (comes from) the sink (source) in parts.
+  bool streams() const noexcept override { return true; }
+  Result<bool> get_stream(std::string_view name, std::uint64_t max_bytes, ObjectSink& sink) override;
+  Result<bool> put_stream(std::string_view name, ObjectSource& source, std::uint64_t ttl_s) override;
   Result<bool> remove(std::string_view name) override;
   Result<std::string> describe() override;
 
@@ -41,7 +47,10 @@ class HttpBackend final : public RemoteBackend {
   // CurlClient::perform, or permission_denied when a named credential cannot
   // be read; an HTTP status is a success with `status` set.
   Result<CurlResponse> request(std::string_view method, const std::string& url, std::string_view body,
-                               std::uint64_t max_bytes, CurlClient::Deadline deadline);
+                               std::uint64_t max_bytes, CurlClient::Deadline deadline, ObjectSource* upload = nullptr,
+                               ObjectSink* sink = nullptr);
+  // The error of a GET answered `status` (not 200 or 404).
+  Error get_error(long status) const;
   CurlClient::Deadline operation_deadline() const;
   std::string object_url(std::string_view name) const;
 

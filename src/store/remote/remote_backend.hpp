@@ -14,7 +14,9 @@
 // connections).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -37,6 +39,54 @@ struct LeaseInfo {
   std::int64_t pttl_ms = 0;  // milliseconds to live; -1: no expiry
 };
 
+// The bytes of one object, produced in order for an upload that is not held
+// in memory whole (RemoteBackend::put_stream; object_stream.hpp makes them).
+// Thread-safety: one thread at a time.
+class ObjectSource {
+ public:
+  virtual ~ObjectSource() = default;
+  // The object's length in bytes (known before the first byte).
+  virtual std::uint64_t size() const noexcept = 0;
+  // Fills up to `n` bytes of `out` with the next bytes; returns how many (0
+  // only at the end). Failure: io naming what could not be read.
+  virtual Result<std::size_t> read(char* out, std::size_t n) = 0;
+  // Starts again from the first byte (a request sent again).
+  virtual Result<void> rewind() = 0;
+};
+
+// An ObjectSource over bytes held in memory (a small object, one part).
+class ViewSource final : public ObjectSource {
+ public:
+  explicit ViewSource(std::string_view bytes) noexcept : m_bytes(bytes) {}
+  std::uint64_t size() const noexcept override { return m_bytes.size(); }
+  Result<std::size_t> read(char* out, std::size_t n) override {
+    const std::size_t k = std::min(n, m_bytes.size() - m_at);
+    std::memcpy(out, m_bytes.data() + m_at, k);
+    m_at += k;
+    return k;
+  }
+  Result<void> rewind() override {
+    m_at = 0;
+    return {};
+  }
+
+ private:
+  std::string_view m_bytes;
+  std::size_t m_at = 0;
+};
+
+// Receives the bytes of one object as they arrive (RemoteBackend::get_stream).
+// Thread-safety: one thread at a time.
+class ObjectSink {
+ public:
+  virtual ~ObjectSink() = default;
+  // Once, before the first byte: the object's length where the server
+  // announced it. False stops the transfer.
+  virtual bool begin(std::optional<std::uint64_t> size) = 0;
+  // The next bytes, in order. False stops the transfer.
+  virtual bool write(std::string_view bytes) = 0;
+};
+
 class RemoteBackend {
  public:
   virtual ~RemoteBackend() = default;
@@ -46,6 +96,43 @@ class RemoteBackend {
   // object larger than `max_bytes`, refused before more than a small
   // constant of it is held (whatever size the server declares or sends).
   virtual Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) = 0;
+
+  // True when get_stream() and put_stream() move an object in parts (HTTP,
+  // S3); false when they hold it whole in memory (the defaults below: Redis
+  // moves a value with one command, bounded by max_entry_size).
+  virtual bool streams() const noexcept { return false; }
+
+  // get(), handing the object's bytes to `sink` as they arrive. Value: true
+  // when the object was found (all of it went to the sink, unless the sink
+  // stopped the transfer), false on a miss. Failure: as get(). Default:
+  // get(), then the whole value to the sink.
+  virtual Result<bool> get_stream(std::string_view name, std::uint64_t max_bytes, ObjectSink& sink) {
+    auto got = get(name, max_bytes);
+    if (!got || !got->has_value()) {
+      return got.map([](const auto&) { return false; });
+    }
+    if (sink.begin((*got)->size())) {
+      (void)sink.write(**got);
+    }
+    return true;
+  }
+
+  // put() of an object read from `source` in order. Default: reads it whole
+  // into memory and calls put().
+  virtual Result<bool> put_stream(std::string_view name, ObjectSource& source, std::uint64_t ttl_s) {
+    std::string value(source.size(), '\0');
+    for (std::size_t at = 0; at < value.size();) {
+      auto n = source.read(value.data() + at, value.size() - at);
+      if (!n) {
+        return tl::unexpected(n.error());
+      }
+      if (*n == 0) {
+        return make_error(ErrorCode::io, "the object to upload ended early");
+      }
+      at += *n;
+    }
+    return put(name, value, ttl_s);
+  }
 
   // The first `bytes` bytes of an object (all of it when it is shorter), for
   // a look at its header (`kcache remote ping`). Miss: std::nullopt.

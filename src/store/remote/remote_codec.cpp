@@ -22,8 +22,8 @@ namespace kcache::remote {
 namespace {
 
 constexpr std::string_view k_magic{"KCREMOTE", 8};
-constexpr std::uint32_t k_flag_zstd = 1U << 0;
-constexpr std::uint32_t k_flag_signed = 1U << 1;
+constexpr std::uint32_t k_flag_zstd = k_remote_flag_zstd;
+constexpr std::uint32_t k_flag_signed = k_remote_flag_signed;
 constexpr std::uint32_t k_known_flags = k_flag_zstd | k_flag_signed;
 
 using Mac = std::array<unsigned char, k_remote_signature_bytes>;
@@ -58,6 +58,44 @@ std::string_view to_string(Rejection r) noexcept {
 std::string object_name(const Key& key) { return "kcache:v1:" + key.hex(); }
 std::string lease_name(const Key& key) { return "kcache:v1:lease:" + key.hex(); }
 
+std::string encode_object_header(std::uint32_t flags, const Key& key, std::uint64_t stream_len, std::uint64_t body_len,
+                                 const CodecOptions& options) {
+  wire::Writer w;
+  w.raw(k_magic);
+  w.u32(k_remote_object_version);
+  w.u32(flags);
+  const auto& kb = key.bytes();
+  w.raw(std::string_view(reinterpret_cast<const char*>(kb.data()), kb.size()));
+  w.u64(stream_len);
+  w.u64(body_len);
+  if ((flags & k_flag_signed) != 0 && options.sign) {
+    w.raw(std::string_view(reinterpret_cast<const char*>(options.sign->id.data()), options.sign->id.size()));
+  } else {
+    w.u64(0);
+  }
+  w.u64(0);  // reserved
+  return w.take();
+}
+
+const TeamKey* find_signer(const CodecOptions& options, const char* id) {
+  auto match = [&](const TeamKey& k) { return std::memcmp(k.id.data(), id, k.id.size()) == 0; };
+  if (options.sign && match(*options.sign)) {
+    return &*options.sign;
+  }
+  for (const TeamKey& k : options.read) {
+    if (match(k)) {
+      return &k;
+    }
+  }
+  return nullptr;
+}
+
+bool worth_compressing(std::string_view sample, const CodecOptions& options) {
+  std::string out(ZSTD_compressBound(sample.size()), '\0');
+  const std::size_t n = ZSTD_compress(out.data(), out.size(), sample.data(), sample.size(), options.zstd_level);
+  return ZSTD_isError(n) == 0U && n < sample.size() - sample.size() / 32;
+}
+
 std::string encode_object(const Artifact& artifact, const CodecOptions& options) {
   const std::string stream = encode_artifact(artifact);
   std::string body;
@@ -67,13 +105,10 @@ std::string encode_object(const Artifact& artifact, const CodecOptions& options)
   // that saves the time and a third copy of it in memory (a 300 MB engine
   // would otherwise be held as payload, stream, compressed attempt and object).
   constexpr std::size_t k_sample = std::size_t{1} << 20;
-  bool compressible = true;
-  if (options.compression == Compression::zstd && stream.size() > 4 * k_sample) {
-    std::string sample(ZSTD_compressBound(k_sample), '\0');
-    const std::size_t n = ZSTD_compress(sample.data(), sample.size(), stream.data(), k_sample, options.zstd_level);
-    compressible = ZSTD_isError(n) == 0U && n < k_sample - k_sample / 32;
-  }
-  if (options.compression == Compression::zstd && compressible) {
+  const bool compressible = options.compression == Compression::zstd &&
+                            (stream.size() <= 4 * k_sample ||
+                             worth_compressing(std::string_view(stream).substr(0, k_sample), options));
+  if (compressible) {
     body.resize(ZSTD_compressBound(stream.size()));
     const std::size_t n = ZSTD_compress(body.data(), body.size(), stream.data(), stream.size(), options.zstd_level);
     if (ZSTD_isError(n) == 0U && n < stream.size()) {
@@ -89,19 +124,7 @@ std::string encode_object(const Artifact& artifact, const CodecOptions& options)
   }
   wire::Writer w;
   w.out().reserve(k_remote_header_bytes + payload.size() + k_remote_signature_bytes);
-  w.raw(k_magic);
-  w.u32(k_remote_object_version);
-  w.u32(flags);
-  const auto& kb = artifact.passport.key.bytes();
-  w.raw(std::string_view(reinterpret_cast<const char*>(kb.data()), kb.size()));
-  w.u64(stream.size());
-  w.u64(payload.size());
-  if (options.sign) {
-    w.raw(std::string_view(reinterpret_cast<const char*>(options.sign->id.data()), options.sign->id.size()));
-  } else {
-    w.u64(0);
-  }
-  w.u64(0);  // reserved
+  w.raw(encode_object_header(flags, artifact.passport.key, stream.size(), payload.size(), options));
   w.raw(payload);
   if (options.sign) {
     const Mac mac = hmac(*options.sign, w.out());
@@ -155,18 +178,7 @@ tl::expected<Artifact, RejectedObject> decode_object(std::string_view bytes, con
     if (!is_signed) {
       return reject(Rejection::unsigned_entry, "the object is not signed and a team key is configured");
     }
-    const TeamKey* signer = nullptr;
-    auto match = [&](const TeamKey& k) {
-      return std::memcmp(k.id.data(), bytes.data() + 64, k.id.size()) == 0;
-    };
-    if (options.sign && match(*options.sign)) {
-      signer = &*options.sign;
-    }
-    for (const TeamKey& k : options.read) {
-      if (signer == nullptr && match(k)) {
-        signer = &k;
-      }
-    }
+    const TeamKey* signer = find_signer(options, bytes.data() + 64);
     if (signer == nullptr) {
       return reject(Rejection::unknown_signer,
                     "the object is signed with a team key this reader does not hold (key id " +

@@ -89,6 +89,19 @@ std::string object_name(const Key& key);
 // "kcache:v1:lease:<64 hex>": the cross-host lease of a key (docs/remote-format.md).
 std::string lease_name(const Key& key);
 
+// The pieces of the format shared with the streamed writer and reader
+// (object_stream.hpp), which move large objects in parts.
+inline constexpr std::uint32_t k_remote_flag_zstd = 1U << 0;
+inline constexpr std::uint32_t k_remote_flag_signed = 1U << 1;
+// The 80 header bytes of an object (signer: options.sign's id when set).
+std::string encode_object_header(std::uint32_t flags, const Key& key, std::uint64_t stream_len, std::uint64_t body_len,
+                                 const CodecOptions& options);
+// The team key of `options` whose id is the 8 bytes at `id`; null when none.
+const TeamKey* find_signer(const CodecOptions& options, const char* id);
+// Whether a large stream is worth compressing whole: false when its first
+// MiB (`sample`) does not compress (an engine's weights, packed data).
+bool worth_compressing(std::string_view sample, const CodecOptions& options);
+
 // Encodes `artifact` as an object stored under its passport's key. Never fails.
 std::string encode_object(const Artifact& artifact, const CodecOptions& options);
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <unordered_set>
 #include <utility>
@@ -11,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "store/remote/object_stream.hpp"
 #include "store/remote/remote_counters.hpp"
 
 namespace kcache::remote {
@@ -38,6 +40,99 @@ std::string without_url(std::string message, const RemoteSpec& spec) {
   }
   return message;
 }
+
+// Receives a downloaded object: held in memory while it is small, else
+// decoded as it arrives into a payload staged in the local store.
+class SpoolSink final : public ObjectSink {
+ public:
+  // `memory_fallback`: when `local` cannot stage the object, hold it in
+  // memory instead of failing (a hit; a pull fails with the local error).
+  SpoolSink(const Key& key, const CodecOptions& codec, FileStore* local, std::uint64_t stream_min,
+            bool memory_fallback)
+      : m_key(key), m_codec(codec), m_local(local), m_stream_min(stream_min), m_memory_fallback(memory_fallback) {}
+
+  bool begin(std::optional<std::uint64_t> size) override {
+    if (size && m_local != nullptr && *size >= m_stream_min) {
+      return start_stream(*size);
+    }
+    if (size) {
+      m_buffer.reserve(static_cast<std::size_t>(*size));
+    }
+    return true;
+  }
+
+  bool write(std::string_view bytes) override {
+    if (m_decoder) {
+      return m_decoder->write(bytes);
+    }
+    if (m_local != nullptr && m_buffer.size() + bytes.size() >= m_stream_min) {
+      // No Content-Length (or a short one): switch to streaming on the way.
+      if (!start_stream(0)) {
+        return false;
+      }
+      if (!m_decoder) {  // fell back to memory
+        m_buffer.append(bytes);
+        return true;
+      }
+      if (!m_decoder->write(m_buffer)) {
+        return false;
+      }
+      std::string().swap(m_buffer);
+      return m_decoder->write(bytes);
+    }
+    m_buffer.append(bytes);
+    return true;
+  }
+
+  ObjectDecoder* decoder() noexcept { return m_decoder.get(); }
+  std::string& buffer() noexcept { return m_buffer; }
+  StagedPayload& staged() noexcept { return m_staged; }
+  // The local store's error that stopped the download (staging or writing).
+  std::optional<Error> local_error() const {
+    if (m_local_error) {
+      return m_local_error;
+    }
+    return m_decoder ? m_decoder->sink_error() : std::nullopt;
+  }
+  std::uint64_t received() const noexcept { return m_decoder ? m_decoder->received() : m_buffer.size(); }
+
+ private:
+  bool start_stream(std::uint64_t size) {
+    auto staged = m_local->stage_payload(size, StagedAs::fill);
+    if (!staged && m_memory_fallback) {
+      // The local store cannot take it (read-only, degraded, full): a hit
+      // still serves it, held in memory as for a store without one (bounded
+      // by max_entry_size).
+      m_local = nullptr;
+      return true;
+    }
+    if (!staged) {
+      m_local_error = staged.error();
+      return false;
+    }
+    m_staged = std::move(*staged);
+    m_decoder = std::make_unique<ObjectDecoder>(m_key, m_codec,
+                                                [this](std::string_view b) { return m_staged.write(b); });
+    return true;
+  }
+
+  const Key& m_key;
+  const CodecOptions& m_codec;
+  FileStore* m_local;
+  std::uint64_t m_stream_min;
+  bool m_memory_fallback;
+  std::string m_buffer;
+  StagedPayload m_staged;
+  std::unique_ptr<ObjectDecoder> m_decoder;
+  std::optional<Error> m_local_error;
+};
+
+// What a fetch brought: an artifact decoded in memory, or an entry published
+// in the local store (outcome), or nothing (a miss).
+struct Fetch {
+  std::optional<Artifact> artifact;
+  Fetched outcome = Fetched::miss;
+};
 
 }  // namespace
 
@@ -220,7 +315,8 @@ struct RemoteStore::Impl {
     return r;
   }
 
-  Result<PutOutcome> upload(const Artifact& artifact) {
+  // Why an upload is not sent at all (read_only, the breaker, the budget); {} when it may go.
+  Result<void> may_upload() {
     if (options.spec.read_only) {
       return make_error(ErrorCode::read_only,
                         "remote " + options.spec.masked() + " is read_only; nothing is written to it");
@@ -228,15 +324,51 @@ struct RemoteStore::Impl {
     if (!admit()) {
       return make_error(ErrorCode::busy, skipped_message());
     }
+    return {};
+  }
+
+  bool streams_entry(std::uint64_t payload_size) const {
+    return backend->streams() && payload_size >= options.stream_min_bytes;
+  }
+
+  Result<PutOutcome> upload(const Artifact& artifact) {
+    if (auto ok = may_upload(); !ok) {
+      return tl::unexpected(ok.error());
+    }
+    if (streams_entry(artifact.payload.size())) {
+      // Read from the payload already in memory as it is sent: no copy of it.
+      const Payload& payload = artifact.payload;
+      return upload_streamed(artifact.passport, [&payload](std::uint64_t at, char* out, std::size_t n) -> Result<void> {
+        std::memcpy(out, payload.data() + at, n);
+        return {};
+      });
+    }
     const std::string object = encode_object(artifact, options.codec);
-    if (object.size() > options.spec.max_entry_size) {
+    return send_object(artifact.passport.key, object.size(),
+                       [&] { return backend->put(object_name(artifact.passport.key), object, options.spec.ttl_s); });
+  }
+
+  Result<PutOutcome> upload_streamed(const Passport& passport, PayloadReadAt read) {
+    auto encoder = ObjectEncoder::make(passport, std::move(read), options.codec);
+    if (!encoder) {
+      breaker->succeeded();  // the local read failed, not the remote (gives a probe back)
+      return tl::unexpected(encoder.error());
+    }
+    ObjectEncoder& source = **encoder;
+    return send_object(passport.key, source.size(),
+                       [&] { return backend->put_stream(object_name(passport.key), source, options.spec.ttl_s); });
+  }
+
+  // Sends an object of `size` bytes with `send` (after the size check).
+  Result<PutOutcome> send_object(const Key& key, std::uint64_t size, const std::function<Result<bool>()>& send) {
+    if (size > options.spec.max_entry_size) {
       // Not a failure of the remote: the entry is simply not shared (and a
       // half-open probe claimed by admit() is given back). Said once per
       // process (whatever the remote), counted every time.
       breaker->succeeded();
-      const std::string why = fmt::format(
-          "entry {} is {} bytes as a remote object, above max_entry_size ({} bytes); not uploaded to {}",
-          artifact.passport.key.hex(), object.size(), options.spec.max_entry_size, options.spec.masked());
+      const std::string why =
+          fmt::format("entry {} is {} bytes as a remote object, above max_entry_size ({} bytes); not uploaded to {}",
+                      key.hex(), size, options.spec.max_entry_size, options.spec.masked());
       {
         std::lock_guard lock(mutex);
         ++stats.puts_too_large;
@@ -250,7 +382,7 @@ struct RemoteStore::Impl {
       return make_error(ErrorCode::invalid_argument, why);
     }
     const auto start = Clock::now();
-    auto r = backend->put(object_name(artifact.passport.key), object, options.spec.ttl_s);
+    auto r = send();
     if (!r) {
       failed(r.error(), "put", Clock::now() - start);
       return tl::unexpected(r.error());
@@ -259,14 +391,107 @@ struct RemoteStore::Impl {
     std::lock_guard lock(mutex);
     if (*r) {
       ++stats.puts;
-      stats.bytes_out += object.size();
+      stats.bytes_out += size;
       count(RemoteCounter::puts);
-      count(RemoteCounter::bytes_out, object.size());
+      count(RemoteCounter::bytes_out, size);
     } else {
       ++stats.puts_present;
       count(RemoteCounter::puts_present);
     }
     return *r ? PutOutcome::stored : PutOutcome::already_present;
+  }
+
+  // Counts a hit of `size` downloaded bytes.
+  void count_hit(std::uint64_t size, std::uint64_t compile_us) {
+    std::lock_guard lock(mutex);
+    stats.bytes_in += size;
+    count(RemoteCounter::bytes_in, size);
+    ++stats.hits;
+    stats.compile_us_saved += compile_us;
+    count(RemoteCounter::hits);
+    count(RemoteCounter::compile_us_saved, compile_us);
+  }
+
+  void count_miss() {
+    std::lock_guard lock(mutex);
+    ++stats.misses;
+    count(RemoteCounter::misses);
+  }
+
+  // get() of `key`: with `local` (and a streaming backend) an object of
+  // stream_min_bytes or more is published into `local` as it arrives, a
+  // smaller one decoded in memory (and a large one too, with
+  // `memory_fallback`, when `local` cannot stage it). Failure: only
+  // `local`'s write error (a miss is counted as every miss).
+  Result<Fetch> fetch(const Key& key, FileStore* local, bool memory_fallback) {
+    {
+      std::lock_guard lock(mutex);
+      if (rejected_keys.contains(key)) {
+        ++stats.misses;
+        return Fetch{};
+      }
+    }
+    if (!admit()) {
+      return Fetch{};
+    }
+    const bool streamed = local != nullptr && backend->streams();
+    SpoolSink sink(key, options.codec, local, options.stream_min_bytes, memory_fallback);
+    std::optional<std::string> whole;
+    const auto start = Clock::now();
+    Result<bool> got = true;
+    if (streamed) {
+      got = backend->get_stream(object_name(key), options.spec.max_entry_size, sink);
+    } else {
+      auto value = backend->get(object_name(key), options.spec.max_entry_size);
+      got = value.map([&](std::optional<std::string>& v) {
+        whole = std::move(v);
+        return whole.has_value();
+      });
+    }
+    const auto elapsed = Clock::now() - start;
+    record_latency(elapsed);
+    if (!got && got.error().code == k_object_too_large) {
+      // Larger than max_entry_size, refused before it was downloaded
+      // (RemoteBackend::get): a bad object, not a failure of the remote.
+      succeeded(elapsed);
+      reject(key, Rejection::too_large, got.error().message, 0);
+      return Fetch{};
+    }
+    if (!got) {
+      failed(got.error(), "get", elapsed);
+      return Fetch{};
+    }
+    succeeded(elapsed);
+    if (auto local_error = sink.local_error()) {
+      return tl::unexpected(*local_error);  // the local store warned and counted it
+    }
+    if (ObjectDecoder* decoder = sink.decoder()) {
+      auto passport = decoder->finish();
+      if (!passport) {
+        reject(key, passport.error().reason, passport.error().message, decoder->received());
+        return Fetch{};  // the staged payload is dropped with the sink
+      }
+      auto put = sink.staged().commit(*passport);
+      if (!put) {
+        return tl::unexpected(put.error());
+      }
+      count_hit(decoder->received(), passport->compile_duration_us);
+      return Fetch{std::nullopt, *put == PutOutcome::stored ? Fetched::stored : Fetched::already_present};
+    }
+    if (streamed) {
+      whole = std::move(sink.buffer());
+    }
+    if (!*got || !whole || (streamed && whole->empty())) {  // an empty HTTP body is no object
+      count_miss();
+      return Fetch{};
+    }
+    auto decoded = decode_object(*whole, key, options.codec);
+    if (!decoded) {
+      reject(key, decoded.error().reason, decoded.error().message, whole->size());
+      return Fetch{};
+    }
+    count_hit(whole->size(), decoded->passport.compile_duration_us);
+    return Fetch{std::move(*decoded), Fetched::stored};
   }
 };
 
@@ -298,50 +523,58 @@ bool RemoteStore::writable() const noexcept { return !m_impl->options.spec.read_
 
 Result<std::optional<Artifact>> RemoteStore::get(const Key& key) {
   Impl& m = *m_impl;
-  {
-    std::lock_guard lock(m.mutex);
-    if (m.rejected_keys.contains(key)) {
-      ++m.stats.misses;
-      return std::optional<Artifact>{};
+  FileStore* local = m.options.local;
+  auto fetched = m.fetch(key, local, true);
+  if (!fetched) {
+    return std::optional<Artifact>{};  // the local store could not take it: a miss (it warned)
+  }
+  if (fetched->artifact) {
+    return std::move(fetched->artifact);
+  }
+  if (fetched->outcome == Fetched::miss) {
+    return std::optional<Artifact>{};
+  }
+  // Streamed into the local store: read back from there (a mapped payload).
+  auto here = local->get(key);
+  if (!here) {
+    return std::optional<Artifact>{};
+  }
+  return std::move(*here);
+}
+
+Result<Fetched> RemoteStore::fetch_into(const Key& key, FileStore& local) {
+  auto fetched = m_impl->fetch(key, &local, false);
+  if (!fetched) {
+    return tl::unexpected(fetched.error());
+  }
+  if (!fetched->artifact) {
+    return fetched->outcome;
+  }
+  auto put = local.fill(*fetched->artifact);
+  if (!put) {
+    return tl::unexpected(put.error());
+  }
+  return *put == PutOutcome::stored ? Fetched::stored : Fetched::already_present;
+}
+
+Result<PutOutcome> RemoteStore::put_file(const PayloadFile& file) {
+  Impl& m = *m_impl;
+  if (!m.streams_entry(file.size())) {
+    std::string bytes(file.size(), '\0');
+    if (auto r = file.read_at(0, bytes.data(), bytes.size()); !r) {
+      return tl::unexpected(r.error());
     }
+    Artifact artifact;
+    artifact.passport = file.passport();
+    artifact.payload = Payload(std::move(bytes));
+    return fill(artifact);
   }
-  if (!m.admit()) {
-    return std::optional<Artifact>{};
+  if (auto ok = m.may_upload(); !ok) {
+    return tl::unexpected(ok.error());
   }
-  const auto start = Clock::now();
-  auto got = m.backend->get(object_name(key), m.options.spec.max_entry_size);
-  const auto elapsed = Clock::now() - start;
-  m.record_latency(elapsed);
-  if (!got && got.error().code == k_object_too_large) {
-    // Larger than max_entry_size, refused before it was downloaded
-    // (RemoteBackend::get): a bad object, not a failure of the remote.
-    m.succeeded(elapsed);
-    return m.reject(key, Rejection::too_large, got.error().message, 0);
-  }
-  if (!got) {
-    m.failed(got.error(), "get", elapsed);
-    return std::optional<Artifact>{};
-  }
-  m.succeeded(elapsed);
-  if (!got->has_value()) {
-    std::lock_guard lock(m.mutex);
-    ++m.stats.misses;
-    m.count(RemoteCounter::misses);
-    return std::optional<Artifact>{};
-  }
-  const std::size_t size = (*got)->size();
-  auto decoded = decode_object(**got, key, m.options.codec);
-  if (!decoded) {
-    return m.reject(key, decoded.error().reason, decoded.error().message, size);
-  }
-  std::lock_guard lock(m.mutex);
-  m.stats.bytes_in += size;
-  m.count(RemoteCounter::bytes_in, size);
-  ++m.stats.hits;
-  m.stats.compile_us_saved += decoded->passport.compile_duration_us;
-  m.count(RemoteCounter::hits);
-  m.count(RemoteCounter::compile_us_saved, decoded->passport.compile_duration_us);
-  return std::optional<Artifact>(std::move(*decoded));
+  return m.upload_streamed(file.passport(), [&file](std::uint64_t at, char* out, std::size_t n) {
+    return file.read_at(at, out, n);
+  });
 }
 
 Result<PutOutcome> RemoteStore::put(const Artifact& artifact) {

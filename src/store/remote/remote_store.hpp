@@ -5,6 +5,11 @@
 // full (remote_codec.hpp: size, format, signature, payload SHA-256, key
 // recomputed from the key record) before anything else sees it; put()
 // encodes (zstd, signed with the team key) and writes with one SET NX.
+// Objects of stream_min_bytes (8 MiB) or more move in parts where the
+// backend streams (HTTP, S3): downloads are checked as they arrive into a
+// payload staged in the local FileStore (options.local, fetch_into) and
+// published by its commit; uploads are encoded as they are sent
+// (object_stream.hpp). Memory then does not grow with the entry.
 //
 // Degrade, never break (DESIGN rule 3):
 // - A failed operation (server down, slow, full, refusing) is counted and
@@ -37,6 +42,7 @@
 #include <memory>
 #include <string>
 
+#include "kcache/file_store.hpp"
 #include "kcache/store.hpp"
 #include "store/remote/remote_backend.hpp"
 #include "store/remote/remote_breaker.hpp"
@@ -67,6 +73,24 @@ struct RemoteStoreOptions {
   // Receives the one warning line of this remote. Default: stderr with a
   // "kcache: warning: " prefix.
   std::function<void(const std::string&)> warn;
+  // Where get() puts an object of `stream_min_bytes` or more when the backend
+  // streams (HTTP, S3): checked as it arrives (object_stream.hpp), staged in
+  // this store's v1/tmp and published there by its atomic commit, then read
+  // back from it, so memory does not grow with the entry. Null: get() holds
+  // every object in memory (bounded by max_entry_size).
+  // REQUIRES: the store outlives this RemoteStore.
+  FileStore* local = nullptr;
+  // Objects (and uploads of entries) at least this large move in parts when
+  // the backend streams; smaller ones take the in-memory path (one buffer,
+  // decoded at once: the fastest hit).
+  std::uint64_t stream_min_bytes = std::uint64_t{8} << 20;
+};
+
+// What fetch_into() did.
+enum class Fetched {
+  miss,             // not on the remote (or refused, failed, skipped: counted as get() counts them)
+  stored,           // published in the local store
+  already_present,  // the local store had it already
 };
 
 // Counters of one RemoteStore in this process.
@@ -114,6 +138,19 @@ class RemoteStore final : public Store {
   Result<bool> remove(const Key& key) override;
   Result<std::vector<EntryInfo>> list() override;
   Result<StoreStats> stats() override;
+
+  // Fetches the object of `key` into `local` (`kcache pull`), verified in
+  // full as get() verifies it: a small object is decoded in memory and
+  // filled into `local`; one of stream_min_bytes or more, on a streaming
+  // backend, is checked as it arrives, staged in `local`'s v1/tmp and
+  // published by its atomic commit (a refused or cut object leaves nothing).
+  // Failure: only the local store's write error.
+  Result<Fetched> fetch_into(const Key& key, FileStore& local);
+  // Uploads the verified local entry `file` (FileStore::open_payload) as
+  // fill() uploads an artifact; a payload of stream_min_bytes or more is read
+  // from its file in parts as it is sent (streaming backends: memory does not
+  // grow with it). Failure: as put(), or the read error of the payload file.
+  Result<PutOutcome> put_file(const PayloadFile& file);
 
   // Cross-host leases (RedisLease; docs/single-flight.md), through the same
   // circuit breaker as every other operation: while it is open each call

@@ -114,7 +114,8 @@ S3Backend::Deadline S3Backend::operation_deadline() const {
 
 Result<CurlResponse> S3Backend::send(std::string_view method, std::string_view key, const std::string& query,
                                      std::string_view body, std::uint64_t max_bytes,
-                                     std::vector<std::string> headers, Deadline deadline) {
+                                     std::vector<std::string> headers, Deadline deadline, ObjectSource* upload,
+                                     ObjectSink* sink) {
   if (!m_credentials) {
     return tl::unexpected(m_credentials.error());
   }
@@ -124,6 +125,8 @@ Result<CurlResponse> S3Backend::send(std::string_view method, std::string_view k
   req.url = m_scheme_host + (m_virtual_host ? "/" : "/" + m_spec.host + (key.empty() ? "" : "/")) +
             uri_encode(key, true) + (query.empty() ? "" : "?" + query);
   req.body = body;
+  req.upload = upload;
+  req.sink = sink;
   req.max_bytes = max_bytes;
   req.headers = std::move(headers);
   // The payload is not hashed into the signature (a 300 MB engine would be
@@ -188,6 +191,20 @@ Result<std::optional<std::string>> S3Backend::get(std::string_view name, std::ui
   return std::optional<std::string>(std::move(r->body));
 }
 
+Result<bool> S3Backend::get_stream(std::string_view name, std::uint64_t max_bytes, ObjectSink& sink) {
+  auto r = send("GET", object_key(name), {}, {}, max_bytes, {}, operation_deadline(), nullptr, &sink);
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->status == 404 && xml_text(r->body, "Code").value_or("") != "NoSuchBucket") {
+    return false;
+  }
+  if (r->status != 200) {
+    return tl::unexpected(answer_error("GET", *r));
+  }
+  return true;
+}
+
 Result<std::optional<std::string>> S3Backend::get_prefix(std::string_view name, std::uint64_t bytes) {
   if (bytes == 0) {
     return std::optional<std::string>(std::string());
@@ -207,6 +224,47 @@ Result<std::optional<std::string>> S3Backend::get_prefix(std::string_view name, 
 }
 
 Result<bool> S3Backend::put(std::string_view name, std::string_view value, std::uint64_t ttl_s) {
+  ViewSource source(value);
+  return put_stream(name, source, ttl_s);
+}
+
+namespace {
+
+// The next `size` bytes of another source: one part of a multipart upload,
+// read from the object's source as it is sent (never held whole).
+class PartSource final : public ObjectSource {
+ public:
+  PartSource(ObjectSource& whole, std::uint64_t size) noexcept : m_whole(whole), m_size(size) {}
+  std::uint64_t size() const noexcept override { return m_size; }
+  Result<std::size_t> read(char* out, std::size_t n) override {
+    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(n, m_size - m_at));
+    std::size_t got = 0;
+    while (got < want) {  // whole chunks, so a part ends exactly at its size
+      auto k = m_whole.read(out + got, want - got);
+      if (!k) {
+        return tl::unexpected(k.error());
+      }
+      if (*k == 0) {
+        return make_error(ErrorCode::io, "the object to upload ended early");
+      }
+      got += *k;
+    }
+    m_at += got;
+    return got;
+  }
+  Result<void> rewind() override {
+    return make_error(ErrorCode::unsupported, "a part of a multipart upload is not sent twice");
+  }
+
+ private:
+  ObjectSource& m_whole;
+  std::uint64_t m_size;
+  std::uint64_t m_at = 0;
+};
+
+}  // namespace
+
+Result<bool> S3Backend::put_stream(std::string_view name, ObjectSource& source, std::uint64_t ttl_s) {
   const std::string key = object_key(name);
   std::vector<std::string> headers;
   if (ttl_s > 0) {
@@ -214,8 +272,8 @@ Result<bool> S3Backend::put(std::string_view name, std::string_view value, std::
     // match (docs/remote-format.md, "S3").
     headers.push_back(fmt::format("x-amz-tagging: kcache-ttl-s={}", ttl_s));
   }
-  if (value.size() >= m_spec.multipart_size) {
-    return put_multipart(key, value, std::move(headers));
+  if (source.size() >= m_spec.multipart_size) {
+    return put_multipart(key, source, std::move(headers));
   }
   const Deadline deadline = operation_deadline();
   if (m_no_conditional_put.load()) {
@@ -229,7 +287,7 @@ Result<bool> S3Backend::put(std::string_view name, std::string_view value, std::
   } else {
     headers.emplace_back("If-None-Match: *");
   }
-  auto r = send("PUT", key, {}, value, k_small_answer, headers, deadline);
+  auto r = send("PUT", key, {}, {}, k_small_answer, headers, deadline, &source);
   if (!r) {
     return tl::unexpected(r.error());
   }
@@ -240,13 +298,16 @@ Result<bool> S3Backend::put(std::string_view name, std::string_view value, std::
     return false;  // there already (409: another writer's conditional PUT of the same key is under way)
   }
   if (r->status == 501 && !m_no_conditional_put.exchange(true)) {
-    return put(name, value, ttl_s);  // this store has no conditional writes: HEAD, then PUT
+    // This store has no conditional writes: HEAD, then PUT.
+    if (auto again = source.rewind(); !again) {
+      return tl::unexpected(again.error());
+    }
+    return put_stream(name, source, ttl_s);
   }
   return tl::unexpected(answer_error("PUT", *r));
 }
 
-Result<bool> S3Backend::put_multipart(const std::string& key, std::string_view value,
-                                      std::vector<std::string> headers) {
+Result<bool> S3Backend::put_multipart(const std::string& key, ObjectSource& source, std::vector<std::string> headers) {
   // Not uploaded at all when it is there (a large engine is worth a HEAD).
   auto head = send("HEAD", key, {}, {}, 0, {}, operation_deadline());
   if (!head) {
@@ -270,10 +331,11 @@ Result<bool> S3Backend::put_multipart(const std::string& key, std::string_view v
   };
   std::string complete = "<CompleteMultipartUpload>";
   const std::uint64_t part_size = m_spec.multipart_size;
-  for (std::uint64_t at = 0, n = 1; at < value.size(); at += part_size, ++n) {
-    const std::string_view part = value.substr(at, part_size);
-    auto r = send("PUT", key, fmt::format("partNumber={}&{}", n, upload), part, k_small_answer, {},
-                  operation_deadline());
+  const std::uint64_t total = source.size();
+  for (std::uint64_t at = 0, n = 1; at < total; at += part_size, ++n) {
+    PartSource part(source, std::min(part_size, total - at));
+    auto r = send("PUT", key, fmt::format("partNumber={}&{}", n, upload), {}, k_small_answer, {},
+                  operation_deadline(), &part);
     if (!r) {
       return abort(r.error());
     }

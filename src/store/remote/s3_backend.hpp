@@ -52,6 +52,11 @@ class S3Backend final : public RemoteBackend {
   Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) override;
   Result<std::optional<std::string>> get_prefix(std::string_view name, std::uint64_t bytes) override;
   Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) override;
+  // Streamed: a GET's body goes to the sink as it arrives; an upload is read
+  // from the source in parts (each multipart part too), never held whole.
+  bool streams() const noexcept override { return true; }
+  Result<bool> get_stream(std::string_view name, std::uint64_t max_bytes, ObjectSink& sink) override;
+  Result<bool> put_stream(std::string_view name, ObjectSource& source, std::uint64_t ttl_s) override;
   Result<bool> remove(std::string_view name) override;
   Result<std::string> describe() override;
   Result<void> list(std::string_view prefix, const std::function<bool(std::string_view name)>& each) override;
@@ -76,14 +81,14 @@ class S3Backend final : public RemoteBackend {
   // names in sorted order), signed with the credentials.
   Result<CurlResponse> send(std::string_view method, std::string_view key, const std::string& query,
                             std::string_view body, std::uint64_t max_bytes, std::vector<std::string> headers,
-                            Deadline deadline);
+                            Deadline deadline, ObjectSource* upload = nullptr, ObjectSink* sink = nullptr);
   // The error for an answer `r` to `what` that is not a success: 403:
   // permission_denied; 404 NoSuchBucket: not_found; 507 / EntityTooLarge:
   // no_space; else io. The message names the remote, the S3 error code and
   // says what to do.
   Error answer_error(std::string_view what, const CurlResponse& r) const;
   Deadline operation_deadline() const;
-  Result<bool> put_multipart(const std::string& key, std::string_view value, std::vector<std::string> headers);
+  Result<bool> put_multipart(const std::string& key, ObjectSource& source, std::vector<std::string> headers);
   Result<std::optional<Lease>> read_lease(std::string_view name, Deadline deadline);
   // The lease when `token` holds it; std::nullopt when none or another does.
   Result<std::optional<Lease>> read_lease_of(std::string_view name, std::string_view token, Deadline deadline);
