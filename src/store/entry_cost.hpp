@@ -50,4 +50,28 @@ inline std::optional<std::uint64_t> decode_cost_nanos(long nanos) noexcept {
   return ms * 1000;
 }
 
+inline constexpr std::uint64_t k_uses_max = 49;
+
+inline long uses_check(std::uint64_t uses) noexcept {
+  return static_cast<long>((uses * 13 + 7) % 20);
+}
+
+// The uses recorded in the passport mtime's nanoseconds `nanos`: 1 when the
+// field does not carry the check.
+inline std::uint64_t decode_uses_nanos(long nanos) noexcept {
+  if (nanos < 0 || nanos >= 1'000'000'000) {
+    return 1;
+  }
+  const long code = nanos % 1000;
+  const auto uses = static_cast<std::uint64_t>(code / 20);
+  return uses >= 2 && code % 20 == uses_check(uses) ? uses : 1;
+}
+
+// The nanoseconds of a passport mtime at `now_nanos` (of the current second)
+// that record `uses` (saturating at k_uses_max).
+inline long encode_uses_nanos(long now_nanos, std::uint64_t uses) noexcept {
+  uses = uses < 2 ? 2 : uses > k_uses_max ? k_uses_max : uses;
+  return now_nanos / 1000 * 1000 + static_cast<long>(uses * 20) + uses_check(uses);
+}
+
 }  // namespace kcache::store

@@ -180,7 +180,7 @@ TEST(FileStoreCostEviction, AReplayedTraceOfMixedKernelsKeepsTheExpensiveOnes) {
       test::load_recorded_compiles(fs::path(KCACHE_SOURCE_DIR) / "bench" / "data" / "nvrtc_compile_costs.json");
   ASSERT_FALSE(recorded.empty()) << "bench/data/nvrtc_compile_costs.json is missing or malformed";
   {
-    const auto trace = test::make_trace(recorded, 200, 2500, 0.8, 21, test::TraceSizes::shuffled);
+    const auto trace = test::make_trace(recorded, 200, 2500, 0.8, 21, test::TraceSizes::shuffled, test::corpus_mix());
     ASSERT_EQ(trace.kernels.size(), 200U);
     const auto lru = replay_under_cap(trace, EvictionPolicy::lru);
     const auto cost = replay_under_cap(trace, EvictionPolicy::cost);
@@ -191,7 +191,7 @@ TEST(FileStoreCostEviction, AReplayedTraceOfMixedKernelsKeepsTheExpensiveOnes) {
     EXPECT_LT(cost.rebuild_us, lru.rebuild_us);
   }
   {
-    const auto trace = test::make_trace(recorded, 200, 2500, 0.8, 21, test::TraceSizes::recorded);
+    const auto trace = test::make_trace(recorded, 200, 2500, 0.8, 21, test::TraceSizes::recorded, test::corpus_mix());
     const auto lru = replay_under_cap(trace, EvictionPolicy::lru);
     const auto cost = replay_under_cap(trace, EvictionPolicy::cost);
     print_results("recorded sizes", lru, cost);
