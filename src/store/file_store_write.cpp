@@ -5,6 +5,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <array>
 #include <cerrno>
 #include <memory>
 #include <string>
@@ -19,6 +23,16 @@ namespace kcache {
 
 using store::Counter;
 namespace io = util::io;
+
+namespace {
+
+// The payload mtime that records `cost_us` (store/entry_cost.hpp): now, in
+// whole seconds, with the cost in the nanoseconds; the atime is left alone.
+std::array<struct timespec, 2> cost_stamp(std::uint64_t cost_us) {
+  return {{{0, UTIME_OMIT}, {static_cast<time_t>(now_unix_ms() / 1000), store::encode_cost_nanos(cost_us)}}};
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------- put
 
@@ -67,13 +81,11 @@ Result<PutOutcome> FileStore::Impl::put_checked(const Artifact& artifact, FsyncP
   // without reading the passport: the nanoseconds of the payload's mtime
   // (store/entry_cost.hpp). Best effort: without it the entry counts as cheap
   // to rebuild. (put_stream leaves it out: `kcache put` entries record no cost.)
-  const struct timespec times[2] = {
-      {0, UTIME_OMIT},
-      {static_cast<time_t>(now_unix_ms() / 1000), store::encode_cost_nanos(artifact.passport.compile_duration_us)}};
+  const auto times = cost_stamp(artifact.passport.compile_duration_us);
   const auto write_payload = [&](int fd) {
     const int e = io::write_all(fd, artifact.payload);
     if (e == 0) {
-      io::futimens(fd, times);
+      io::futimens(fd, times.data());
     }
     return e;
   };
@@ -150,6 +162,11 @@ Result<StreamedPut> FileStore::put_stream(int fd, const PassportForPayload& make
     return make_error(ErrorCode::invalid_argument,
                       "refusing to store a payload whose passport does not name its size and SHA-256");
   }
+  // The rebuild cost the passport names (`kcache put --build-ms`), where an
+  // eviction scan sees it, as put() records it. Best effort, as there.
+  if (util::Fd staged(io::openat(m.tmp_fd.get(), tmp_payload.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)); staged) {
+    io::futimens(staged.get(), cost_stamp(passport->compile_duration_us).data());
+  }
   const unsigned shard = passport->key.bytes()[0];
   int err = 0;
   util::Fd shard_fd = m.open_shard(shard, CreateShard::yes, err);
@@ -220,7 +237,20 @@ Result<PutOutcome> FileStore::Impl::publish_staged(unsigned shard, int shard_fd,
       io::unlinkat(tmp_fd.get(), tmp_pass.c_str(), 0);
     }
   };
-  if (int e = stage(tmp_pass, [&](int fd) { return io::write_all(fd, json); }, fsync); e != 0) {
+  // The passport's mtime is the entry's last use; its last digits count the
+  // put as its first use (store/entry_cost.hpp). Best effort, like the cost.
+  const auto write_passport = [&](int fd) {
+    const int e = io::write_all(fd, json);
+    if (e == 0) {
+      const std::int64_t now_ns = now_unix_ns();
+      const struct timespec times[2] = {
+          {0, UTIME_OMIT},
+          {static_cast<time_t>(now_ns / 1'000'000'000), store::encode_uses_nanos(now_ns % 1'000'000'000, 1)}};
+      io::futimens(fd, times);
+    }
+    return e;
+  };
+  if (int e = stage(tmp_pass, write_passport, fsync); e != 0) {
     cleanup();
     return tl::unexpected(write_failed(e, "cannot stage the passport in v1/tmp"));
   }

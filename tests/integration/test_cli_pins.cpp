@@ -71,10 +71,37 @@ TEST_F(Pins, PinUnpinStatsClearAndPruneKeepPinnedEntries) {
   EXPECT_EQ(sh("\"$K\" get " + a + " -o /dev/null").rc, 3);
 }
 
+// `kcache put --build-ms` records the rebuild cost (passport and payload
+// mtime), so the cost policy keeps a costly put entry over a cheap newer one,
+// where lru (or a put without --build-ms) drops the older first.
+TEST_F(Pins, PutBuildMsIsARebuildCostThatEvictionWeighs) {
+  write_file(dir() / "costly.bin", std::string(20000, 'c'));
+  write_file(dir() / "cheap.bin", std::string(20000, 'd'));
+  ShellRun r = sh(""$K" put costly.bin --build-ms 5000 && touch -d '-1 hour' "$KCACHE_DIR"/v1/entries/*/*.pass && "
+                  ""$K" put cheap.bin");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string costly = r.out.substr(0, 64);
+  const std::string cheap = r.out.substr(65, 64);
+  r = sh(""$K" show " + costly);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["compile_duration_us"], 5000000) << r.out;
+  // Room for one of the two: prune drops the other.
+  r = sh("cp -a "$KCACHE_DIR" lru-cache && KCACHE_DIR="$PWD/lru-cache" KCACHE_EVICTION_POLICY=lru "$K" prune "
+         "--max-size 30000 >/dev/null && KCACHE_DIR="$PWD/lru-cache" "$K" get " + cheap + " -o /dev/null");
+  EXPECT_EQ(r.rc, 0) << "lru keeps the newer, cheap entry: " << r.err;
+  r = sh(""$K" prune --max-size 30000 >/dev/null && "$K" get " + costly + " -o /dev/null");
+  EXPECT_EQ(r.rc, 0) << "cost keeps the costly entry: " << r.err;
+  EXPECT_EQ(sh(""$K" get " + cheap + " -o /dev/null").rc, 3) << "and drops the cheap one";
+  EXPECT_EQ(sh(""$K" put cheap.bin --build-ms -1").rc, 2) << "a negative cost is bad usage";
+}
+
 TEST_F(Pins, EvictionPolicyIsASetting) {
   ShellRun r = sh("KCACHE_EVICTION_POLICY=lru \"$K\" stats --json");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["eviction_policy"], "lru");
+  r = sh("KCACHE_EVICTION_POLICY=gds \"$K\" stats --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["eviction_policy"], "gds");
   r = sh("KCACHE_EVICTION_POLICY=lfu \"$K\" stats");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("eviction_policy"), std::string::npos) << r.err;
