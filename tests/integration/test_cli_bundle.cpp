@@ -117,17 +117,17 @@ TEST_F(CliBundle, GetShowAndLsReadTheBundleTier) {
             0);
   const std::string fresh = R"(export KCACHE_DIR="$PWD/fresh" KCACHE_BUNDLES="$PWD/all.kcb" )"
                             R"(KCACHE_BUNDLE_TRUSTED_KEYS="$PWD/ci.key.pub"; )";
-  const test::ShellRun got = sh(fresh + ""$K" -v get " + a + " -o got.bin && cmp got.bin a.bin && "$K" get " + b);
+  const test::ShellRun got = sh(fresh + "\"$K\" -v get " + a + " -o got.bin && cmp got.bin a.bin && \"$K\" get " + b);
   ASSERT_EQ(got.rc, 0) << got.err;
   EXPECT_EQ(got.out, "tiny");
   EXPECT_NE(got.err.find("from the bundle tier"), std::string::npos) << got.err;
-  const test::ShellRun shown = sh(fresh + ""$K" show " + a);
+  const test::ShellRun shown = sh(fresh + "\"$K\" show " + a);
   ASSERT_EQ(shown.rc, 0) << shown.err;
   EXPECT_EQ(nlohmann::json::parse(shown.out)["key"], a);
   EXPECT_EQ(nlohmann::json::parse(shown.out)["payload"]["size"], 5003) << shown.out;
   // The disk holds one entry of its own (c): ls shows it as disk, a and b as bundle.
   const std::string c = put("c.bin", "only on disk");
-  const test::ShellRun own = sh(fresh + ""$K" put c.bin >/dev/null && "$K" --json ls && "$K" ls");
+  const test::ShellRun own = sh(fresh + "\"$K\" put c.bin >/dev/null && \"$K\" --json ls && \"$K\" ls");
   ASSERT_EQ(own.rc, 0) << own.err;
   const auto listed = nlohmann::json::parse(own.out.substr(0, own.out.find("]\n") + 1));
   std::set<std::string> tiers;
@@ -230,7 +230,7 @@ TEST_F(CliBundle, BundleTierServesACompileWithNothingCompiledOrWritten) {
 export KCACHE_BUNDLES="$PWD/../image/kernels.kcb" KCACHE_BUNDLE_TRUSTED_KEYS="$PWD/../image/ci.key.pub"
 "$K" compile )" +
          src + R"( --json --target cubin --arch sm_90 -o fresh.cubin && cmp ci.cubin fresh.cubin &&
-"$K" ls --json >&2 && ls ../image >&2)");
+env -u KCACHE_BUNDLES "$K" ls --json >&2 && ls ../image >&2)");
   ASSERT_EQ(fresh.rc, 0) << fresh.err;
   const auto run = nlohmann::json::parse(fresh.out);
   EXPECT_TRUE(run["hit"].get<bool>()) << fresh.out;
