@@ -1,6 +1,9 @@
 // bench_bundle: a hit from the in-place bundle tier against a hit from the
 // file store (same entries, same sizes, same run), and `bundle install`
-// throughput against the disk's own copy of the bundle file (copy + fsync).
+// throughput against the disk's own copy of the bundle file, each with and
+// without fsync: BM_Install/0 (fsync = none, the default setting) against
+// BM_CopyFloor/0 (a copy), BM_Install/1 (fsync = file) against
+// BM_CopyFloor/1 (a copy + fsync).
 //
 //   build/ci/bench/bench_bundle --benchmark_min_time=0.2
 //   KCACHE_BENCH_DIR=/path/on/the/disk/to/measure (default: $TMPDIR or /tmp)
@@ -141,7 +144,7 @@ void BM_Install(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
     const auto root = dir / ("cache" + std::to_string(round++));
-    auto store = file_store(root);
+    auto store = file_store(root, state.range(0) == 0 ? FsyncPolicy::none : FsyncPolicy::file);
     state.ResumeTiming();
     auto report = install_bundle(dir / "b.kcb", trust, *store);
     if (!report || report->stored != items.size()) state.SkipWithError("install failed");
@@ -153,7 +156,8 @@ void BM_Install(benchmark::State& state) {
   }
   state.SetBytesProcessed(bytes);
 }
-BENCHMARK(BM_Install)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Arg: 0 fsync = none (the default setting), 1 fsync = file.
+BENCHMARK(BM_Install)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_CopyFloor(benchmark::State& state) {
   const auto dir = bench_root("copy");
@@ -163,9 +167,11 @@ void BM_CopyFloor(benchmark::State& state) {
   for (auto _ : state) {
     const auto to = dir / "copy.kcb";
     std::filesystem::copy_file(dir / "b.kcb", to, std::filesystem::copy_options::overwrite_existing);
-    const int fd = ::open(to.c_str(), O_RDONLY | O_CLOEXEC);
-    ::fsync(fd);
-    ::close(fd);
+    if (state.range(0) != 0) {
+      const int fd = ::open(to.c_str(), O_RDONLY | O_CLOEXEC);
+      ::fsync(fd);
+      ::close(fd);
+    }
     bytes += static_cast<std::int64_t>(64) << 20;
     state.PauseTiming();
     std::filesystem::remove(to);
@@ -173,7 +179,8 @@ void BM_CopyFloor(benchmark::State& state) {
   }
   state.SetBytesProcessed(bytes);
 }
-BENCHMARK(BM_CopyFloor)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Arg: 0 a copy, 1 a copy + fsync.
+BENCHMARK(BM_CopyFloor)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -1,23 +1,32 @@
 // bench_eviction_trace: total rebuild time of a replayed trace of mixed
 // kernels under one size cap, with eviction_policy = cost against lru
 // (issue 21). The kernels carry real recorded NVRTC compile times and cubin
-// sizes of the bench corpus (trivial, medium, heavy_cub: see
-// tests/support/eviction_trace.hpp); payload bytes are synthetic.
+// sizes (tests/support/eviction_trace.hpp); payload bytes are synthetic. Two
+// recorded data sets: the bench corpus (trivial, medium, heavy_cub; replayed
+// in a 70/20/10 mix, with its own sizes and with sizes shuffled) and the
+// kernel mix of bench/kernel_mix.hpp (header-heavy small kernels of CuPy,
+// CCCL and libcu++, generated kernels and the corpus; every kind in the same
+// share).
 //
-//   build/ci/bench/bench_eviction_trace record [N]   # compile each corpus kernel N times (default 4)
-//                                                    # with NVRTC, print the JSON of
-//                                                    # bench/data/nvrtc_compile_costs.json
-//   build/ci/bench/bench_eviction_trace              # replay (lru, then cost) on tmpfs or $KCACHE_BENCH_DIR
+//   build/ci/bench/bench_eviction_trace record [N]      # compile each corpus kernel N times (default 4)
+//                                                       # with NVRTC, print the JSON of
+//                                                       # bench/data/nvrtc_compile_costs.json
+//   KCACHE_BENCH_CUPY=$(scripts/fetch-cupy-headers.sh) build/ci/bench/bench_eviction_trace record-mix [N]
+//                                                       # the same for every kind of the kernel mix:
+//                                                       # bench/data/nvrtc_kernel_mix.json
+//   build/ci/bench/bench_eviction_trace                 # replay (lru, then cost) on tmpfs or $KCACHE_BENCH_DIR
 //
 // Environment: KCACHE_BENCH_COSTS (default bench/data/nvrtc_compile_costs.json),
+// KCACHE_BENCH_MIX (default bench/data/nvrtc_kernel_mix.json),
 // KCACHE_BENCH_KERNELS (default 4000), KCACHE_BENCH_REQUESTS (default 80000),
 // KCACHE_BENCH_CAP_PERCENT (cap as a percentage of the catalogue's bytes, default 25),
 // KCACHE_BENCH_ZIPF (default 0.8).
 //
 // Counters per policy: rebuild_s (every miss), warm_rebuild_s (misses after a
 // kernel's first request: what the policy decides), misses, heavy_misses (of
-// heavy_cub kernels after their first), hit_ratio, put_us (mean wall time of
-// a put at the cap), and for cost the ratios lru / cost.
+// heavy_cub kernels after their first), slow_misses (of kernels of 1 s or
+// more after their first), hit_ratio, replay_s, and for cost and gds the
+// ratios lru / this policy (lru_over_this_warm, lru_over_this_all).
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
@@ -36,6 +45,7 @@
 #include "kcache/compile_options.hpp"
 #include "kcache/file_store.hpp"
 #include "kcache/toolkit.hpp"
+#include "kernel_mix.hpp"
 #include "support/eviction_trace.hpp"
 
 namespace {
@@ -48,59 +58,59 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v != nullptr && *v != '\0' ? v : fallback;
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Compiles each corpus kernel `n` times (distinct variants, so nothing is
-// reused inside NVRTC) and prints the recorded compiles as JSON.
-int record(int n) {
+// Compiles each kernel of `kinds` `n` times (distinct variants, so nothing
+// is reused inside NVRTC), after one warm-up compile that loads NVRTC, and
+// prints the recorded compiles as JSON.
+int record(const std::vector<std::string>& kinds, int n) {
   const fs::path cuda_include = kcache::Toolkit::instance().cuda_home() / "include";
+  const std::string cupy = env_or("KCACHE_BENCH_CUPY", "");
   nlohmann::json compiles = nlohmann::json::array();
-  for (const std::string kind : {"trivial", "medium", "heavy_cub"}) {
-    for (int v = 0; v < n; ++v) {
-      kcache::CompileRequest r;
-      r.backend = "nvrtc";
-      r.target_kind = "cubin";
-      r.name = kind + ".cu";
-      r.source = read_text(fs::path(KCACHE_SOURCE_DIR) / "bench" / "corpus" / (kind + ".cu")) + "\n// variant " +
-                 std::to_string(v) + "\n";
-      r.options = {"-arch=sm_90", "-DKCACHE_BENCH_VARIANT=" + std::to_string(v)};
-      if (kind == "heavy_cub") {
-        r.options.push_back("-I" + (cuda_include / "cccl").string());
-        r.options.push_back("-I" + cuda_include.string());
+  bool warm = false;
+  for (const std::string& kind : kinds) {
+    for (int v = warm ? 0 : -1; v < n; ++v) {
+      auto r = kcache::bench::kernel_mix_request(kind, v < 0 ? 9999 : v, KCACHE_SOURCE_DIR, cuda_include, cupy);
+      if (!r) {
+        std::fprintf(stderr, "unknown kernel kind %s\n", kind.c_str());
+        return 2;
       }
-      auto canon = kcache::canonicalize_nvrtc_options(r.options);
+      auto canon = kcache::canonicalize_nvrtc_options(r->options);
       if (!canon) {
         std::fprintf(stderr, "%s\n", canon.error().describe().c_str());
         return 1;
       }
       const auto t = Clock::now();
-      auto out = kcache::jit::run_nvrtc(r, canon->options);
+      auto out = kcache::jit::run_nvrtc(*r, canon->options);
       const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count();
       if (!out) {
-        std::fprintf(stderr, "%s\n%s\n", out.error().describe().c_str(), out.error().log.c_str());
+        std::fprintf(stderr, "%s: %s\n%s\n", kind.c_str(), out.error().describe().c_str(), out.error().log.c_str());
         return 1;
+      }
+      if (v < 0) {
+        warm = true;  // the warm-up: loads NVRTC, not recorded
+        continue;
       }
       std::fprintf(stderr, "%s variant %d: %lld us, %zu bytes\n", kind.c_str(), v, static_cast<long long>(us),
                    out->payload.size());
       compiles.push_back({{"kind", kind}, {"variant", v}, {"compile_us", us}, {"cubin_bytes", out->payload.size()}});
     }
   }
-  nlohmann::json j{{"what", "NVRTC compile times (wall, in process, library already loaded after the first) and "
-                            "cubin sizes of bench/corpus for -arch=sm_90, recorded by `bench_eviction_trace record`"},
+  nlohmann::json j{{"what", "NVRTC compile times (wall, in process, NVRTC loaded by a warm-up compile first) and "
+                            "cubin sizes for -arch=sm_90 of the kernel kinds of bench/kernel_mix.hpp, recorded by "
+                            "`bench_eviction_trace record` (bench corpus) or `record-mix` (every kind)"},
                    {"compiles", compiles}};
   std::printf("%s\n", j.dump(2).c_str());
   return 0;
 }
 
-std::vector<kcache::test::RecordedCompile>& recorded() {
-  static std::vector<kcache::test::RecordedCompile> r = kcache::test::load_recorded_compiles(
+// The recorded compiles of trace data `data`: 0 and 1 the bench corpus
+// (KCACHE_BENCH_COSTS, default bench/data/nvrtc_compile_costs.json), 2 the
+// kernel mix (KCACHE_BENCH_MIX, default bench/data/nvrtc_kernel_mix.json).
+const std::vector<kcache::test::RecordedCompile>& recorded(std::int64_t data) {
+  static const std::vector<kcache::test::RecordedCompile> corpus = kcache::test::load_recorded_compiles(
       env_or("KCACHE_BENCH_COSTS", std::string(KCACHE_SOURCE_DIR) + "/bench/data/nvrtc_compile_costs.json"));
-  return r;
+  static const std::vector<kcache::test::RecordedCompile> mix = kcache::test::load_recorded_compiles(
+      env_or("KCACHE_BENCH_MIX", std::string(KCACHE_SOURCE_DIR) + "/bench/data/nvrtc_kernel_mix.json"));
+  return data == 2 ? mix : corpus;
 }
 
 fs::path bench_base() {
@@ -111,20 +121,26 @@ fs::path bench_base() {
 std::map<std::string, double> g_warm_rebuild_s;  // per policy, for the ratio
 
 void BM_EvictionTrace(benchmark::State& state) {
-  const auto policy = state.range(0) == 0 ? kcache::EvictionPolicy::lru : kcache::EvictionPolicy::cost;
-  const auto sizes = state.range(1) == 0 ? kcache::test::TraceSizes::recorded : kcache::test::TraceSizes::shuffled;
-  const std::string name = std::string(sizes == kcache::test::TraceSizes::recorded ? "recorded/" : "shuffled/") +
-                           (policy == kcache::EvictionPolicy::lru ? "lru" : "cost");
+  const kcache::EvictionPolicy policies[] = {kcache::EvictionPolicy::lru, kcache::EvictionPolicy::cost,
+                                             kcache::EvictionPolicy::gds};
+  const auto policy = policies[state.range(0)];
+  const std::int64_t data = state.range(1);
+  const auto sizes = data == 1 ? kcache::test::TraceSizes::shuffled : kcache::test::TraceSizes::recorded;
+  const char* data_names[] = {"corpus/", "corpus_shuffled/", "mix/"};
+  const std::string name = std::string(data_names[data]) + kcache::eviction_policy_name(policy);
   const std::string lru_name = name.substr(0, name.find('/') + 1) + "lru";
-  if (recorded().empty()) {
-    state.SkipWithError("no recorded compiles (KCACHE_BENCH_COSTS)");
+  if (recorded(data).empty()) {
+    state.SkipWithError("no recorded compiles (KCACHE_BENCH_COSTS / KCACHE_BENCH_MIX)");
     return;
   }
   const auto kernels = static_cast<std::size_t>(std::stoul(env_or("KCACHE_BENCH_KERNELS", "4000")));
   const auto requests = static_cast<std::size_t>(std::stoul(env_or("KCACHE_BENCH_REQUESTS", "80000")));
   const double cap_percent = std::stod(env_or("KCACHE_BENCH_CAP_PERCENT", "25"));
   const double zipf = std::stod(env_or("KCACHE_BENCH_ZIPF", "0.8"));
-  const auto trace = kcache::test::make_trace(recorded(), kernels, requests, zipf, 21, sizes);
+  // The bench corpus in its 70/20/10 mix; the kernel mix with every kind in
+  // the same share.
+  const auto trace = kcache::test::make_trace(recorded(data), kernels, requests, zipf, 21, sizes,
+                                              data == 2 ? kcache::test::TraceMix{} : kcache::test::corpus_mix());
   kcache::test::ReplayResult r;
   double put_wall_s = 0;
   for (auto _ : state) {
@@ -160,23 +176,22 @@ void BM_EvictionTrace(benchmark::State& state) {
   state.counters["misses"] = static_cast<double>(r.misses);
   state.counters["cold_misses"] = static_cast<double>(r.cold_misses);
   state.counters["heavy_misses"] = static_cast<double>(r.heavy_misses);
+  state.counters["slow_misses"] = static_cast<double>(r.slow_misses);
   state.counters["hit_ratio"] = 1.0 - static_cast<double>(r.misses) / static_cast<double>(r.requests);
   state.counters["errors"] = static_cast<double>(r.errors);
   state.counters["replay_s"] = put_wall_s;
   g_warm_rebuild_s[name] = static_cast<double>(r.warm_rebuild_us()) / 1e6;
   g_warm_rebuild_s[name + "_all"] = static_cast<double>(r.rebuild_us) / 1e6;
-  if (policy == kcache::EvictionPolicy::cost && g_warm_rebuild_s.count(lru_name) != 0 && g_warm_rebuild_s[name] > 0) {
-    state.counters["lru_over_cost_warm"] = g_warm_rebuild_s[lru_name] / g_warm_rebuild_s[name];
-    state.counters["lru_over_cost_all"] = g_warm_rebuild_s[lru_name + "_all"] / g_warm_rebuild_s[name + "_all"];
+  if (policy != kcache::EvictionPolicy::lru && g_warm_rebuild_s.count(lru_name) != 0 && g_warm_rebuild_s[name] > 0) {
+    state.counters["lru_over_this_warm"] = g_warm_rebuild_s[lru_name] / g_warm_rebuild_s[name];
+    state.counters["lru_over_this_all"] = g_warm_rebuild_s[lru_name + "_all"] / g_warm_rebuild_s[name + "_all"];
   }
 }
 
-// Args: policy (0 lru, 1 cost), sizes (0 recorded, 1 shuffled).
+// Args: policy (0 lru, 1 cost, 2 gds), data (0 the bench corpus, 1 the bench
+// corpus with sizes shuffled, 2 the kernel mix).
 BENCHMARK(BM_EvictionTrace)
-    ->Args({0, 0})
-    ->Args({1, 0})
-    ->Args({0, 1})
-    ->Args({1, 1})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2}})
     ->Iterations(1)
     ->Unit(benchmark::kSecond);
 
@@ -184,7 +199,11 @@ BENCHMARK(BM_EvictionTrace)
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "record") {
-    return record(argc >= 3 ? std::atoi(argv[2]) : 4);
+    return record({"trivial", "medium", "heavy_cub"}, argc >= 3 ? std::atoi(argv[2]) : 4);
+  }
+  if (argc >= 2 && std::string(argv[1]) == "record-mix") {
+    return record(kcache::bench::kernel_mix_kinds(!env_or("KCACHE_BENCH_CUPY", "").empty()),
+                  argc >= 3 ? std::atoi(argv[2]) : 4);
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

@@ -160,6 +160,13 @@ std::string format_size(std::uint64_t bytes);
 // user, a root that cannot be created). The caller owns the store.
 Result<std::unique_ptr<Store>> open_configured_store(const Config& config);
 
+// The read-only bundle tier alone, as open_configured_store places it in its
+// chain: the files of `bundles`, trusted by the keys of
+// `bundle_trusted_keys`, read with `verify`. Null when `bundles` names no
+// file. Never fails: a bundle or key file that cannot be used is warned about
+// once (stderr) and skipped. The caller owns the store.
+std::unique_ptr<Store> open_configured_bundle_tier(const Config& config);
+
 // The cross-host lease the settings describe (one compile per key across
 // hosts; docs/single-flight.md): on the first writable Redis or Redis Cluster
 // remote, with `remote_lease_ttl_ms` and `remote_lease_wait_ms`. Give it to

@@ -77,13 +77,22 @@ enum class LargeReads {
 // cap and eviction"). Pinned entries (FileStore::pin) are never evicted.
 enum class EvictionPolicy {
   // Cheapest to rebuild per byte first: of each eviction window, the entries
-  // with the least compile_duration_us / (payload bytes x time since last use)
-  // go first (GreedyDual-Size with aging, the age standing in for the
-  // inflation value). Entries with no recorded cost count as free to rebuild.
+  // with the least uses x compile_duration_us / (payload bytes x time since
+  // last use) go first (GreedyDual-Size-Frequency with aging, the age standing
+  // in for the inflation value; uses are the refreshes of the last use, at
+  // most one per touch_interval). Entries with no recorded cost count as free
+  // to rebuild.
   cost,
   // Least recently used first (the passport's mtime).
   lru,
+  // As cost without the uses: compile_duration_us / (payload bytes x time
+  // since last use) (GreedyDual-Size with aging; kcache's `cost` before uses
+  // were recorded).
+  gds,
 };
+
+// The setting's word for `policy`: "cost", "lru" or "gds".
+const char* eviction_policy_name(EvictionPolicy policy) noexcept;
 
 // Whether FileStore::clear removes pinned entries too.
 enum class ClearPinned { keep, remove };

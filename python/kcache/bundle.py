@@ -71,8 +71,13 @@ def ls(path: _Path) -> dict[str, Any]:
     return _kcache._bundle_ls(os.fspath(path))
 
 
-def install(path: _Path, trust: Iterable[_Path] | None = None, *, config: Config | None = None) -> dict[str, int]:
+def install(
+    path: _Path, trust: Iterable[_Path] | None = None, *, config: Config | None = None, pin: bool = False
+) -> dict[str, int]:
     """Check the whole bundle as ``verify`` does, then import every entry into the
     on-disk cache of ``config``. Nothing is installed unless every check passes.
-    Returns ``{entries, installed, already_present, bytes}``. Raises BundleRefused."""
-    return _kcache._bundle_install(os.fspath(path), _trust(trust), _config(config))
+    With ``pin=True`` every entry is also pinned (never evicted by the size cap),
+    as ``kcache bundle install --pin`` does.
+    Returns ``{entries, installed, already_present, bytes, pinned}``. Raises
+    BundleRefused."""
+    return _kcache._bundle_install(os.fspath(path), _trust(trust), _config(config), pin)

@@ -155,22 +155,38 @@ void bind_bundle(nb::module_& m) {
 
   m.def(
       "_bundle_install",
-      [](const std::string& path, std::optional<std::vector<std::string>> trust, const Config& c) {
+      [](const std::string& path, std::optional<std::vector<std::string>> trust, const Config& c, bool pin) {
         refuse_nul(path, "path");
         BundleInstallReport report;
+        std::uint64_t pinned = 0;
         {
           nb::gil_scoped_release release;
           auto store = unwrap(FileStore::open(c.file_store_options()));
-          report = unwrap_bundle(install_bundle(path, trust_of(trust, c), *store));
+          FileStore& target = *store;
+          BundleInstalled each;
+          if (pin) {
+            // As `kcache bundle install --pin`: every entry the store accepted
+            // (stored or already present) is pinned; a failure stops the install.
+            each = [&target, &pinned](const Artifact& a, PutOutcome) -> Result<void> {
+              auto done = target.pin(a.passport.key);
+              if (!done) {
+                return tl::unexpected(std::move(done.error()));
+              }
+              ++pinned;
+              return {};
+            };
+          }
+          report = unwrap_bundle(install_bundle(path, trust_of(trust, c), target, each));
         }
         nb::dict d;
         d["entries"] = report.entries;
         d["installed"] = report.stored;
         d["already_present"] = report.already_present;
         d["bytes"] = report.bytes;
+        d["pinned"] = pinned;
         return d;
       },
-      nb::arg("path"), nb::arg("trust").none(), nb::arg("config"));
+      nb::arg("path"), nb::arg("trust").none(), nb::arg("config"), nb::arg("pin") = false);
 }
 
 } // namespace kcache::python

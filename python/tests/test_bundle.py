@@ -42,11 +42,28 @@ def test_create_verify_install_round_trip_and_reproducible(tmp_path: Path) -> No
     fresh = tmp_path / "fresh"
     report = kcache.bundle.install(tmp_path / "b.kcb", trust=[tmp_path / "ci.key.pub"], config=_config(fresh))
     assert report == {"entries": 3, "installed": 3, "already_present": 0,
-                      "bytes": sum(len(p) for _, p in entries)}
+                      "bytes": sum(len(p) for _, p in entries), "pinned": 0}
     with kcache.open_store(_config(fresh)) as store:
         for key, payload in entries:
             got = store.get(key)
             assert got is not None and bytes(got.payload) == payload
+
+
+def test_install_with_pin_pins_every_entry_even_those_already_present(tmp_path: Path) -> None:
+    ci = tmp_path / "ci"
+    entries = _fill(ci)
+    kcache.bundle.keygen(tmp_path / "ci.key")
+    kcache.bundle.create(tmp_path / "b.kcb", sign=tmp_path / "ci.key", config=_config(ci))
+    fresh = tmp_path / "fresh"
+    with kcache.open_store(_config(fresh)) as store:  # one entry is there before the install
+        store.put(kcache.Artifact.from_bytes(entries[0][1], kind="cubin"))
+    report = kcache.bundle.install(tmp_path / "b.kcb", trust=[tmp_path / "ci.key.pub"], config=_config(fresh),
+                                   pin=True)
+    assert report["installed"] == 2 and report["already_present"] == 1 and report["pinned"] == 3
+    with kcache.open_store(_config(fresh)) as store:
+        listed = {str(e.key): e.pinned for e in store.list()}
+        assert listed == {k: True for k, _ in entries}
+        assert store.stats()["pinned_entries"] == 3
 
 
 def test_refusals_raise_bundle_refused_with_a_reason(tmp_path: Path) -> None:

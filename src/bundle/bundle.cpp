@@ -12,7 +12,7 @@ namespace {
 // signature against `trust`, then every payload.
 Result<std::shared_ptr<const bundle::BundleFile>> open_verified(const std::filesystem::path& path,
                                                                 const BundleTrust& trust) {
-  auto file = bundle::BundleFile::open(path);
+  auto file = bundle::BundleFile::open(path, bundle::BundleFile::Reading::whole);
   if (!file) {
     return tl::unexpected(file.error());
   }

@@ -38,7 +38,7 @@ BundleFile::~BundleFile() {
   }
 }
 
-Result<std::shared_ptr<const BundleFile>> BundleFile::open(const std::filesystem::path& path) {
+Result<std::shared_ptr<const BundleFile>> BundleFile::open(const std::filesystem::path& path, Reading reading) {
   util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
     const int err = errno;
@@ -64,7 +64,8 @@ Result<std::shared_ptr<const BundleFile>> BundleFile::open(const std::filesystem
         "truncated", fmt::format("{} bytes is shorter than a header and a trailer ({} bytes)",
                                  file->m_size, k_header_size + k_trailer_size)));
   }
-  void* map = ::mmap(nullptr, file->m_size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  void* map = ::mmap(nullptr, file->m_size, PROT_READ,
+                     MAP_PRIVATE | (reading == Reading::whole ? MAP_POPULATE : 0), fd.get(), 0);
   if (map == MAP_FAILED) {
     return make_errno_error(errno, "map bundle " + path.string());
   }

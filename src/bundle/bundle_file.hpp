@@ -45,8 +45,15 @@ public:
     Passport passport;
   };
 
+  // How the caller will read the payloads: `in_place` (the bundle tier: a
+  // hit touches one payload, so only what is read is paged in) or `whole`
+  // (verify, install: every payload is hashed, so the mapping is populated
+  // in one go at open, MAP_POPULATE, instead of a page fault per page).
+  enum class Reading { in_place, whole };
+
   // Maps and checks `path` (see above). Errors: see kcache/bundle.hpp.
-  static Result<std::shared_ptr<const BundleFile>> open(const std::filesystem::path& path);
+  static Result<std::shared_ptr<const BundleFile>> open(const std::filesystem::path& path,
+                                                        Reading reading = Reading::in_place);
   ~BundleFile();
   BundleFile(const BundleFile&) = delete;
   BundleFile& operator=(const BundleFile&) = delete;

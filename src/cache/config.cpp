@@ -456,18 +456,21 @@ const std::array<Setting, 27> k_settings{{
      [](const Config& c) { return format_path_list(c.bundle_trusted_keys); }},
     {"eviction_policy", "KCACHE_EVICTION_POLICY", "cost",
      "Which entries the size cap evicts first (pinned entries never)",
-     "cost (cheapest to rebuild per byte, weighed by time since last use) or lru (least recently used)",
+     "cost (cheapest to rebuild per byte, weighed by uses and time since last use), lru (least recently "
+     "used) or gds (cost without the uses)",
      [](Config& c, const std::string& v, const Origin&) -> Result<void> {
        if (v == "cost") {
          c.eviction_policy = EvictionPolicy::cost;
        } else if (v == "lru") {
          c.eviction_policy = EvictionPolicy::lru;
+       } else if (v == "gds") {
+         c.eviction_policy = EvictionPolicy::gds;
        } else {
          return bad_value(v);
        }
        return {};
      },
-     [](const Config& c) { return std::string(c.eviction_policy == EvictionPolicy::lru ? "lru" : "cost"); }},
+     [](const Config& c) { return std::string(eviction_policy_name(c.eviction_policy)); }},
 }};
 
 const Setting* find_setting(std::string_view key) {

@@ -48,8 +48,19 @@ void add_remote_tiers(const Config& config, std::vector<std::unique_ptr<Store>>&
 // front of the disk, so a bundle hit fills the memory tier (sharing the
 // mapping) but is never copied to the disk. Returns whether it was added.
 bool add_bundle_tier(const Config& config, std::vector<std::unique_ptr<Store>>& tiers) {
-  if (config.bundles.empty()) {
+  auto tier = open_configured_bundle_tier(config);
+  if (!tier) {
     return false;
+  }
+  tiers.push_back(std::move(tier));
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<Store> open_configured_bundle_tier(const Config& config) {
+  if (config.bundles.empty()) {
+    return nullptr;
   }
   BundleTrust trust;
   if (auto keys = read_bundle_public_keys(config.bundle_trusted_keys); keys) {
@@ -57,11 +68,8 @@ bool add_bundle_tier(const Config& config, std::vector<std::unique_ptr<Store>>& 
   } else {
     warn_line(keys.error().message + "; no bundle is trusted until it is fixed (setting bundle_trusted_keys)");
   }
-  tiers.push_back(bundle::BundleStore::open(config.bundles, trust, config.verify, warn_line));
-  return true;
+  return bundle::BundleStore::open(config.bundles, trust, config.verify, warn_line);
 }
-
-}  // namespace
 
 Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
   if (config.disable) {

@@ -20,7 +20,7 @@ struct GetArgs {
 };
 
 int run_get(const Context& ctx, const GetArgs& args) {
-  PayloadFile entry;
+  FetchedEntry entry;
   if (const int status = fetch_entry(ctx, args.key, entry); status != k_exit_ok) {
     return status;
   }
@@ -44,7 +44,8 @@ int run_get(const Context& ctx, const GetArgs& args) {
     return k_exit_error;
   }
   if (ctx.verbose) {
-    note("hit: " + format_size(entry.size()) + " of kind " + entry.passport().kind + ", verified");
+    note("hit: " + format_size(entry.size()) + " of kind " + entry.passport().kind + ", verified, from the " +
+         entry.tier() + " tier");
   }
   return k_exit_ok;
 }

@@ -1,4 +1,4 @@
-// kcache put FILE [--kind K] [--label NAME=VALUE]...: store a file by content.
+// kcache put FILE [--kind K] [--label NAME=VALUE]... [--build-ms MS]: store a file by content.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -23,6 +23,7 @@ struct PutArgs {
   std::string file;
   std::string kind = "blob";
   std::vector<std::string> labels;
+  std::uint64_t build_ms = 0;
 };
 
 // Opens the input: standard input for "-", else a regular file. Returns the
@@ -68,7 +69,12 @@ int run_put(const Context& ctx, const PutArgs& args) {
   // Streamed: the file is hashed and staged in bounded chunks, never held in
   // memory whole (docs/cli.md, "Large files").
   auto put = (*store)->put_stream(*fd, [&](std::uint64_t size, const std::array<std::uint8_t, 32>& sha256) {
-    return make_blob_passport(args.kind, size, sha256, labels);
+    auto passport = make_blob_passport(args.kind, size, sha256, labels);
+    if (passport) {
+      // What the file took to build: the cost eviction weighs (not in the key).
+      passport->compile_duration_us = args.build_ms * 1000;
+    }
+    return passport;
   });
   if (!put) {
     return report(put.error());
@@ -105,6 +111,12 @@ void register_put(CLI::App& app, Context& ctx, std::function<int()>& run) {
       ->type_name("KIND");
   sub->add_option("-l,--label", args->labels, "A free-form label kept in the passport (repeatable)")
       ->type_name("NAME=VALUE");
+  sub->add_option("--build-ms", args->build_ms,
+                  "How long the file took to build, in milliseconds: kept as the passport's compile_duration_us "
+                  "so that eviction_policy = cost keeps it over entries cheaper to rebuild (default 0: free to "
+                  "rebuild, evicted first)")
+      ->type_name("MS")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1'000'000'000}));
   sub->footer("The key is SHA-256 over the kind and the file's content, never its name or path.\n"
               "Exit codes: 0 stored (or already present), 1 not stored, 2 bad usage.");
   sub->callback([&ctx, &run, args] { run = [&ctx, args] { return run_put(ctx, *args); }; });

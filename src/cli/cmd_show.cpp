@@ -11,7 +11,7 @@ namespace kcache::cli {
 namespace {
 
 int run_show(const Context& ctx, const std::string& text) {
-  PayloadFile entry;
+  FetchedEntry entry;
   if (const int status = fetch_entry(ctx, text, entry); status != k_exit_ok) {
     return status;
   }

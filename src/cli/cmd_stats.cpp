@@ -154,7 +154,7 @@ int run_stats(const Context& ctx) {
                      {"pinned_entries", s->pinned_entries},
                      {"pinned_bytes", s->pinned_bytes},
                      {"pins_over_cap", s->pins_over_cap},
-                     {"eviction_policy", config->eviction_policy == EvictionPolicy::lru ? "lru" : "cost"}};
+                     {"eviction_policy", eviction_policy_name(config->eviction_policy)}};
     if (rc) {
       nlohmann::json rej;
       const char* names[] = {"too_large", "malformed", "wrong_key", "unsigned", "unknown_signer", "bad_signature",
@@ -228,9 +228,9 @@ int run_stats(const Context& ctx) {
   rows.push_back({"pinned", fmt::format("{} entries ({}), never evicted{}", s->pinned_entries,
                                         format_size(s->pinned_bytes),
                                         s->pins_over_cap ? ": OVER THE CAP, new entries are not stored" : "")});
-  rows.push_back({"eviction policy", config->eviction_policy == EvictionPolicy::lru
-                                         ? "lru (least recently used first)"
-                                         : "cost (cheapest to rebuild per byte first)"});
+  rows.push_back({"eviction policy", config->eviction_policy == EvictionPolicy::lru   ? "lru (least recently used first)"
+                                     : config->eviction_policy == EvictionPolicy::gds ? "gds (cheapest to rebuild per byte first)"
+                                                                                       : "cost (cheapest to rebuild per byte and use first)"});
   if (rc) {
     rows.push_back({"remote hits", std::to_string(rc->get(RC::hits))});
     rows.push_back({"remote misses", std::to_string(rc->get(RC::misses))});

@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.hpp"
+#include "kcache/config.hpp"
+#include "util/posix_io.hpp"
 
 namespace kcache::cli {
 
@@ -122,7 +125,17 @@ void print_table(const std::vector<std::vector<std::string>>& rows, const std::v
   }
 }
 
-int fetch_entry(const Context& ctx, const std::string& key_text, PayloadFile& out) {
+Result<void> FetchedEntry::copy_to(int out_fd, std::string_view out_name) const {
+  if (!bundled) {
+    return file.copy_to(out_fd, out_name);
+  }
+  if (const int e = util::io::write_all(out_fd, {bundled->payload.data(), bundled->payload.size()}); e != 0) {
+    return tl::unexpected(Error{ErrorCode::io, "cannot write " + std::string(out_name) + ": " + std::strerror(e), {}});
+  }
+  return {};
+}
+
+int fetch_entry(const Context& ctx, const std::string& key_text, FetchedEntry& out) {
   auto key = Key::parse(key_text);
   if (!key) {
     return report(Error{ErrorCode::invalid_argument, "'" + key_text + "' is not a key", {}},
@@ -145,6 +158,17 @@ int fetch_entry(const Context& ctx, const std::string& key_text, PayloadFile& ou
   if (!got) {
     return report(got.error());
   }
+  if (!got->has_value() && damage.empty()) {
+    // The disk tier first (no bundle is opened for a disk hit), then the
+    // bundle tier, which holds the same bytes for a key.
+    if (auto bundles = open_configured_bundle_tier(*config)) {
+      auto bundled = bundles->get(*key);
+      if (bundled && bundled->has_value()) {
+        out.bundled = std::move(**bundled);
+        return k_exit_ok;
+      }
+    }
+  }
   if (!got->has_value()) {
     if (!damage.empty()) {
       note("the entry for " + key->hex() + " was damaged (" + damage +
@@ -154,7 +178,7 @@ int fetch_entry(const Context& ctx, const std::string& key_text, PayloadFile& ou
     }
     return k_exit_miss;
   }
-  out = std::move(**got);
+  out.file = std::move(**got);
   return k_exit_ok;
 }
 

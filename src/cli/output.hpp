@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cli/command.hpp"
+#include "kcache/artifact.hpp"
 #include "kcache/error.hpp"
 #include "kcache/file_store.hpp"
 
@@ -36,11 +38,27 @@ void note(std::string_view line);
 // the FileStore at the configured cache directory.
 Result<std::unique_ptr<FileStore>> open_file_store(const Context& ctx);
 
+// A verified entry fetched by fetch_entry: from the disk tier (its payload
+// left in its file) or from the bundle tier (its payload maps the bundle).
+struct FetchedEntry {
+  PayloadFile file;                 // a disk-tier hit
+  std::optional<Artifact> bundled;  // a bundle-tier hit (the `bundles` setting)
+
+  const Passport& passport() const noexcept { return bundled ? bundled->passport : file.passport(); }
+  std::uint64_t size() const noexcept { return passport().payload_size; }
+  // "disk" or "bundle": the tier that served it.
+  const char* tier() const noexcept { return bundled ? "bundle" : "disk"; }
+  // Copies the payload to `out_fd` (PayloadFile::copy_to for a disk hit).
+  Result<void> copy_to(int out_fd, std::string_view out_name) const;
+};
+
 // Parses `key_text`, opens the file store and fetches the verified entry,
-// leaving its payload in its file (memory does not grow with its size).
-// Returns k_exit_ok and fills `out` on a hit; otherwise prints what went wrong
-// (not a key, the store cannot be read, a miss) and returns its exit code.
-int fetch_entry(const Context& ctx, const std::string& key_text, PayloadFile& out);
+// leaving its payload in its file (memory does not grow with its size); on a
+// disk miss, looks in the bundle tier (the `bundles` setting) when it names
+// files. Returns k_exit_ok and fills `out` on a hit; otherwise prints what
+// went wrong (not a key, the store cannot be read, a miss) and returns its
+// exit code.
+int fetch_entry(const Context& ctx, const std::string& key_text, FetchedEntry& out);
 
 // Parses every text as a key (64 hex characters) into `keys`. Returns
 // k_exit_ok, or reports the first that is not a key and returns its exit code.

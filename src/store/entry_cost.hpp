@@ -16,6 +16,21 @@
 // on a filesystem that keeps coarser times) has an unknown cost, which the
 // cost policy treats as 0 (cheapest to rebuild). The payload's mtime is not
 // used for anything else: an entry's last use is its passport's mtime.
+//
+// The uses of an entry (for eviction_policy = cost) are kept the same way, in
+// the passport's mtime, which is the entry's last use (docs/on-disk-format.md,
+// "Uses"): a put, and a hit that refreshes the last use (at most once per
+// touch_interval), set it to
+//
+//   mtime     := SECONDS "." MICROS USES_CODE   SECONDS.MICROS: the time of the put or use
+//   USES_CODE := USES * 20 + CHECK              3 digits; USES in 1..49 (saturating): the
+//                                               put (1) plus the refreshes of the last use
+//   CHECK     := (USES * 13 + 7) mod 20         so that most mtimes not set this way
+//                                               (an older kcache) read as unknown
+//
+// An mtime without the check reads as 1 use. Counting refreshes, not hits,
+// bounds the count by time: a burst of hits within one touch_interval is one
+// use.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +63,30 @@ inline std::optional<std::uint64_t> decode_cost_nanos(long nanos) noexcept {
     return std::nullopt;
   }
   return ms * 1000;
+}
+
+inline constexpr std::uint64_t k_uses_max = 49;
+
+inline long uses_check(std::uint64_t uses) noexcept {
+  return static_cast<long>((uses * 13 + 7) % 20);
+}
+
+// The uses recorded in the passport mtime's nanoseconds `nanos`: 1 when the
+// field does not carry the check.
+inline std::uint64_t decode_uses_nanos(long nanos) noexcept {
+  if (nanos < 0 || nanos >= 1'000'000'000) {
+    return 1;
+  }
+  const long code = nanos % 1000;
+  const auto uses = static_cast<std::uint64_t>(code / 20);
+  return uses >= 1 && code % 20 == uses_check(uses) ? uses : 1;
+}
+
+// The nanoseconds of a passport mtime at `now_nanos` (of the current second)
+// that record `uses` (saturating at k_uses_max).
+inline long encode_uses_nanos(long now_nanos, std::uint64_t uses) noexcept {
+  uses = uses < 1 ? 1 : uses > k_uses_max ? k_uses_max : uses;
+  return now_nanos / 1000 * 1000 + static_cast<long>(uses * 20) + uses_check(uses);
 }
 
 }  // namespace kcache::store

@@ -326,6 +326,18 @@ Result<StoreStats> FileStore::stats() {
 
 bool FileStore::degraded() const noexcept { return m_impl->degraded.load(); }
 
+const char* eviction_policy_name(EvictionPolicy policy) noexcept {
+  switch (policy) {
+    case EvictionPolicy::lru:
+      return "lru";
+    case EvictionPolicy::gds:
+      return "gds";
+    case EvictionPolicy::cost:
+      break;
+  }
+  return "cost";
+}
+
 const FileStoreOptions& FileStore::options() const noexcept { return m_impl->options; }
 
 }  // namespace kcache

@@ -61,6 +61,7 @@ struct ScannedEntry {
   std::uint64_t pass_ino = 0;
   std::uint64_t bytes = 0;  // payload + passport
   std::uint64_t cost_us = 0;  // rebuild cost recorded in the payload's mtime (store/entry_cost.hpp); 0: unknown
+  std::uint64_t uses = 1;     // uses recorded in the passport's mtime (store/entry_cost.hpp)
   bool pinned = false;        // a pin marker is beside it (never evicted)
 };
 

@@ -58,20 +58,25 @@ void rank_for_eviction(std::vector<ScannedEntry>& window, EvictionPolicy policy,
               [](const ScannedEntry& a, const ScannedEntry& b) { return a.last_used_ns < b.last_used_ns; });
     return;
   }
-  // GreedyDual-Size with aging, over the window: an entry used again at the
-  // rate its age (time since last use) suggests costs cost / age of rebuild
-  // time per unit of time if it is evicted, so per byte freed it is worth
-  // cost / (bytes x age). The least worth goes first; entries of no recorded
-  // cost (worth 0) go first, least recently used among them. (GDS's inflation
-  // value L, raised to each evicted entry's priority, ages entries by the
-  // evictions since their last use; the age here does so by the time since.)
+  // GreedyDual-Size-Frequency with aging, over the window: an entry used
+  // `uses` times, last `age` ago, is expected to be asked for again at a rate
+  // that grows with its uses and falls with its age, and each time it is
+  // asked for after its eviction costs `cost` of rebuild time; per byte freed
+  // it is worth uses x cost / (bytes x age). The least worth goes first;
+  // entries of no recorded cost (worth 0) go first, least recently used among
+  // them. (GDSF's inflation value L, raised to each evicted entry's priority,
+  // ages entries by the evictions since their last use; the age here does so
+  // by the time since.) `gds` leaves the uses out (every entry counts as used
+  // once), as kcache did before uses were recorded.
   constexpr double k_min_age_ns = 1e6;  // 1 ms: an entry used "now" is not infinitely valuable
   std::vector<std::pair<double, std::size_t>> order;
   order.reserve(window.size());
   for (std::size_t i = 0; i < window.size(); ++i) {
     const auto& e = window[i];
     const double age = std::max(k_min_age_ns, static_cast<double>(now_ns - e.last_used_ns));
-    const double worth = static_cast<double>(e.cost_us) / (static_cast<double>(std::max<std::uint64_t>(e.bytes, 1)) * age);
+    const double uses = policy == EvictionPolicy::gds ? 1.0 : static_cast<double>(e.uses);
+    const double worth =
+        uses * static_cast<double>(e.cost_us) / (static_cast<double>(std::max<std::uint64_t>(e.bytes, 1)) * age);
     order.emplace_back(worth, i);
   }
   std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
@@ -128,6 +133,7 @@ std::vector<ScannedEntry> FileStore::Impl::scan_shard_locked(unsigned shard, int
     e.pass_ino = static_cast<std::uint64_t>(ps.st_ino);
     e.bytes = static_cast<std::uint64_t>(ps.st_size + ds.st_size);
     e.cost_us = store::decode_cost_nanos(ds.st_mtim.tv_nsec).value_or(0);
+    e.uses = store::decode_uses_nanos(ps.st_mtim.tv_nsec);
     e.pinned = std::binary_search(pins.begin(), pins.end(), e.key_hex);
     bytes += static_cast<std::int64_t>(e.bytes);
     complete.push_back(std::move(e));

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "store/entry_cost.hpp"
 #include "store/file_store_impl.hpp"
 #include "util/posix_io.hpp"
 
@@ -257,15 +258,26 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
     m.memo_store(key, pass_st, passport);
   }
 
-  // Refresh the last-use stamp at coarse granularity (LRU). This changes the
-  // passport's mtime and ctime, so the memo is re-bound to the new identity.
+  // Refresh the last-use stamp at coarse granularity (LRU), counting the
+  // refresh as a use in the stamp's last digits (store/entry_cost.hpp). This
+  // changes the passport's mtime and ctime, so the memo is re-bound to the
+  // new identity.
   const std::int64_t interval_ns = static_cast<std::int64_t>(m.options.touch_interval.count()) * 1'000'000'000;
-  if (now_unix_ns() - mtime_ns(pass_st) >= interval_ns) {
+  const std::int64_t now_ns = now_unix_ns();
+  if (now_ns - mtime_ns(pass_st) >= interval_ns) {
     util::Fd touch_fd(io::openat(shard_fd.get(), pass_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
     struct stat touched {};
-    if (touch_fd && io::fstat(touch_fd.get(), &touched) == 0 && same_file(touched, pass_st) &&
-        io::futimens(touch_fd.get(), nullptr) == 0 && io::fstat(touch_fd.get(), &touched) == 0) {
-      m.memo_store(key, touched, passport);
+    if (touch_fd && io::fstat(touch_fd.get(), &touched) == 0 && same_file(touched, pass_st)) {
+      const std::uint64_t uses = store::decode_uses_nanos(pass_st.st_mtim.tv_nsec) + 1;
+      const struct timespec times[2] = {
+          {0, UTIME_OMIT},
+          {static_cast<time_t>(now_ns / 1'000'000'000), store::encode_uses_nanos(now_ns % 1'000'000'000, uses)}};
+      // Explicit times need the file's owner; in a shared cache another
+      // user's passport takes the current time (the count is lost, not the use).
+      const bool stamped = io::futimens(touch_fd.get(), times) == 0 || io::futimens(touch_fd.get(), nullptr) == 0;
+      if (stamped && io::fstat(touch_fd.get(), &touched) == 0) {
+        m.memo_store(key, touched, passport);
+      }
     }
   }
   m.counters->add(Counter::hits);

@@ -2,9 +2,12 @@
 // staging in v1/tmp and publishing under the shard lock.
 #include "kcache/file_store.hpp"
 
+#include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <memory>
 #include <optional>
@@ -21,6 +24,16 @@ namespace kcache {
 
 using store::Counter;
 namespace io = util::io;
+
+namespace {
+
+// The payload mtime that records `cost_us` (store/entry_cost.hpp): now, in
+// whole seconds, with the cost in the nanoseconds; the atime is left alone.
+std::array<struct timespec, 2> cost_stamp(std::uint64_t cost_us) {
+  return {{{0, UTIME_OMIT}, {static_cast<time_t>(now_unix_ms() / 1000), store::encode_cost_nanos(cost_us)}}};
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------- put
 
@@ -68,14 +81,12 @@ Result<PutOutcome> FileStore::Impl::put_checked(const Artifact& artifact, FsyncP
   // After the bytes, the rebuild cost goes where an eviction scan sees it
   // without reading the passport: the nanoseconds of the payload's mtime
   // (store/entry_cost.hpp). Best effort: without it the entry counts as cheap
-  // to rebuild. (put_stream leaves it out: `kcache put` entries record no cost.)
-  const struct timespec times[2] = {
-      {0, UTIME_OMIT},
-      {static_cast<time_t>(now_unix_ms() / 1000), store::encode_cost_nanos(artifact.passport.compile_duration_us)}};
+  // to rebuild. (A staged payload records it at its commit.)
+  const auto times = cost_stamp(artifact.passport.compile_duration_us);
   const auto write_payload = [&](int fd) {
     const int e = io::write_all(fd, artifact.payload);
     if (e == 0) {
-      io::futimens(fd, times);
+      io::futimens(fd, times.data());
     }
     return e;
   };
@@ -194,6 +205,11 @@ Result<PutOutcome> StagedPayload::commit(const Passport& passport) {
   FileStore::Impl& m = *st.store;
   const mode_t fmode = store::file_mode(m.options.sharing);
   int e = io::fchmod(st.fd.get(), fmode) != 0 ? errno : 0;
+  // The rebuild cost the passport names (a remote entry's, or `kcache put --build-ms`),
+  // where an eviction scan sees it, as put() records it. Best effort, as there.
+  if (e == 0) {
+    io::futimens(st.fd.get(), cost_stamp(passport.compile_duration_us).data());
+  }
   if (e == 0 && st.fsync != FsyncPolicy::none && io::fsync(st.fd.get()) != 0) {
     e = errno;
   }
@@ -300,7 +316,20 @@ Result<PutOutcome> FileStore::Impl::publish_staged(unsigned shard, int shard_fd,
       io::unlinkat(tmp_fd.get(), tmp_pass.c_str(), 0);
     }
   };
-  if (int e = stage(tmp_pass, [&](int fd) { return io::write_all(fd, json); }, fsync); e != 0) {
+  // The passport's mtime is the entry's last use; its last digits count the
+  // put as its first use (store/entry_cost.hpp). Best effort, like the cost.
+  const auto write_passport = [&](int fd) {
+    const int e = io::write_all(fd, json);
+    if (e == 0) {
+      const std::int64_t now_ns = now_unix_ns();
+      const struct timespec times[2] = {
+          {0, UTIME_OMIT},
+          {static_cast<time_t>(now_ns / 1'000'000'000), store::encode_uses_nanos(now_ns % 1'000'000'000, 1)}};
+      io::futimens(fd, times);
+    }
+    return e;
+  };
+  if (int e = stage(tmp_pass, write_passport, fsync); e != 0) {
     cleanup();
     return tl::unexpected(write_failed(e, "cannot stage the passport in v1/tmp"));
   }

@@ -106,6 +106,49 @@ TEST_F(CliBundle, InstallWithPinPinsEveryEntry) {
   EXPECT_EQ(nlohmann::json::parse(again.out)["pinned_entries"], 4) << again.out;
 }
 
+// `kcache get / show / ls` read the bundle tier (the `bundles` setting) as a
+// compile does: a fresh cache with only KCACHE_BUNDLES serves the bundle's
+// bytes, shows its passports and lists its entries as tier "bundle", and its
+// own disk stays empty. An untrusted bundle serves nothing (a miss, exit 3).
+TEST_F(CliBundle, GetShowAndLsReadTheBundleTier) {
+  const std::string a = put("a.bin", std::string(5000, 'a') + "end");
+  const std::string b = put("b.bin", "tiny");
+  ASSERT_EQ(sh(R"("$K" bundle keygen ci.key >/dev/null && "$K" bundle create --sign ci.key -o all.kcb >/dev/null)").rc,
+            0);
+  const std::string fresh = R"(export KCACHE_DIR="$PWD/fresh" KCACHE_BUNDLES="$PWD/all.kcb" )"
+                            R"(KCACHE_BUNDLE_TRUSTED_KEYS="$PWD/ci.key.pub"; )";
+  const test::ShellRun got = sh(fresh + "\"$K\" -v get " + a + " -o got.bin && cmp got.bin a.bin && \"$K\" get " + b);
+  ASSERT_EQ(got.rc, 0) << got.err;
+  EXPECT_EQ(got.out, "tiny");
+  EXPECT_NE(got.err.find("from the bundle tier"), std::string::npos) << got.err;
+  const test::ShellRun shown = sh(fresh + "\"$K\" show " + a);
+  ASSERT_EQ(shown.rc, 0) << shown.err;
+  EXPECT_EQ(nlohmann::json::parse(shown.out)["key"], a);
+  EXPECT_EQ(nlohmann::json::parse(shown.out)["payload"]["size"], 5003) << shown.out;
+  // The disk holds one entry of its own (c): ls shows it as disk, a and b as bundle.
+  const std::string c = put("c.bin", "only on disk");
+  const test::ShellRun own = sh(fresh + "\"$K\" put c.bin >/dev/null && \"$K\" --json ls && \"$K\" ls");
+  ASSERT_EQ(own.rc, 0) << own.err;
+  const auto listed = nlohmann::json::parse(own.out.substr(0, own.out.find("]\n") + 1));
+  std::set<std::string> tiers;
+  for (const auto& e : listed) {
+    tiers.insert(e["key"].get<std::string>().substr(0, 8) + ":" + e["tier"].get<std::string>());
+  }
+  EXPECT_EQ(tiers, (std::set<std::string>{a.substr(0, 8) + ":bundle", b.substr(0, 8) + ":bundle",
+                                          c.substr(0, 8) + ":disk"}))
+      << own.out;
+  EXPECT_NE(own.out.find("TIER"), std::string::npos) << own.out;
+  // Nothing the bundle served was written to the fresh cache's disk.
+  const test::ShellRun disk = sh(R"(KCACHE_DIR="$PWD/fresh" "$K" --json ls)");
+  ASSERT_EQ(disk.rc, 0) << disk.err;
+  EXPECT_EQ(nlohmann::json::parse(disk.out).size(), 1U) << disk.out;
+  // Untrusted: a miss with a warning, never the bundle's bytes.
+  const test::ShellRun untrusted =
+      sh(R"(KCACHE_DIR="$PWD/other" KCACHE_BUNDLES="$PWD/all.kcb" "$K" get )" + a);
+  EXPECT_EQ(untrusted.rc, 3) << untrusted.err;
+  EXPECT_EQ(untrusted.out, "");
+}
+
 TEST_F(CliBundle, RefusalsHaveNamedReasonsAndExitCodesAndInstallNothing) {
   build_plan();
   ASSERT_EQ(sh(R"("$K" bundle create --plan plan.toml --sign ci.key -o good.kcb >/dev/null &&
@@ -187,7 +230,7 @@ TEST_F(CliBundle, BundleTierServesACompileWithNothingCompiledOrWritten) {
 export KCACHE_BUNDLES="$PWD/../image/kernels.kcb" KCACHE_BUNDLE_TRUSTED_KEYS="$PWD/../image/ci.key.pub"
 "$K" compile )" +
          src + R"( --json --target cubin --arch sm_90 -o fresh.cubin && cmp ci.cubin fresh.cubin &&
-"$K" ls --json >&2 && ls ../image >&2)");
+env -u KCACHE_BUNDLES "$K" ls --json >&2 && ls ../image >&2)");
   ASSERT_EQ(fresh.rc, 0) << fresh.err;
   const auto run = nlohmann::json::parse(fresh.out);
   EXPECT_TRUE(run["hit"].get<bool>()) << fresh.out;

@@ -71,10 +71,43 @@ TEST_F(Pins, PinUnpinStatsClearAndPruneKeepPinnedEntries) {
   EXPECT_EQ(sh("\"$K\" get " + a + " -o /dev/null").rc, 3);
 }
 
+// `kcache put --build-ms` records the rebuild cost (passport and payload
+// mtime), so the cost policy keeps a costly put entry over a cheap newer one
+// when a put at the cap must evict one, where lru drops the older. Without
+// --build-ms both cost 0 and cost acts as lru.
+TEST_F(Pins, PutBuildMsIsARebuildCostThatEvictionWeighs) {
+  write_file(dir() / "costly.bin", std::string(20000, 'c'));
+  write_file(dir() / "cheap.bin", std::string(20000, 'd'));
+  write_file(dir() / "third.bin", std::string(20000, 'e'));
+  ShellRun r = sh(R"("$K" put costly.bin --build-ms 5000 && touch -d '-1 hour' "$KCACHE_DIR"/v1/entries/*/*.pass &&
+"$K" put cheap.bin && cp -a "$KCACHE_DIR" lru-cache)");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string costly = r.out.substr(0, 64);
+  const std::string cheap = r.out.substr(65, 64);
+  r = sh("\"$K\" show " + costly);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["compile_duration_us"], 5000000) << r.out;
+  // A cap with room for two of the three entries (and the metadata): the
+  // third put evicts one.
+  const std::string third = R"(KCACHE_MAX_SIZE=60000 "$K" put third.bin >/dev/null && "$K" --json ls)";
+  r = sh("export KCACHE_DIR=\"$PWD/lru-cache\" KCACHE_EVICTION_POLICY=lru; " + third);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.find(costly), std::string::npos) << "lru drops the older, costly entry: " << r.out;
+  EXPECT_NE(r.out.find(cheap), std::string::npos) << r.out;
+  r = sh(third);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find(costly), std::string::npos) << "cost keeps the costly entry: " << r.out;
+  EXPECT_EQ(r.out.find(cheap), std::string::npos) << "and drops the cheap one: " << r.out;
+  EXPECT_EQ(sh("\"$K\" put cheap.bin --build-ms -1").rc, 2) << "a negative cost is bad usage";
+}
+
 TEST_F(Pins, EvictionPolicyIsASetting) {
   ShellRun r = sh("KCACHE_EVICTION_POLICY=lru \"$K\" stats --json");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["eviction_policy"], "lru");
+  r = sh("KCACHE_EVICTION_POLICY=gds \"$K\" stats --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["eviction_policy"], "gds");
   r = sh("KCACHE_EVICTION_POLICY=lfu \"$K\" stats");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("eviction_policy"), std::string::npos) << r.err;

@@ -12,7 +12,6 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -20,6 +19,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -77,33 +77,64 @@ struct Trace {
   std::uint64_t catalogue_bytes = 0;    // payload bytes of every kernel
 };
 
-// `kernels` kernels, of kinds in the proportions `shares` (trivial, medium,
-// heavy_cub), each taking the cost and size of a recorded compile of its kind
-// in turn; `requests` requests with Zipf(`zipf_s`) popularity over a random
-// order of the kernels.
+// The share of each kind of kernel in a trace's catalogue.
+using TraceMix = std::vector<std::pair<std::string, double>>;
+
+// The bench corpus mix of bench/data/nvrtc_compile_costs.json: 70 % trivial,
+// 20 % medium, 10 % heavy CUB.
+inline TraceMix corpus_mix() {
+  return {{"trivial", 0.7}, {"medium", 0.2}, {"heavy_cub", 0.1}};
+}
+
+// Every kind of `recorded` in the same share, in the order first recorded
+// (the mix of bench/data/nvrtc_kernel_mix.json: no kind is favoured).
+inline TraceMix equal_mix(const std::vector<RecordedCompile>& recorded) {
+  TraceMix mix;
+  for (const auto& r : recorded) {
+    if (std::none_of(mix.begin(), mix.end(), [&](const auto& m) { return m.first == r.kind; })) {
+      mix.emplace_back(r.kind, 1.0);
+    }
+  }
+  for (auto& m : mix) {
+    m.second = 1.0 / static_cast<double>(mix.size());
+  }
+  return mix;
+}
+
+// `kernels` kernels, of kinds in the proportions `mix` (empty: equal_mix),
+// each taking the cost and size of a recorded compile of its kind in turn;
+// `requests` requests with Zipf(`zipf_s`) popularity over a random order of
+// the kernels. Empty when a kind of `mix` has no recorded compile.
 inline Trace make_trace(const std::vector<RecordedCompile>& recorded, std::size_t kernels, std::size_t requests,
                         double zipf_s, std::uint32_t rng_seed, TraceSizes sizes = TraceSizes::recorded,
-                        const std::array<double, 3>& shares = {0.7, 0.2, 0.1}) {
+                        TraceMix mix = {}) {
   Trace t;
-  const char* kinds[3] = {"trivial", "medium", "heavy_cub"};
-  std::vector<std::vector<RecordedCompile>> by_kind(3);
+  if (mix.empty()) {
+    mix = equal_mix(recorded);
+  }
+  std::vector<std::vector<RecordedCompile>> by_kind(mix.size());
   for (const auto& r : recorded) {
-    for (int k = 0; k < 3; ++k) {
-      if (r.kind == kinds[k]) {
-        by_kind[static_cast<std::size_t>(k)].push_back(r);
+    for (std::size_t k = 0; k < mix.size(); ++k) {
+      if (r.kind == mix[k].first) {
+        by_kind[k].push_back(r);
       }
     }
   }
-  std::size_t used[3] = {0, 0, 0};
-  for (std::size_t i = 0; i < kernels; ++i) {
-    // Kind by share, spread evenly over the catalogue.
-    const double x = (static_cast<double>(i) + 0.5) / static_cast<double>(kernels);
-    const std::size_t k = x < shares[0] ? 0 : x < shares[0] + shares[1] ? 1 : 2;
-    const auto& pool = by_kind[k].empty() ? by_kind[0] : by_kind[k];
-    if (pool.empty()) {
+  double total_share = 0;
+  for (std::size_t k = 0; k < mix.size(); ++k) {
+    if (by_kind[k].empty()) {
       return t;
     }
-    const auto& r = pool[used[k]++ % pool.size()];
+    total_share += mix[k].second;
+  }
+  std::vector<std::size_t> used(mix.size(), 0);
+  for (std::size_t i = 0; i < kernels; ++i) {
+    // Kind by share, spread evenly over the catalogue.
+    const double x = (static_cast<double>(i) + 0.5) / static_cast<double>(kernels) * total_share;
+    std::size_t k = 0;
+    for (double below = mix[0].second; k + 1 < mix.size() && x >= below; below += mix[++k].second) {
+    }
+    const auto& r = by_kind[k][used[k]++ % by_kind[k].size()];
     t.kernels.push_back({0x5eed0000ULL + i, r.kind, r.compile_us, std::max<std::uint64_t>(r.cubin_bytes, 1)});
     t.catalogue_bytes += t.kernels.back().bytes;
   }
@@ -163,6 +194,7 @@ struct ReplayResult {
   std::uint64_t cold_misses = 0;      // first requests of a kernel (the same under any policy)
   std::uint64_t cold_us = 0;
   std::uint64_t heavy_misses = 0;     // misses of heavy_cub kernels after their first
+  std::uint64_t slow_misses = 0;      // misses of kernels of 1 s or more after their first
   std::uint64_t errors = 0;
   // Rebuild time of the misses that any cache would have (cold) removed:
   // what the policy decides.
@@ -197,8 +229,9 @@ inline ReplayResult replay(FileStore& store, const Trace& t) {
       ++r.cold_misses;
       r.cold_us += k.cost_us;
       seen[i] = true;
-    } else if (k.kind == "heavy_cub") {
-      ++r.heavy_misses;
+    } else {
+      r.heavy_misses += k.kind == "heavy_cub" ? 1 : 0;
+      r.slow_misses += k.cost_us >= 1'000'000 ? 1 : 0;
     }
     if (!store.put(trace_artifact(k))) {
       ++r.errors;

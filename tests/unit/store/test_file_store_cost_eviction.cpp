@@ -9,8 +9,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/entry_cost.hpp"
@@ -137,6 +139,71 @@ TEST(FileStoreCostEviction, AnExpensiveEntryUnusedForLongAgesOut) {
   EXPECT_TRUE(fs::exists(passport_path(o.root, cheap.passport.key)));
 }
 
+// Uses (store/entry_cost.hpp): each refresh of the last-use stamp counts one
+// in the passport mtime's last digits, which a put and an older kcache leave
+// as 1; the cost policy weighs them (uses x cost / (bytes x age)), gds does
+// not. Entry A, used 5 times, last 100 s ago; B, used once, 40 s ago; same
+// cost and size: gds drops A (older), cost drops B (5/100 > 1/40).
+TEST(FileStoreCostEviction, UsesAreCountedAndTheCostPolicyKeepsTheMoreUsedEntry) {
+  for (std::uint64_t uses = 1; uses <= store::k_uses_max; ++uses) {
+    EXPECT_EQ(store::decode_uses_nanos(store::encode_uses_nanos(123'456'789, uses)), uses);
+    EXPECT_EQ(store::encode_uses_nanos(123'456'789, uses) / 1000, 123'456) << "microseconds kept";
+  }
+  EXPECT_EQ(store::decode_uses_nanos(store::encode_uses_nanos(0, 1000)), store::k_uses_max) << "saturates";
+  EXPECT_EQ(store::decode_uses_nanos(0), 1U) << "a filesystem of whole seconds";
+  EXPECT_EQ(store::decode_uses_nanos(123'456'001), 1U) << "no check";
+  for (const auto policy : {EvictionPolicy::cost, EvictionPolicy::gds}) {
+    test::TempDir dir;
+    auto o = quiet_options(dir.path() / "cache");
+    o.touch_interval = std::chrono::seconds(0);  // every hit refreshes the stamp
+    o.low_watermark_percent = 99;                // a cut of 1 %: the put evicts exactly what it needs
+    o.eviction_policy = policy;
+    auto a = make_artifact(1, 1, 2000);
+    auto b = make_artifact(2, 2, 2000);
+    a.passport.compile_duration_us = b.passport.compile_duration_us = 2'000'000;
+    {
+      auto store = open_store(o);
+      ASSERT_TRUE(store->put(a).has_value());
+      ASSERT_TRUE(store->put(b).has_value());
+      for (int i = 0; i < 4; ++i) {
+        auto got = store->get(a.passport.key);
+        ASSERT_TRUE(got && got->has_value());
+      }
+      // Fillers worth more than both (5 s over 10 s of age), so that the cap
+      // is well above the metadata.
+      for (std::uint64_t i = 0; i < 10; ++i) {
+        auto f = make_artifact(100 + i, i, 2000);
+        f.passport.compile_duration_us = 5'000'000;
+        ASSERT_TRUE(store->put(f).has_value());
+        age_entry(o.root, f.passport.key, 10);
+      }
+    }
+    struct stat st {};
+    ASSERT_EQ(::stat(passport_path(o.root, a.passport.key).c_str(), &st), 0);
+    EXPECT_EQ(store::decode_uses_nanos(st.st_mtim.tv_nsec), 5U) << "the put and 4 refreshes";
+    ASSERT_EQ(::stat(passport_path(o.root, b.passport.key).c_str(), &st), 0);
+    EXPECT_EQ(store::decode_uses_nanos(st.st_mtim.tv_nsec), 1U);
+    // Ages set by the seconds alone, keeping the counts in the nanoseconds.
+    for (const auto& [key, ago] : {std::pair{a.passport.key, 100}, std::pair{b.passport.key, 40}}) {
+      ASSERT_EQ(::stat(passport_path(o.root, key).c_str(), &st), 0);
+      const struct timespec times[2] = {{0, UTIME_OMIT}, {std::time(nullptr) - ago, st.st_mtim.tv_nsec}};
+      ASSERT_EQ(::utimensat(AT_FDCWD, passport_path(o.root, key).c_str(), times, 0), 0);
+    }
+    const auto s0 = open_store(o)->stats();
+    o.max_size_bytes = s0->size_bytes + s0->metadata_bytes + 1000;  // room for one more needs one to go
+    auto store = open_store(o);
+    ASSERT_TRUE(store->put(make_artifact(3, 3, 2000)).has_value());
+    EXPECT_EQ(store->stats()->evictions, 1U);
+    const bool a_kept = fs::exists(passport_path(o.root, a.passport.key));
+    const bool b_kept = fs::exists(passport_path(o.root, b.passport.key));
+    if (policy == EvictionPolicy::cost) {
+      EXPECT_TRUE(a_kept && !b_kept) << "cost: the entry used 5 times stays";
+    } else {
+      EXPECT_TRUE(!a_kept && b_kept) << "gds: the older goes, whatever its uses";
+    }
+  }
+}
+
 // Replays `trace` under a cap of a quarter of its catalogue with `policy`.
 test::ReplayResult replay_under_cap(const test::Trace& trace, EvictionPolicy policy) {
   test::TempDir dir;
@@ -180,7 +247,7 @@ TEST(FileStoreCostEviction, AReplayedTraceOfMixedKernelsKeepsTheExpensiveOnes) {
       test::load_recorded_compiles(fs::path(KCACHE_SOURCE_DIR) / "bench" / "data" / "nvrtc_compile_costs.json");
   ASSERT_FALSE(recorded.empty()) << "bench/data/nvrtc_compile_costs.json is missing or malformed";
   {
-    const auto trace = test::make_trace(recorded, 200, 2500, 0.8, 21, test::TraceSizes::shuffled);
+    const auto trace = test::make_trace(recorded, 200, 2500, 0.8, 21, test::TraceSizes::shuffled, test::corpus_mix());
     ASSERT_EQ(trace.kernels.size(), 200U);
     const auto lru = replay_under_cap(trace, EvictionPolicy::lru);
     const auto cost = replay_under_cap(trace, EvictionPolicy::cost);
@@ -191,7 +258,7 @@ TEST(FileStoreCostEviction, AReplayedTraceOfMixedKernelsKeepsTheExpensiveOnes) {
     EXPECT_LT(cost.rebuild_us, lru.rebuild_us);
   }
   {
-    const auto trace = test::make_trace(recorded, 200, 2500, 0.8, 21, test::TraceSizes::recorded);
+    const auto trace = test::make_trace(recorded, 200, 2500, 0.8, 21, test::TraceSizes::recorded, test::corpus_mix());
     const auto lru = replay_under_cap(trace, EvictionPolicy::lru);
     const auto cost = replay_under_cap(trace, EvictionPolicy::cost);
     print_results("recorded sizes", lru, cost);
