@@ -5,7 +5,8 @@ Starts `weed mini` (scripts/seaweedfs.sh installs it) on 127.0.0.1 and free
 ports, then measures, as whole processes:
   1. a remote hit: `kcache pull KEY` on a new host (an empty cache
      directory: GET, verify in full, store locally) against a raw signed
-     `curl --aws-sigv4 ... -o FILE` of the same object, for a small
+     `curl --aws-sigv4 ... -o FILE` of the same object (and that GET followed
+     by `sha256sum FILE`: the raw GET plus verification), for a small
      entry (cubin-like, 256 KiB by default), median of N runs each;
   2. a 300 MiB engine (incompressible): `kcache push` (multipart, 64 MiB
      parts) against `curl -T` (one signed PUT), and `kcache pull` against a
@@ -118,11 +119,14 @@ def main():
         subprocess.run([K, "push", key], env=src, check=True, capture_output=True)
         obj = f"{endpoint}/{BUCKET}/bench/kcache/v1/{key}"
         out = os.path.join(tmp, "out")
-        hit, raw = [], []
+        hit, raw, raw_verified = [], [], []
         for i in range(a.runs):  # interleaved, so that drift hits both alike
             host = dict(env, KCACHE_DIR=os.path.join(tmp, f"host{i}"))
             hit.append(timed([K, "pull", key], host))
             raw.append(timed(["curl", "-s", "-f", *sig, "-o", out, obj]))
+            # The baseline, "the raw GET plus verification": the same GET,
+            # then the object's SHA-256 checked by a second process (sha256sum).
+            raw_verified.append(raw[-1] + timed(["sha256sum", out]))
         # The fixed cost of each side, without the server: an endpoint that
         # refuses connections (kcache: process start, cache directory, libcurl
         # loaded and initialised, one warning; curl: its start with libcurl).
@@ -136,6 +140,8 @@ def main():
         res = {"entry_kib": a.entry_kib, "runs": a.runs, "kcache_hit_ms": ms(hit), "curl_get_ms": ms(raw),
                "kcache_refused_ms": ms(fixed_k), "curl_refused_ms": ms(fixed_c)}
         res["hit_over_curl"] = round(res["kcache_hit_ms"] / res["curl_get_ms"], 2)
+        res["curl_get_sha256sum_ms"] = ms(raw_verified)
+        res["hit_over_curl_sha256sum"] = round(res["kcache_hit_ms"] / res["curl_get_sha256sum_ms"], 2)
 
         if a.large_mib > 0:
             big = os.path.join(tmp, "engine")
