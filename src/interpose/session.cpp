@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/single_threaded.h>
 #include <unistd.h>
 
 #include <array>
@@ -85,6 +86,16 @@ struct SessionFactory {
       return nullptr;
     }
     Toolkit::instance().set_memo_dir(config->cache_dir / "v1" / "toolkit");
+    // A program that has one thread keeps one: the first thread a process
+    // creates makes glibc lock every stdio call from then on, and NVRTC reads
+    // its headers a character at a time (a background put thread made every
+    // later compile of a header-heavy kernel 1-2 % slower). So the local put
+    // is published on the caller's thread here (`fsync = none` by default:
+    // a few hundred microseconds); a program with threads keeps `put`.
+    // Remote uploads keep their own queue and thread (docs/run.md).
+    if (__libc_single_threaded != 0) {
+      config->put = PutMode::sync;
+    }
     auto store = open_configured_store(*config);
     if (!store) {
       store_warnings::warn(store_warnings::Source::tier,
