@@ -80,8 +80,8 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
   // Bad settings outside the command line are the stand-in's to warn about (it
   // then runs the program without the cache); a bad command-line setting is exit 2.
   std::vector<Error> problems;
+  const auto config = ctx.config(&problems);  // read once, for both uses below
   if (!ctx.overrides.empty() || !ctx.config_file.empty()) {
-    auto config = ctx.config(&problems);
     if (!config) {
       std::fprintf(stderr, "kcache: error: %s\nkcache: hint: see `kcache config`\n", config.error().describe().c_str());
       return k_exit_usage;
@@ -97,7 +97,7 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
   }
   // The toolkit home and base_dir are read from the environment by the key
   // derivation (as `kcache compile` arranges for itself).
-  if (auto config = ctx.config(&problems); config) {
+  if (config) {
     if (!config->cuda_home.empty()) {
       env.emplace_back("KCACHE_CUDA_HOME", config->cuda_home);
     }

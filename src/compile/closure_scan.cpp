@@ -163,13 +163,14 @@ public:
         expand_computed();
       }
       // Predefined macros added by expand_computed() expand everything again.
-      if ((m_work.empty() && m_tk_pending.empty() && version == m_table_version) ||
-          !m_manifest.not_cacheable.empty()) {
+      if (!m_manifest.not_cacheable.empty()) {
+        break;
+      }
+      if (m_work.empty() && m_tk_pending.empty() && version == m_table_version) {
         // A fixed point with identifiers taken as undefined that nobody has
         // asked NVRTC about yet: one probe for all of them (not one per round).
         // Their answers can only add definitions: expand again if they did.
-        if (!m_manifest.not_cacheable.empty() || m_pending.empty() || !ask_pending() ||
-            version == m_table_version) {
+        if (m_pending.empty() || !ask_pending() || version == m_table_version) {
           break;
         }
       }

@@ -1,8 +1,6 @@
 #include "compile/scan_inputs.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -13,7 +11,6 @@
 #include "compile/memo_reader.hpp"
 #include "compile/scan_directories.hpp"
 #include "util/atomic_write.hpp"
-#include "util/fd.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
@@ -163,17 +160,11 @@ std::vector<FamilyMember> family_members(const fs::path& memo_dir, const std::st
   if (memo_dir.empty()) {
     return {};
   }
-  util::Fd fd(::open(family_file(memo_dir, family).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  struct stat st {};
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-      static_cast<std::uint64_t>(st.st_size) > k_max_family_bytes) {
+  const auto text = util::io::read_small_file(family_file(memo_dir, family).string(), k_max_family_bytes, O_NOFOLLOW);
+  if (!text) {
     return {};
   }
-  std::string text;
-  if (util::io::read_bounded(fd.get(), k_max_family_bytes, text, static_cast<std::size_t>(st.st_size)) != 0) {
-    return {};
-  }
-  auto members = parse_family(text);
+  auto members = parse_family(*text);
   return members ? std::move(*members) : std::vector<FamilyMember>{};
 }
 

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cctype>
 #include <atomic>
-#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -22,7 +21,6 @@
 #include "compile/elf_file.hpp"
 #include "compile/toolkit_api.hpp"
 #include "compile/toolkit_memo.hpp"
-#include "util/fd.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"

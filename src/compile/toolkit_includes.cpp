@@ -1,6 +1,5 @@
 #include "compile/toolkit_includes.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

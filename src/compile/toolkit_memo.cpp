@@ -30,7 +30,7 @@ bool valid_chars(std::string_view s, std::size_t max, std::string_view extra) {
 bool valid_id(std::string_view s) { return valid_chars(s, 80, ":"); }
 bool valid_version(std::string_view s) { return valid_chars(s, 64, "./"); }
 bool valid_path(std::string_view s) { return !s.empty() && s.front() == '/' && s.find('\n') == std::string_view::npos; }
-bool valid_hex(std::string_view s, std::size_t n) { return s.size() == n && util::is_lower_hex(std::string(s)); }
+bool valid_hex(std::string_view s, std::size_t n) { return s.size() == n && util::is_lower_hex(s); }
 
 std::int64_t ns(const struct timespec& t) { return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec; }
 

@@ -32,8 +32,6 @@ struct MemoPlaces {
   std::filesystem::path fallback;  // the cache directory's memo directory; empty: none
 
   bool empty() const noexcept { return user.empty() && fallback.empty(); }
-  // Where a single file that is not worth a fallback goes (the user's, else the fallback).
-  const std::filesystem::path& first() const noexcept { return user.empty() ? fallback : user; }
 };
 
 // The bytes of `name` in the first of `places` that holds a regular file no

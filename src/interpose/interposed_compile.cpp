@@ -1,13 +1,10 @@
 #include "interpose/interposed_compile.hpp"
 
-#include <array>
-#include <cstring>
 #include <map>
 #include <optional>
 
 #include "interpose/session.hpp"
 #include "kcache/compiler.hpp"
-#include "util/hex.hpp"
 
 namespace kcache::interpose {
 
@@ -23,13 +20,11 @@ Result<KeyBuilder> interposed_key(const InterposedCall& call, const std::string&
   KeyBuilder kb(base->record().domain);
   for (const auto& f : base->record().fields) {
     if (f.digested) {
-      const auto raw = util::from_hex(f.value);
-      if (!raw || raw->size() != 32) {
+      const auto digest = Key::parse(f.value);  // a SHA-256 in lowercase hex, as add_digest wrote it
+      if (!digest) {
         return make_error(ErrorCode::internal, "key field " + f.name + " holds no SHA-256");
       }
-      std::array<std::uint8_t, 32> d{};
-      std::memcpy(d.data(), raw->data(), d.size());
-      kb.add_digest(f.name, d);
+      kb.add_digest(f.name, digest->bytes());
     } else {
       kb.add(f.name, f.name == "target_kind" ? std::string_view(call.entry_kind) : std::string_view(f.value));
     }
@@ -90,7 +85,8 @@ ServedCall serve(const InterposedCall& call) {
     }
     return {call.real(), nullptr};
   }
-  const std::string key_hex = key->key().hex();
+  const Key key_value = key->key();  // hashed once: a KeyBuilder recomputes it on every call
+  const std::string key_hex = key_value.hex();
   bool compiled_here = false;
   int compile_rc = 0;
   const auto produce = [&]() -> Result<CompileOutput> {
@@ -103,7 +99,7 @@ ServedCall serve(const InterposedCall& call) {
     out.cacheable = compile_rc == 0;
     if (out.cacheable) {
       auto again = interposed_key(call, identity.build_id);
-      out.cacheable = again && again->key() == key->key();
+      out.cacheable = again && again->key() == key_value;
     }
     const std::string log = recorded.log.bytes.substr(0, recorded.log.bytes.find('\0'));
     auto symbols = symbols_of(recorded);
@@ -116,7 +112,7 @@ ServedCall serve(const InterposedCall& call) {
     return out;
   };
   CacheOutcome outcome{};
-  auto artifact = session->cache().get_or_compile(key->key(), produce, &outcome);
+  auto artifact = session->cache().get_or_compile(key_value, produce, &outcome);
   if (compiled_here) {
     const bool stored = outcome == CacheOutcome::compiled;
     session->record(jit, stored ? InterposedEvent::compile : InterposedEvent::uncached, key_hex);

@@ -91,7 +91,6 @@ struct ProgramState {
   std::vector<NamedBytes> headers;
   std::vector<std::string> name_expressions;
   bool keyable = true;  // false: a header without content
-  bool compiled = false;
   std::shared_ptr<const JitResult> served;  // set: the last compile was answered from the cache
 };
 
@@ -158,7 +157,6 @@ nvrtcResult compile(nvrtcProgram prog, int num_options, const char* const* optio
   {
     std::lock_guard lock(state->mutex);
     state->served.reset();
-    state->compiled = true;
     call.keyable = state->keyable && num_options >= 0 && (num_options == 0 || options != nullptr);
     call.request.backend = "nvrtc";
     call.request.name = state->name;

@@ -444,19 +444,9 @@ Result<void> PayloadFile::read_at(std::uint64_t offset, char* out, std::size_t n
   if (offset > m_passport.payload_size || n > m_passport.payload_size - offset) {
     return make_error(ErrorCode::invalid_argument, "read past the end of the payload of " + m_passport.key.hex());
   }
-  std::size_t done = 0;
-  while (done < n) {
-    const ssize_t r = ::pread(m_fd, out + done, n - done, static_cast<off_t>(offset + done));
-    if (r < 0 && errno == EINTR) {
-      continue;
-    }
-    if (r < 0) {
-      return make_errno_error(errno, "cannot read the payload of " + m_passport.key.hex());
-    }
-    if (r == 0) {
-      return make_error(ErrorCode::corrupt, "the payload of " + m_passport.key.hex() + " shrank while it was read");
-    }
-    done += static_cast<std::size_t>(r);
+  if (const int e = read_fully(m_fd, out, n, offset); e != 0) {
+    return e == EPIPE ? make_error(ErrorCode::corrupt, "the payload of " + m_passport.key.hex() + " shrank while it was read")
+                      : make_errno_error(e, "cannot read the payload of " + m_passport.key.hex());
   }
   return {};
 }

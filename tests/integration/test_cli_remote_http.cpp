@@ -5,7 +5,6 @@
 // ping, list and remove through it.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integration/cli_shell.hpp"
+#include "support/child.hpp"
 #include "support/nginx_server.hpp"
 #include "support/redis_server.hpp"
 
@@ -86,17 +86,9 @@ class DocumentedNginxServer {
            << "/error.log warn;\nevents { worker_connections 64; }\nhttp {\n  access_log off;\n"
            << block << "\n}\n";
     }
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) {
-        ::_exit(126);
-      }
-      ::execl("/usr/sbin/nginx", "nginx", "-e", (dir / "error.log").c_str(), "-p", base.c_str(), "-c",
-              (dir / "nginx.conf").c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
+    const pid_t pid = spawn_server(
+        {"/usr/sbin/nginx", "-e", (dir / "error.log").string(), "-p", base, "-c", (dir / "nginx.conf").string()}, {},
+        SIGTERM);
     s->m_pid = pid;
     s->m_error_log = dir / "error.log";
     // Up when the documented location answers (an absent object: 404).

@@ -255,6 +255,25 @@ TEST_F(RunInterpose, ManyThreadsInOneProcessCompileEachKeyOnce) {
   EXPECT_EQ(count(file("warm.log"), "compile"), 0U) << file("warm.log");
 }
 
+// A single-threaded program stays single-threaded under kcache run: the local
+// put is made on its thread (a background put thread would make glibc lock
+// every stdio call NVRTC makes from then on; docs/run.md).
+TEST_F(RunInterpose, ASingleThreadedProgramGetsNoThreadFromTheStandIn) {
+  KCACHE_REQUIRE_TOOLKIT();
+  KCACHE_SKIP_UNDER_SANITIZERS("the sanitizer runtimes start threads of their own");
+  ASSERT_EQ(sh("env KCACHE_TEST_THREADS_FILE=plain.threads " + client(Loading::path, "plain.out")).rc, 0);
+  ASSERT_NE(file("plain.threads").find("Threads:"), std::string::npos);
+  const ShellRun cold = run(client(Loading::path, "cold.out"), "cold.log", "KCACHE_TEST_THREADS_FILE=cold.threads");
+  ASSERT_EQ(cold.rc, 0) << cold.err;
+  EXPECT_EQ(count(file("cold.log"), "compile"), 3U) << file("cold.log");
+  EXPECT_EQ(file("cold.threads"), file("plain.threads"));
+  // Entries were published all the same: a second run compiles nothing.
+  const ShellRun warm = run(client(Loading::path, "warm.out"), "warm.log");
+  ASSERT_EQ(warm.rc, 0) << warm.err;
+  EXPECT_EQ(count(file("warm.log"), "compile"), 0U) << file("warm.log");
+  EXPECT_EQ(file("warm.out"), file("plain.out"));
+}
+
 TEST_F(RunInterpose, DisabledCacheIsTheRealLibraryAlone) {
   KCACHE_REQUIRE_TOOLKIT();
   ASSERT_EQ(sh("env " + client(Loading::soname, "plain.out")).rc, 0);

@@ -1,6 +1,8 @@
 #include "support/child.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,6 +65,32 @@ int wait_child(pid_t pid) {
       return -1;
     }
   }
+}
+
+pid_t spawn_server(std::vector<std::string> argv, const std::string& log, int death_signal) {
+  std::vector<char*> args;
+  for (auto& a : argv) {
+    args.push_back(a.data());
+  }
+  args.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, death_signal);
+    if (::getppid() != parent) {
+      ::_exit(126);
+    }
+    if (!log.empty()) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+    }
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
 }
 
 void kill_child(pid_t& pid) {

@@ -18,6 +18,13 @@ pid_t fork_child(const std::function<int()>& fn);
 // Waits for `pid`. Returns the raw wait status, or -1.
 int wait_child(pid_t pid);
 
+// For the servers tests start (redis, nginx, SeaweedFS): forks and execs
+// `argv` (argv[0]: a path, or a name looked up in PATH), with `death_signal`
+// sent to it when this process dies (PR_SET_PDEATHSIG; it exits at once if
+// this process died before that was set), its stdout and stderr appended to
+// `log` when one is named. Returns the child's pid, or -1.
+pid_t spawn_server(std::vector<std::string> argv, const std::string& log = {}, int death_signal = 9 /* SIGKILL */);
+
 // For the servers tests start (redis, nginx, SeaweedFS): SIGKILLs and reaps
 // the child `pid` names, then sets it to -1; nothing when it is not positive.
 void kill_child(pid_t& pid);

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,17 +65,8 @@ std::unique_ptr<NginxServer> NginxServer::start(const std::filesystem::path& dir
       out << "      dav_methods PUT DELETE;\n      create_full_put_path on;\n      dav_access user:rw;\n"
           << "    }\n  }\n}\n";
     }
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) {
-        ::_exit(126);
-      }
-      ::execl("/usr/sbin/nginx", "nginx", "-e", (dir / "error.log").c_str(), "-p", d.c_str(), "-c", conf.c_str(),
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
+    const pid_t pid =
+        spawn_server({"/usr/sbin/nginx", "-e", (dir / "error.log").string(), "-p", d, "-c", conf.string()});
     s->m_pid = pid;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < deadline) {

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,21 +60,7 @@ bool RedisServer::launch(std::string* why) {
                                 (m_dir / "redis.sock").string(), "--unixsocketperm", "700", "--daemonize", "no",
                                 "--logfile", (m_dir / "redis.log").string(), "--protected-mode", "no"};
   args.insert(args.end(), m_extra.begin(), m_extra.end());
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) {
-      ::_exit(126);
-    }
-    std::vector<char*> argv;
-    for (auto& a : args) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    ::execvp("redis-server", argv.data());
-    ::_exit(127);
-  }
+  const pid_t pid = spawn_server(std::move(args));
   if (pid < 0) {
     if (why != nullptr) {
       *why = "fork failed";

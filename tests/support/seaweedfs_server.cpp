@@ -1,8 +1,6 @@
 #include "support/seaweedfs_server.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,26 +84,7 @@ std::unique_ptr<SeaweedfsServer> SeaweedfsServer::start(const std::filesystem::p
                                    "-s3.domainName=localhost",
                                    std::string("-bucket=") + k_bucket + "," + k_public_bucket};
   const std::string log = (dir / "weed.log").string();
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) {
-      ::_exit(126);
-    }
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    std::vector<char*> argv;
-    for (auto& a : args) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
+  const pid_t pid = spawn_server(std::move(args), log);
   s->m_pid = pid;
   // Up when both buckets answer an anonymous HEAD: the public one 200, the
   // team one 403 (it exists, and is not public).

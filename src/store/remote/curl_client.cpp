@@ -360,7 +360,6 @@ Result<CurlResponse> CurlClient::perform(const CurlRequest& req, Deadline deadli
   const CURLcode rc = api.easy_perform(h);
   api.slist_free_all(headers);
   api.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
-  resp.cut = t.cut;
   {
     std::lock_guard lock(m_mutex);
     m_idle.push_back(h);

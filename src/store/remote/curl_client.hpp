@@ -52,7 +52,6 @@ struct CurlResponse {
   std::string etag;    // the ETag header, quotes kept
   std::string date;           // the Date header (the server's clock)
   std::string last_modified;  // the Last-Modified header
-  bool cut = false;    // the body went over the bound
   bool stopped = false;  // the request's sink stopped the transfer (its bytes are the sink's to judge)
 };
 

@@ -282,8 +282,7 @@ Result<RemoteSpec> parse_remote_url(std::string_view url) {
     const std::string value(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1));
     bool ok = true;
     if (name == "read_only") {
-      ok = value == "true" || value == "1" || value == "false" || value == "0" || value.empty();
-      spec.read_only = value == "true" || value == "1" || value.empty();
+      ok = parse_bool(value, spec.read_only);
     } else if (name == "connect_timeout_ms") {
       ok = parse_uint(value, spec.connect_timeout_ms) && spec.connect_timeout_ms > 0;
     } else if (name == "timeout_ms") {
