@@ -326,7 +326,10 @@ TEST_F(CliRemoteS3, EightHostsOnOneColdKeyCompileOnce) {
     src += "  v += f<" + std::to_string(100 + i) + ">(v);\n";
   }
   write_file(dir() / "herd.cu", src + "  p[threadIdx.x] = v;\n}\n");
-  const ShellRun herd = sh("export " + creds() + remote() +
+  // A generous timeout: this test is about the lease, not deadlines (those have
+  // their own tests); with the default 2 s, a SeaweedFS slowed by a loaded CI
+  // machine once failed one host's request, which then compiled without the remote.
+  const ShellRun herd = sh("export " + creds() + remote("&timeout_ms=30000") +
                            "\nfor i in 1 2 3 4 5 6 7 8; do KCACHE_DIR=\"$PWD/host$i\" \"$K\" compile herd.cu --target "
                            "cubin --arch sm_90 --json -o out$i.cubin > out$i.json 2> err$i & done; wait");
   ASSERT_EQ(herd.rc, 0);
