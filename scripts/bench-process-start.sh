@@ -59,6 +59,7 @@ if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
   done
 fi
 results=$work/results
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", a / b }'; }
 for _ in $(seq "$batches"); do
   for n in "${names[@]}"; do
     # shellcheck disable=SC2086
@@ -68,11 +69,11 @@ done
 true_us=$(median_of "/bin/true")
 for n in "${names[@]}"; do
   m=$(median_of "$n")
-  printf '%-28s %7d us  %5.2fx /bin/true\n' "$n" "$m" "$(echo "$m / $true_us" | bc -l)"
+  printf '%-28s %7d us  %5.2fx /bin/true\n' "$n" "$m" "$(ratio "$m" "$true_us")"
 done
 for k in trivial medium heavy_cub; do
   printf 'ccache+nvcc / kcache, %-10s %5.2fx\n' "$k" \
-    "$(echo "$(median_of "ccache nvcc hit, $k") / $(median_of "kcache hit, $k")" | bc -l)"
+    "$(ratio "$(median_of "ccache nvcc hit, $k")" "$(median_of "kcache hit, $k")")"
 done
 
 # Cold overhead of the CLI: a cold compile into an empty cache directory (new

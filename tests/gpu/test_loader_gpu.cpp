@@ -2,6 +2,7 @@
 // skips with a clear message when there is no driver or no device. Run with
 // `build/ci/tests/gpu/test_gpu` or `ctest --preset ci -L gpu`.
 #include "support/child.hpp"
+#include "support/files.hpp"
 #include "kcache/loader.hpp"
 
 #include <sys/wait.h>
@@ -9,7 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "kcache/cache.hpp"
@@ -32,10 +37,21 @@ std::unique_ptr<Loader> open_or_skip_reason(std::string& why) {
   return std::move(*l);
 }
 
+// KCACHE_REQUIRE_GPU=1 (set by scripts/device-check.sh on a machine with a
+// GPU) turns the skip into a failure, so a run that was meant to use the GPU
+// cannot pass by skipping.
+bool gpu_required() {
+  const char* v = std::getenv("KCACHE_REQUIRE_GPU");
+  return v != nullptr && std::string(v) == "1";
+}
+
 #define KCACHE_REQUIRE_GPU(loader)                                                    \
   std::string why_gpu_;                                                               \
   auto loader = open_or_skip_reason(why_gpu_);                                        \
   if (!loader) {                                                                      \
+    if (gpu_required()) {                                                             \
+      FAIL() << "KCACHE_REQUIRE_GPU=1 but no usable CUDA driver/GPU: " << why_gpu_;  \
+    }                                                                                 \
     GTEST_SKIP() << "no usable CUDA driver/GPU on this machine: " << why_gpu_;        \
   }
 
@@ -131,49 +147,79 @@ TEST(LoaderGpu, UnknownKernelNameListsTheKnownNameExpressions) {
   EXPECT_NE(k.error().message.find("axpy<int>"), std::string::npos);
 }
 
+namespace {
+
+// One run of the test below, in a process of its own: compiles (or hits),
+// loads and computes; writes "<compiles> <toolkit loads>\n" to `result`.
+void one_run(const std::filesystem::path& dir, const std::filesystem::path& result) {
+  kcache::Toolkit::instance().set_memo_dir(dir / "memo");
+  const auto loads_before = kcache::Toolkit::instance().load_count();
+  auto loader = Loader::open();
+  ASSERT_TRUE(loader.has_value()) << loader.error().describe();
+  kcache::FileStoreOptions fo;
+  fo.root = dir;
+  auto store = kcache::FileStore::open(fo);
+  ASSERT_TRUE(store.has_value()) << store.error().describe();
+  kcache::CacheOptions co;
+  co.lock_dir = dir / "v1" / "locks";
+  kcache::Cache cache(**store, co);
+  auto a = cache.get_or_compile(template_request("cubin", device_arch(**loader)));
+  ASSERT_TRUE(a.has_value()) << a.error().describe();
+  run_axpy(**loader, *a);
+  std::ofstream(result) << cache.stats().compiles << " "
+                        << kcache::Toolkit::instance().load_count() - loads_before << "\n";
+}
+
+constexpr const char* k_one_run_env = "KCACHE_GPU_ONE_RUN_DIR";
+constexpr const char* k_one_run_result_env = "KCACHE_GPU_ONE_RUN_RESULT";
+
+}  // namespace
+
 // Run 1 compiles, loads and computes; run 2 (another process) loads the same
 // program from the file store and computes, with zero compiles and zero
-// toolkit loads (counted).
+// toolkit loads (counted). Each run is this test program started anew (fork
+// and exec, then only this test), never a bare fork: a child forked after its
+// parent used CUDA (the probe, the tests before) cannot use CUDA itself.
 TEST(LoaderGpu, SecondRunLoadsFromTheCacheWithoutInvokingTheCompiler) {
   KCACHE_REQUIRE_NVRTC();
+  if (const char* dir = std::getenv(k_one_run_env); dir != nullptr) {  // one run, started below
+    one_run(dir, std::getenv(k_one_run_result_env));
+    return;
+  }
   {
     KCACHE_REQUIRE_GPU(probe);
   }
   kcache::test::TempDir dir;
-  auto run = [&](int fd) {
-    kcache::Toolkit::instance().set_memo_dir(dir.path() / "memo");
-    const auto loads_before = kcache::Toolkit::instance().load_count();  // the parent may have loaded NVRTC
-    auto loader = Loader::open();
-    if (!loader) {
-      ::_exit(9);
-    }
-    kcache::FileStoreOptions fo;
-    fo.root = dir.path();
-    auto store = kcache::FileStore::open(fo);
-    if (!store) {
-      ::_exit(10);
-    }
-    kcache::CacheOptions co;
-    co.lock_dir = dir.path() / "v1" / "locks";
-    kcache::Cache cache(**store, co);
-    auto a = cache.get_or_compile(template_request("cubin", device_arch(**loader)));
-    if (!a) {
-      ::_exit(11);
-    }
-    run_axpy(**loader, *a);
-    if (::testing::Test::HasFailure()) {
-      ::_exit(12);
-    }
-    const std::string line = std::to_string(cache.stats().compiles) + " " +
-                             std::to_string(kcache::Toolkit::instance().load_count() - loads_before) + "\n";
-    (void)!::write(fd, line.data(), line.size());
-    ::_exit(0);
-  };
   std::vector<std::string> lines;
   for (int i = 0; i < 2; ++i) {
-    const auto child = kcache::test::run_reporting_child(run);
-    ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << "run " << i << " " << kcache::test::describe_status(child.status);
-    lines.push_back(child.output);
+    const auto result = dir.path() / ("run-" + std::to_string(i));
+    // Everything the child needs is made before fork: it only calls execve.
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      env_strings.emplace_back(*e);
+    }
+    env_strings.push_back(std::string(k_one_run_env) + "=" + dir.path().string());
+    env_strings.push_back(std::string(k_one_run_result_env) + "=" + result.string());
+    std::vector<char*> envp;
+    for (auto& e : env_strings) {
+      envp.push_back(e.data());
+    }
+    envp.push_back(nullptr);
+    std::string exe = "/proc/self/exe";
+    std::string arg0 = "test_gpu";
+    std::string filter = "--gtest_filter=LoaderGpu.SecondRunLoadsFromTheCacheWithoutInvokingTheCompiler";
+    char* argv[] = {arg0.data(), filter.data(), nullptr};
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::execve(exe.c_str(), argv, envp.data());
+      ::_exit(127);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "run " << i << ": " << kcache::test::describe_status(status);
+    lines.push_back(kcache::test::read_file(result));
   }
   EXPECT_EQ(lines[0].substr(0, 2), "1 ");
   EXPECT_EQ(lines[1], "0 0\n");
