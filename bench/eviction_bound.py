@@ -371,8 +371,8 @@ def analyse(tr, data, store):
             fail(f"{name} ({v:.1f} s) below the lower bound ({bound_w:.1f} s): the bound is wrong")
     online, static, sd = online_bound(tr)
     lfu = lfu_cost(tr)
-    if online > min(rl_w, bel_w) + c + 6 * sd and online > lru_w + c + 6 * sd:
-        fail(f"the online bound ({online:.0f} s) is far above what offline policies reach: it is wrong")
+    if online > lru_w + c + 6 * sd:     # LRU is an online policy: its total estimates its expectation
+        fail(f"the online bound ({online:.0f} s) is more than 6 sd above LRU's total ({lru_w + c:.0f} s): it is wrong")
     r = {'data': DATA_NAMES[data], 'zipf': tr.j['zipf'], 'cap': tr.j['cap_percent'], 'cold': c,
          'lru': lru_w + c, 'gdsf': gdsf_w + c, 'lp': bound_w + c, 'opt_ub': min(rl_w, bel_w) + c,
          'rounded': rl_w + c, 'belady': bel_w + c, 'frac': nfrac, 'online': online, 'static': static, 'sd': sd,
