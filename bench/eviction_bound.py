@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""A lower bound on the rebuild time of EVERY eviction policy, offline ones that
-know the future included, on the eviction trace of bench_eviction_trace (issue 21),
-and how close LRU, exact GDSF and two offline heuristics come to it.
+"""Lower bounds on the rebuild time of EVERY eviction policy on the eviction trace of
+bench_eviction_trace (issue 21): offline (policies that know the future included) and
+online (every policy a cache can run, one that knows each kernel's popularity included),
+and how close LRU, exact GDSF, an LFU-by-cost with counts that outlive eviction and two
+offline heuristics come to them. Results: docs/performance-store.md, "What any policy
+could reach".
 
   python3 -m venv .venv-bench && .venv-bench/bin/pip install scipy numpy
   .venv-bench/bin/python bench/eviction_bound.py                        # the issue's setting: Zipf 0.8, cap 25 %
@@ -29,7 +32,12 @@ savings <= cap * sum(y) + sum_i size_i * max(0, w_i - sum of y over i), checked 
 numpy independently of the solver. Upper bounds on the offline optimum: the LP solution
 rounded down to the intervals it keeps whole (plus a greedy fill), and a Belady-style
 policy that evicts (or does not admit) the entry with the lowest build time per byte per
-request-step until its next use.
+request-step until its next use. A self-check on small random traces first compares the
+LP with the exact offline optimum (dynamic programming over every cached set).
+
+The online bound (online_bound below) uses that the trace's requests are independent Zipf
+draws: the expected cost of request t, given what a policy holds, is at least the least
+expected miss cost of any set of already-seen kernels that fits the cap.
 
 Exit status: 0; 1 when the LP is not solved to optimality, the dual certificate does not
 match it, an upper bound falls below the bound, or the LRU totals of this script disagree
