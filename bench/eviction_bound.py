@@ -425,7 +425,7 @@ def main():
     print(f"{'data':15} {'zipf':>4} {'cap':>4} {'cold':>6} {'lru':>6} {'gdsf':>6} {'OPT>=':>6} {'OPT<=':>6} "
           f"{'online>=':>8} {'static':>12} {'lfu-c':>6} | {'lru/OPT>=':>9} {'lru/online>=':>12} "
           f"{'gdsf/OPT>=':>10} {'gdsf/online>=':>13} {'lru/lfu-c':>9}")
-    worst = {'lp': 0, 'online': 0}
+    worst = {}
     for d, z, cp in runs:
         r = analyse(Trace(dump_trace(a.bench, d, z, cp)), d, store)
         print(f"{r['data']:15} {r['zipf']:4.1f} {r['cap']:3.0f}% {r['cold']:6.0f} {r['lru']:6.0f} {r['gdsf']:6.0f} "
@@ -437,9 +437,10 @@ def main():
                   f"lru/cost {r['store_lru'] / r['store_cost']:.2f}x, cost/OPT>= {r['store_cost'] / r['lp']:.2f}x, "
                   f"cost/online>= {r['store_cost'] / r['online']:.2f}x, store lru/OPT>= "
                   f"{r['store_lru'] / r['lp']:.2f}x, store lru/online>= {r['store_lru'] / r['online']:.2f}x")
-        worst['lp'] = max(worst['lp'], r['lru'] / r['lp'])
-        worst['online'] = max(worst['online'], r['lru'] / r['online'])
-    print(f"largest lru / OPT>=: {worst['lp']:.2f}x; largest lru / online>=: {worst['online']:.2f}x")
+        w = worst.setdefault(r['data'], [0, 0])
+        w[0], w[1] = max(w[0], r['lru'] / r['lp']), max(w[1], r['lru'] / r['online'])
+    for data, (lp, online) in worst.items():
+        print(f"{data}: largest lru / OPT>= {lp:.2f}x, largest lru / online>= {online:.2f}x")
 
 
 if __name__ == '__main__':
