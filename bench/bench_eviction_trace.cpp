@@ -15,6 +15,9 @@
 //                                                       # the same for every kind of the kernel mix:
 //                                                       # bench/data/nvrtc_kernel_mix.json
 //   build/ci/bench/bench_eviction_trace                 # replay (lru, then cost) on tmpfs or $KCACHE_BENCH_DIR
+//   build/ci/bench/bench_eviction_trace dump-trace DATA # print the trace of DATA (0 corpus, 1 corpus with sizes
+//                                                       # shuffled, 2 kernel mix) as JSON with its cap and exact
+//                                                       # LRU totals, for bench/eviction_bound.py
 //
 // Environment: KCACHE_BENCH_COSTS (default bench/data/nvrtc_compile_costs.json),
 // KCACHE_BENCH_MIX (default bench/data/nvrtc_kernel_mix.json),
@@ -36,6 +39,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <list>
 #include <map>
 #include <sstream>
 #include <string>
@@ -113,6 +117,107 @@ const std::vector<kcache::test::RecordedCompile>& recorded(std::int64_t data) {
   return data == 2 ? mix : corpus;
 }
 
+// The replayed trace of trace data `data` and its cap, from the environment
+// (KCACHE_BENCH_KERNELS, _REQUESTS, _ZIPF, _CAP_PERCENT): what every policy
+// replays, and what `dump-trace` writes for bench/eviction_bound.py.
+struct TraceSetup {
+  kcache::test::Trace trace;
+  double zipf = 0;
+  double cap_percent = 0;
+  std::uint64_t pass_bytes = 0;  // the passport of one entry
+  std::uint64_t cap_bytes = 0;
+};
+
+TraceSetup trace_setup(std::int64_t data) {
+  TraceSetup s;
+  const auto kernels = static_cast<std::size_t>(std::stoul(env_or("KCACHE_BENCH_KERNELS", "4000")));
+  const auto requests = static_cast<std::size_t>(std::stoul(env_or("KCACHE_BENCH_REQUESTS", "80000")));
+  s.cap_percent = std::stod(env_or("KCACHE_BENCH_CAP_PERCENT", "25"));
+  s.zipf = std::stod(env_or("KCACHE_BENCH_ZIPF", "0.8"));
+  // The bench corpus in its 70/20/10 mix; the kernel mix with every kind in
+  // the same share.
+  s.trace = kcache::test::make_trace(recorded(data), kernels, requests, s.zipf, 21,
+                                     data == 1 ? kcache::test::TraceSizes::shuffled : kcache::test::TraceSizes::recorded,
+                                     data == 2 ? kcache::test::TraceMix{} : kcache::test::corpus_mix());
+  if (s.trace.kernels.empty()) {
+    return s;
+  }
+  // Cap: a share of the catalogue's bytes (payload + a passport each); the
+  // same for every policy (the metadata, which grows with the entries, is under it too).
+  s.pass_bytes = kcache::test::trace_artifact(s.trace.kernels[0]).passport.to_json().size();
+  s.cap_bytes = static_cast<std::uint64_t>(static_cast<double>(s.trace.catalogue_bytes + kernels * s.pass_bytes) *
+                                           s.cap_percent / 100.0);
+  return s;
+}
+
+// Exact LRU over the trace (no store, no sampling), each entry
+// bytes + pass_bytes, evicting least recently used entries until the new one
+// fits under cap_bytes: the check that bench/eviction_bound.py read the same
+// trace and replays it the same way (it must print the same totals).
+kcache::test::ReplayResult exact_lru(const TraceSetup& s) {
+  kcache::test::ReplayResult r;
+  std::list<std::uint32_t> order;  // front: most recent
+  std::vector<std::list<std::uint32_t>::iterator> where(s.trace.kernels.size(), order.end());
+  std::vector<bool> seen(s.trace.kernels.size(), false);
+  std::uint64_t size = 0;
+  for (const std::uint32_t i : s.trace.requests) {
+    ++r.requests;
+    const auto entry = [&](std::uint32_t k) { return s.trace.kernels[k].bytes + s.pass_bytes; };
+    if (where[i] != order.end()) {
+      order.splice(order.begin(), order, where[i]);
+      continue;
+    }
+    ++r.misses;
+    r.rebuild_us += s.trace.kernels[i].cost_us;
+    if (!seen[i]) {
+      seen[i] = true;
+      ++r.cold_misses;
+      r.cold_us += s.trace.kernels[i].cost_us;
+    }
+    while (size + entry(i) > s.cap_bytes && !order.empty()) {
+      size -= entry(order.back());
+      where[order.back()] = order.end();
+      order.pop_back();
+    }
+    order.push_front(i);
+    where[i] = order.begin();
+    size += entry(i);
+  }
+  return r;
+}
+
+// Prints the trace of data `data` as JSON (kernels [kind, recorded cost in
+// µs, cubin bytes, popularity], the requests, the cap) and its exact LRU totals.
+int dump_trace(std::int64_t data) {
+  if (data < 0 || data > 2) {
+    std::fprintf(stderr, "dump-trace: DATA must be 0 (corpus), 1 (corpus, sizes shuffled) or 2 (kernel mix)\n");
+    return 2;
+  }
+  const TraceSetup s = trace_setup(data);
+  if (s.trace.kernels.empty()) {
+    std::fprintf(stderr, "dump-trace: no recorded compiles (KCACHE_BENCH_COSTS / KCACHE_BENCH_MIX)\n");
+    return 1;
+  }
+  nlohmann::json kernels = nlohmann::json::array();
+  for (std::size_t i = 0; i < s.trace.kernels.size(); ++i) {
+    const auto& k = s.trace.kernels[i];
+    kernels.push_back({k.kind, k.cost_us, k.bytes, s.trace.popularity[i]});
+  }
+  const auto lru = exact_lru(s);
+  nlohmann::json j{{"data", data},
+                   {"zipf", s.zipf},
+                   {"cap_percent", s.cap_percent},
+                   {"seed", 21},
+                   {"pass_bytes", s.pass_bytes},
+                   {"cap_bytes", s.cap_bytes},
+                   {"catalogue_bytes", s.trace.catalogue_bytes},
+                   {"kernels", kernels},
+                   {"requests", s.trace.requests},
+                   {"exact_lru", {{"rebuild_us", lru.rebuild_us}, {"cold_us", lru.cold_us}, {"misses", lru.misses}}}};
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
 fs::path bench_base() {
   const std::string base = env_or("KCACHE_BENCH_DIR", fs::exists("/dev/shm") ? "/dev/shm" : env_or("TMPDIR", "/tmp"));
   return fs::path(base) / ("kcache-bench-eviction-" + std::to_string(::getpid()));
@@ -125,7 +230,6 @@ void BM_EvictionTrace(benchmark::State& state) {
                                              kcache::EvictionPolicy::gds};
   const auto policy = policies[state.range(0)];
   const std::int64_t data = state.range(1);
-  const auto sizes = data == 1 ? kcache::test::TraceSizes::shuffled : kcache::test::TraceSizes::recorded;
   const char* data_names[] = {"corpus/", "corpus_shuffled/", "mix/"};
   const std::string name = std::string(data_names[data]) + kcache::eviction_policy_name(policy);
   const std::string lru_name = name.substr(0, name.find('/') + 1) + "lru";
@@ -133,14 +237,8 @@ void BM_EvictionTrace(benchmark::State& state) {
     state.SkipWithError("no recorded compiles (KCACHE_BENCH_COSTS / KCACHE_BENCH_MIX)");
     return;
   }
-  const auto kernels = static_cast<std::size_t>(std::stoul(env_or("KCACHE_BENCH_KERNELS", "4000")));
-  const auto requests = static_cast<std::size_t>(std::stoul(env_or("KCACHE_BENCH_REQUESTS", "80000")));
-  const double cap_percent = std::stod(env_or("KCACHE_BENCH_CAP_PERCENT", "25"));
-  const double zipf = std::stod(env_or("KCACHE_BENCH_ZIPF", "0.8"));
-  // The bench corpus in its 70/20/10 mix; the kernel mix with every kind in
-  // the same share.
-  const auto trace = kcache::test::make_trace(recorded(data), kernels, requests, zipf, 21, sizes,
-                                              data == 2 ? kcache::test::TraceMix{} : kcache::test::corpus_mix());
+  const TraceSetup setup = trace_setup(data);
+  const auto& trace = setup.trace;
   kcache::test::ReplayResult r;
   double put_wall_s = 0;
   for (auto _ : state) {
@@ -151,11 +249,7 @@ void BM_EvictionTrace(benchmark::State& state) {
     o.fsync = kcache::FsyncPolicy::none;
     o.touch_interval = std::chrono::seconds(0);  // every hit is a use (the trace runs in seconds, not days)
     o.eviction_policy = policy;
-    // Cap: a share of the catalogue's bytes (payload + a passport each); the
-    // same for both policies (the metadata, which grows with the entries, is under it too).
-    const std::uint64_t pass_bytes = kcache::test::trace_artifact(trace.kernels[0]).passport.to_json().size();
-    o.max_size_bytes = static_cast<std::uint64_t>(
-        static_cast<double>(trace.catalogue_bytes + kernels * pass_bytes) * cap_percent / 100.0);
+    o.max_size_bytes = setup.cap_bytes;
     auto store = kcache::FileStore::open(o);
     if (!store) {
       state.SkipWithError(store.error().describe().c_str());
@@ -204,6 +298,9 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "record-mix") {
     return record(kcache::bench::kernel_mix_kinds(!env_or("KCACHE_BENCH_CUPY", "").empty()),
                   argc >= 3 ? std::atoi(argv[2]) : 4);
+  }
+  if (argc >= 3 && std::string(argv[1]) == "dump-trace") {
+    return dump_trace(std::atoi(argv[2]));
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

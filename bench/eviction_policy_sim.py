@@ -37,14 +37,18 @@ def trace(path, zipf, mix=None, N=4000, R=80000, PASS=900):
         s += 1 / (r + 1) ** zipf; cdf.append(s)
     reqs = [order[min(bisect.bisect_left(cdf, rng.uniform(0, s)), N - 1)] for _ in range(R)]
     return kern, reqs
-def run(kern, reqs, cap, policy):
-    inc = {}; h = []; size = 0; L = 0.0; t = 0; seen = set(); warm = 0
+def run(kern, reqs, cap, policy, stats=None):
+    """Rebuild time after first use of policy 'lru', 'gds' or 'gdsf' on
+    requests reqs over kernels kern [(cost, bytes)] under cap bytes; stats, a
+    dict, also gets the misses (first ones included)."""
+    inc = {}; h = []; size = 0; L = 0.0; t = 0; seen = set(); warm = 0; misses = 0
     for i in reqs:
         t += 1; cst, b = kern[i]
         if i in inc:
             n = inc[i][1] + 1
             pr = t if policy == 'lru' else L + (n if policy == 'gdsf' else 1) * cst / b
             inc[i] = (pr, n); heapq.heappush(h, (pr, i)); continue
+        misses += 1
         if i in seen: warm += cst
         seen.add(i)
         while size + b > cap and inc:
@@ -54,13 +58,17 @@ def run(kern, reqs, cap, policy):
             size -= kern[v][1]; del inc[v]
         pr = t if policy == 'lru' else L + cst / b
         inc[i] = (pr, 1); heapq.heappush(h, (pr, i)); size += b
+    if stats is not None: stats['misses'] = misses
     return warm
-path = sys.argv[1]
-mix = None
-if len(sys.argv) > 2 and sys.argv[2] == 'corpus': mix = [('trivial', .7), ('medium', .2), ('heavy_cub', .1)]
-for z in (0.6, 0.8, 1.0):
-    kern, reqs = trace(path, z, mix)
-    tot = sum(b for _, b in kern)
-    for capp in (10, 25, 50):
-        r = {p: run(kern, reqs, tot * capp / 100, p) for p in ('lru', 'gds', 'gdsf')}
-        print(f"zipf {z} cap {capp}%: lru {r['lru']/1e6:8.0f} s  gds {r['lru']/r['gds']:.2f}x  gdsf {r['lru']/r['gdsf']:.2f}x")
+def main():
+    path = sys.argv[1]
+    mix = None
+    if len(sys.argv) > 2 and sys.argv[2] == 'corpus': mix = [('trivial', .7), ('medium', .2), ('heavy_cub', .1)]
+    for z in (0.6, 0.8, 1.0):
+        kern, reqs = trace(path, z, mix)
+        tot = sum(b for _, b in kern)
+        for capp in (10, 25, 50):
+            r = {p: run(kern, reqs, tot * capp / 100, p) for p in ('lru', 'gds', 'gdsf')}
+            print(f"zipf {z} cap {capp}%: lru {r['lru']/1e6:8.0f} s  gds {r['lru']/r['gds']:.2f}x  gdsf {r['lru']/r['gdsf']:.2f}x")
+if __name__ == '__main__':
+    main()

@@ -75,6 +75,9 @@ struct Trace {
   std::vector<TraceKernel> kernels;
   std::vector<std::uint32_t> requests;  // indices into kernels
   std::uint64_t catalogue_bytes = 0;    // payload bytes of every kernel
+  // The probability that a request is for each kernel (its Zipf weight): the
+  // requests are independent draws from it.
+  std::vector<double> popularity;
 };
 
 // The share of each kind of kernel in a trace's catalogue.
@@ -160,6 +163,10 @@ inline Trace make_trace(const std::vector<RecordedCompile>& recorded, std::size_
   for (std::size_t r = 0; r < kernels; ++r) {
     sum += 1.0 / std::pow(static_cast<double>(r + 1), zipf_s);
     cdf[r] = sum;
+  }
+  t.popularity.assign(kernels, 0.0);
+  for (std::size_t r = 0; r < kernels; ++r) {
+    t.popularity[order[r]] = (cdf[r] - (r == 0 ? 0.0 : cdf[r - 1])) / sum;
   }
   std::uniform_real_distribution<double> u(0.0, sum);
   t.requests.reserve(requests);
