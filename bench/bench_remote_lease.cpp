@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -81,6 +82,24 @@ bool wait_all(const std::vector<pid_t>& pids) {
 
 std::string fresh_host() { return "h" + std::to_string(g_serial++); }
 
+// The value of the first `"name": N` in `host`'s `kcache stats --json` (its
+// remote totals come first), 0 when absent.
+long host_stat(const std::string& host, const std::string& name) {
+  const std::string cmd = "KCACHE_DIR='" + (scratch() / host).string() + "' '" KCACHE_CLI_PATH "' stats --json";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    return 0;
+  }
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) {
+    text.append(buf, n);
+  }
+  ::pclose(p);
+  const auto at = text.find("\"" + name + "\":");
+  return at == std::string::npos ? 0 : std::strtol(text.c_str() + at + name.size() + 3, nullptr, 10);
+}
+
 void cold_compile(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
@@ -97,6 +116,8 @@ void cold_compile(benchmark::State& state) {
 // has put its entry on the remote first (untimed).
 void run_herd(benchmark::State& state, bool published) {
   const int hosts = static_cast<int>(state.range(0));
+  double compiles = 0;
+  double waits = 0;
   for (auto _ : state) {
     state.PauseTiming();
     const fs::path src = cold_kernel();
@@ -115,7 +136,15 @@ void run_herd(benchmark::State& state, bool published) {
     if (!wait_all(pids)) {
       state.SkipWithError("kcache compile failed");
     }
+    state.PauseTiming();  // count who compiled: a host compiles once it holds the lease
+    for (const auto& n : names) {
+      compiles += static_cast<double>(host_stat(n, "lease_taken") + host_stat(n, "lease_errors"));
+      waits += static_cast<double>(host_stat(n, "lease_waits"));
+    }
+    state.ResumeTiming();
   }
+  state.counters["compiles_per_iter"] = compiles / static_cast<double>(state.iterations());
+  state.counters["lease_waits_per_iter"] = waits / static_cast<double>(state.iterations());
 }
 
 void herd(benchmark::State& state) { run_herd(state, false); }
