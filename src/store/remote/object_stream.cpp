@@ -13,7 +13,7 @@
 #include "kcache/artifact_io.hpp"
 #include "util/hex.hpp"
 #include "util/sha256.hpp"
-#include "worker/wire_codec.hpp"
+#include "util/wire_codec.hpp"
 
 namespace kcache::remote {
 

@@ -1,4 +1,4 @@
-#include "worker/wire_codec.hpp"
+#include "util/wire_codec.hpp"
 
 #include <unistd.h>
 

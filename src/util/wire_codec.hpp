@@ -1,6 +1,8 @@
-// worker/wire_codec.hpp: little-endian, length-prefixed encoding helpers and
-// blocking fd I/O shared by the artifact stream format (artifact_io.hpp) and
-// the worker protocol (docs/worker-protocol.md).
+// util/wire_codec.hpp: little-endian, length-prefixed encoding helpers and
+// blocking fd I/O shared by the binary formats: the artifact stream
+// (artifact_io.hpp), the worker protocol (docs/worker-protocol.md), the remote
+// object (store/remote/remote_codec.hpp) and the interposed JIT record
+// (interpose/jit_result.hpp).
 //
 // Reader is strict and bounded: every read checks the remaining length first,
 // and a failed read latches `ok() == false` so a caller can decode a whole
