@@ -193,11 +193,12 @@ struct Getters {
 // The real getters a link is recorded with.
 const Getters& getters() {
   static const Getters g = [] {
-    constexpr Jit j = Jit::nvjitlink;
-    return Getters{real_function<SizeFn>(j, "nvJitLinkGetLinkedCubinSize"), real_function<GetFn>(j, "nvJitLinkGetLinkedCubin"),
-                   real_function<SizeFn>(j, "nvJitLinkGetLinkedPtxSize"), real_function<GetTextFn>(j, "nvJitLinkGetLinkedPtx"),
-                   real_function<SizeFn>(j, "nvJitLinkGetInfoLogSize"), real_function<GetTextFn>(j, "nvJitLinkGetInfoLog"),
-                   real_function<SizeFn>(j, "nvJitLinkGetErrorLogSize"), real_function<GetTextFn>(j, "nvJitLinkGetErrorLog")};
+    const auto size = [](const char* name) { return real_function<SizeFn>(Jit::nvjitlink, name); };
+    const auto text = [](const char* name) { return real_function<GetTextFn>(Jit::nvjitlink, name); };
+    return Getters{size("nvJitLinkGetLinkedCubinSize"), real_function<GetFn>(Jit::nvjitlink, "nvJitLinkGetLinkedCubin"),
+                   size("nvJitLinkGetLinkedPtxSize"),   text("nvJitLinkGetLinkedPtx"),
+                   size("nvJitLinkGetInfoLogSize"),     text("nvJitLinkGetInfoLog"),
+                   size("nvJitLinkGetErrorLogSize"),    text("nvJitLinkGetErrorLog")};
   }();
   return g;
 }

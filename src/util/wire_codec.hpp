@@ -102,6 +102,10 @@ std::uint64_t load_le(const char* p, std::size_t n) noexcept;
 // Writes all of `bytes` to the blocking descriptor `fd`, retrying on EINTR and
 // short writes. Returns an io error (EPIPE included) on failure.
 Result<void> write_all(int fd, std::string_view bytes);
+// write_all's loop, returning 0 or the errno of the write that failed. Not
+// through the fault seam (pipes, standard output, files outside the stores;
+// the stores write through util::io::write_all).
+int write_all_errno(int fd, std::string_view bytes) noexcept;
 
 // Reads up to `size` bytes into `out`, retrying on EINTR and short reads, and
 // stops early only at end of file. Returns the number of bytes read.
