@@ -288,6 +288,14 @@ class StagedPayload {
   Result<PutOutcome> commit(const Passport& passport);
   // SHA-256 (32 raw bytes) of the bytes written; ends writing.
   const std::array<std::uint8_t, 32>& finish_digest();
+  // After a successful commit(): the bytes committed, from the staged file
+  // itself (the inode published, or dropped when the entry was already
+  // present) and not read through the entry or hashed again: their SHA-256
+  // was computed as they were written and matched the passport at commit,
+  // and a file once published is never written in place (a later put of the
+  // key publishes another inode). Mapped, or read with LargeReads::copied, as
+  // get() reads a payload. Failure: io (no successful commit, or a read error).
+  Result<Payload> committed_payload();
 
  private:
   friend class FileStore;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "util/atomic_write.hpp"
+#include "util/wire_codec.hpp"
 
 namespace kcache::cli {
 
@@ -21,16 +22,8 @@ Result<void> write_to_stdout(std::string_view bytes) {
   if (std::fflush(stdout) != 0) {
     return make_errno_error(errno, "cannot write to standard output");
   }
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(STDOUT_FILENO, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return make_errno_error(errno, "cannot write to standard output");
-    }
-    done += static_cast<std::size_t>(n);
+  if (const int e = wire::write_all_errno(STDOUT_FILENO, bytes); e != 0) {
+    return make_errno_error(e, "cannot write to standard output");
   }
   return {};
 }

@@ -15,6 +15,7 @@
 #include <new>
 #include <mutex>
 #include <shared_mutex>
+#include <type_traits>
 #include <unordered_map>
 
 #include "interpose/jit_result.hpp"
@@ -66,6 +67,23 @@ class HandleTable {
     }
     std::lock_guard lock(state->mutex);
     return state->served;
+  }
+
+  // What a getter of `handle` answers. When its last compile was served from
+  // the cache and `out` is not null: the recorded output `which`
+  // (JitResult::recorded), its size for a size getter (`Out` is size_t), else
+  // its bytes. Otherwise what the real getter `real` answers, or `missing`
+  // when there is none.
+  template <class Handle, class Out, class Fn>
+  int replay_or_call(Handle handle, int which, Out* out, Fn real, int missing) const {
+    if (auto r = served(handle); r && out != nullptr) {
+      if constexpr (std::is_same_v<Out, std::size_t>) {
+        return replay_size(r->recorded(which), out);
+      } else {
+        return replay_get(r->recorded(which), out);
+      }
+    }
+    return real != nullptr ? real(handle, out) : missing;
   }
 
  private:

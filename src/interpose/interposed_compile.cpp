@@ -133,4 +133,18 @@ ServedCall serve(const InterposedCall& call) {
   return {rc, std::make_shared<const JitResult>(std::move(*result))};
 }
 
+std::optional<std::vector<std::string>> copy_c_strings(std::int64_t count, const char* const* strings) {
+  if (count < 0 || (count > 0 && strings == nullptr)) {
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (strings[i] == nullptr) {
+      return std::nullopt;
+    }
+    out.emplace_back(strings[i]);
+  }
+  return out;
+}
+
 }  // namespace kcache::interpose

@@ -16,10 +16,13 @@
 // Thread-safety: thread-safe (calls for distinct handles may run at once).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "interpose/jit_result.hpp"
 #include "interpose/real_library.hpp"
@@ -44,6 +47,11 @@ struct ServedCall {
 };
 
 ServedCall serve(const InterposedCall& call);
+
+// The `count` C strings at `strings` (a call's options), copied. std::nullopt
+// when kcache cannot key them: a negative count, a null array with a positive
+// count, or a null string.
+std::optional<std::vector<std::string>> copy_c_strings(std::int64_t count, const char* const* strings);
 
 // serve(), keeping a served result in `state` (a HandleTable state) for the
 // getters to replay. Returns the code the compile call returns.

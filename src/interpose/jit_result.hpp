@@ -47,6 +47,8 @@ struct JitLoweredName {
 
 // Indices into JitResult::outputs for NVRTC.
 enum class NvrtcOutputKind { ptx = 0, cubin = 1, ltoir = 2, optixir = 3 };
+// JitResult::recorded's index of the log.
+inline constexpr int k_jit_log = -1;
 
 struct JitResult {
   std::int32_t compile_rc = 0;  // what the compile (or link) call returned
@@ -55,6 +57,10 @@ struct JitResult {
   std::vector<JitLoweredName> names;
 
   const JitOutput& output(NvrtcOutputKind kind) const { return outputs[static_cast<int>(kind)]; }
+  // outputs[which], or the log for k_jit_log. REQUIRES: -1 <= which < 4.
+  const JitOutput& recorded(int which) const {
+    return which == k_jit_log ? log : outputs[static_cast<std::size_t>(which)];
+  }
   // The answer for `expression`, or nullptr when it was not recorded.
   const JitLoweredName* lowered(std::string_view expression) const;
 

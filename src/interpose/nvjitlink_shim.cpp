@@ -49,11 +49,6 @@ using SizeFn = nvJitLinkResult (*)(nvJitLinkHandle, std::size_t*);
 using GetFn = nvJitLinkResult (*)(nvJitLinkHandle, void*);
 using GetTextFn = nvJitLinkResult (*)(nvJitLinkHandle, char*);
 
-template <class Fn>
-Fn real(const char* name) {
-  return reinterpret_cast<Fn>(real_symbol(Jit::nvjitlink, name));  // POSIX: data to function pointer
-}
-
 struct LinkState {
   std::mutex mutex;
   std::vector<std::string> options;
@@ -105,7 +100,7 @@ bool read_file(const char* path, std::string& out) {
 
 std::string real_version() {
   static const std::string version = [] {
-    const auto fn = real<nvJitLinkResult (*)(unsigned*, unsigned*)>("nvJitLinkVersion");
+    const auto fn = real_function<nvJitLinkResult (*)(unsigned*, unsigned*)>(Jit::nvjitlink, "nvJitLinkVersion");
     unsigned major = 0, minor = 0;
     if (fn == nullptr || fn(&major, &minor) != k_success) {
       return std::string();
@@ -125,12 +120,10 @@ nvJitLinkResult create(CreateFn fn, nvJitLinkHandle* handle, std::uint32_t n, co
   }
   try {
     auto s = std::make_shared<LinkState>();
-    for (std::uint32_t i = 0; i < n; ++i) {
-      if (options == nullptr || options[i] == nullptr) {
-        s->keyable = false;
-        break;
-      }
-      s->options.emplace_back(options[i]);
+    auto copied = copy_c_strings(n, options);
+    s->keyable = copied.has_value();
+    if (copied) {
+      s->options = std::move(*copied);
     }
     links().insert(*handle, std::move(s));
   } catch (...) {
@@ -199,10 +192,14 @@ struct Getters {
 
 // The real getters a link is recorded with.
 const Getters& getters() {
-  static const Getters g{real<SizeFn>("nvJitLinkGetLinkedCubinSize"), real<GetFn>("nvJitLinkGetLinkedCubin"),
-                         real<SizeFn>("nvJitLinkGetLinkedPtxSize"),   real<GetTextFn>("nvJitLinkGetLinkedPtx"),
-                         real<SizeFn>("nvJitLinkGetInfoLogSize"),     real<GetTextFn>("nvJitLinkGetInfoLog"),
-                         real<SizeFn>("nvJitLinkGetErrorLogSize"),    real<GetTextFn>("nvJitLinkGetErrorLog")};
+  static const Getters g = [] {
+    const auto size = [](const char* name) { return real_function<SizeFn>(Jit::nvjitlink, name); };
+    const auto text = [](const char* name) { return real_function<GetTextFn>(Jit::nvjitlink, name); };
+    return Getters{size("nvJitLinkGetLinkedCubinSize"), real_function<GetFn>(Jit::nvjitlink, "nvJitLinkGetLinkedCubin"),
+                   size("nvJitLinkGetLinkedPtxSize"),   text("nvJitLinkGetLinkedPtx"),
+                   size("nvJitLinkGetInfoLogSize"),     text("nvJitLinkGetInfoLog"),
+                   size("nvJitLinkGetErrorLogSize"),    text("nvJitLinkGetErrorLog")};
+  }();
   return g;
 }
 
@@ -250,66 +247,47 @@ nvJitLinkResult complete(CompleteFn fn, nvJitLinkHandle h) {
   return serve_into(call, *s);
 }
 
-template <class Fn>
-nvJitLinkResult get_size(Fn fn, int which, nvJitLinkHandle h, std::size_t* size) {
-  if (auto r = links().served(h); r && size != nullptr) {
-    return replay_size(which < 0 ? r->log : r->outputs[static_cast<std::size_t>(which)], size);
-  }
-  return fn != nullptr ? fn(h, size) : k_internal;
-}
-
-template <class Fn, class Out>
-nvJitLinkResult get(Fn fn, int which, nvJitLinkHandle h, Out* out) {
-  if (auto r = links().served(h); r && out != nullptr) {
-    return replay_get(which < 0 ? r->log : r->outputs[static_cast<std::size_t>(which)], out);
-  }
-  return fn != nullptr ? fn(h, out) : k_internal;
-}
-
 }  // namespace
 }  // namespace kcache::interpose
 
-// The exported functions, each under its plain name and its versioned names.
-#define KCACHE_NVJITLINK_ENTRY_POINTS(pre, suffix, pre_text, name_text)                                                       \
+// The exported functions, each under its plain name and its versioned names,
+// each forwarding to the same name in the real library.
+#define KCACHE_REAL(fn) KCACHE_REAL_OF(kcache::interpose::Jit::nvjitlink, fn)
+#define KCACHE_NVJITLINK_ENTRY_POINTS(pre, suffix)                                                                 \
   KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkCreate##suffix(nvJitLinkHandle* h, std::uint32_t n, const char** o) { \
-    static const auto fn = kcache::interpose::real<kcache::interpose::CreateFn>(pre_text "nvJitLinkCreate" name_text);    \
-    return kcache::interpose::create(fn, h, n, o);                                                             \
-  }                                                                                                            \
-  KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkDestroy##suffix(nvJitLinkHandle* h) {                                 \
-    static const auto fn = kcache::interpose::real<kcache::interpose::DestroyFn>(pre_text "nvJitLinkDestroy" name_text);  \
-    return kcache::interpose::destroy(fn, h);                                                                  \
-  }                                                                                                            \
+    return kcache::interpose::create(KCACHE_REAL(pre##nvJitLinkCreate##suffix), h, n, o);                          \
+  }                                                                                                                \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkDestroy##suffix(nvJitLinkHandle* h) {                                \
+    return kcache::interpose::destroy(KCACHE_REAL(pre##nvJitLinkDestroy##suffix), h);                              \
+  }                                                                                                                \
   KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkAddData##suffix(nvJitLinkHandle h, int t, const void* d, std::size_t s, \
-                                                         const char* n) {                                      \
-    static const auto fn = kcache::interpose::real<kcache::interpose::AddDataFn>(pre_text "nvJitLinkAddData" name_text);  \
-    return kcache::interpose::add_data(fn, h, t, d, s, n);                                                     \
-  }                                                                                                            \
-  KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkAddFile##suffix(nvJitLinkHandle h, int t, const char* f) {            \
-    static const auto fn = kcache::interpose::real<kcache::interpose::AddFileFn>(pre_text "nvJitLinkAddFile" name_text);  \
-    return kcache::interpose::add_file(fn, h, t, f);                                                           \
-  }                                                                                                            \
-  KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkComplete##suffix(nvJitLinkHandle h) {                                 \
-    static const auto fn = kcache::interpose::real<kcache::interpose::CompleteFn>(pre_text "nvJitLinkComplete" name_text); \
-    return kcache::interpose::complete(fn, h);                                                                 \
-  }                                                                                                            \
-  KCACHE_NVJITLINK_GETTERS(pre, suffix, pre_text, name_text, GetLinkedCubin, kcache::interpose::cubin, void)                                     \
-  KCACHE_NVJITLINK_GETTERS(pre, suffix, pre_text, name_text, GetLinkedPtx, kcache::interpose::ptx, char)                                         \
-  KCACHE_NVJITLINK_GETTERS(pre, suffix, pre_text, name_text, GetInfoLog, kcache::interpose::info_log, char)                                      \
-  KCACHE_NVJITLINK_GETTERS(pre, suffix, pre_text, name_text, GetErrorLog, -1, char)
+                                                              const char* n) {                                     \
+    return kcache::interpose::add_data(KCACHE_REAL(pre##nvJitLinkAddData##suffix), h, t, d, s, n);                 \
+  }                                                                                                                \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkAddFile##suffix(nvJitLinkHandle h, int t, const char* f) {           \
+    return kcache::interpose::add_file(KCACHE_REAL(pre##nvJitLinkAddFile##suffix), h, t, f);                       \
+  }                                                                                                                \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLinkComplete##suffix(nvJitLinkHandle h) {                                \
+    return kcache::interpose::complete(KCACHE_REAL(pre##nvJitLinkComplete##suffix), h);                            \
+  }                                                                                                                \
+  KCACHE_NVJITLINK_GETTERS(pre, suffix, GetLinkedCubin, kcache::interpose::cubin, void)                            \
+  KCACHE_NVJITLINK_GETTERS(pre, suffix, GetLinkedPtx, kcache::interpose::ptx, char)                                \
+  KCACHE_NVJITLINK_GETTERS(pre, suffix, GetInfoLog, kcache::interpose::info_log, char)                             \
+  KCACHE_NVJITLINK_GETTERS(pre, suffix, GetErrorLog, kcache::interpose::k_jit_log, char)
 
-#define KCACHE_NVJITLINK_GETTERS(pre, suffix, pre_text, name_text, Name, which, Out)                                          \
-  KCACHE_EXPORT nvJitLinkResult pre##nvJitLink##Name##Size##suffix(nvJitLinkHandle h, std::size_t* s) {             \
-    static const auto fn = kcache::interpose::real<kcache::interpose::SizeFn>(pre_text "nvJitLink" #Name "Size" name_text); \
-    return kcache::interpose::get_size(fn, which, h, s);                                                       \
-  }                                                                                                            \
-  KCACHE_EXPORT nvJitLinkResult pre##nvJitLink##Name##suffix(nvJitLinkHandle h, Out* out) {                         \
-    static const auto fn =                                                                                     \
-        kcache::interpose::real<nvJitLinkResult (*)(nvJitLinkHandle, Out*)>(pre_text "nvJitLink" #Name name_text);      \
-    return kcache::interpose::get(fn, which, h, out);                                                          \
+// The getters: answered from the recorded result after a hit, else by the real library.
+#define KCACHE_NVJITLINK_GETTERS(pre, suffix, Name, which, Out)                                             \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLink##Name##Size##suffix(nvJitLinkHandle h, std::size_t* s) {     \
+    return kcache::interpose::links().replay_or_call(h, which, s, KCACHE_REAL(pre##nvJitLink##Name##Size##suffix), \
+                                                     kcache::interpose::k_internal);                        \
+  }                                                                                                         \
+  KCACHE_EXPORT nvJitLinkResult pre##nvJitLink##Name##suffix(nvJitLinkHandle h, Out* out) {                 \
+    return kcache::interpose::links().replay_or_call(h, which, out, KCACHE_REAL(pre##nvJitLink##Name##suffix), \
+                                                     kcache::interpose::k_internal);                        \
   }
 
-KCACHE_NVJITLINK_ENTRY_POINTS(, , "", "")
-#define KCACHE_NVJITLINK_VERSIONED(v) KCACHE_NVJITLINK_ENTRY_POINTS(__, _##v, "__", "_" #v)
+KCACHE_NVJITLINK_ENTRY_POINTS(, )
+#define KCACHE_NVJITLINK_VERSIONED(v) KCACHE_NVJITLINK_ENTRY_POINTS(__, _##v)
 KCACHE_NVJITLINK_VERSIONED(12_0)
 KCACHE_NVJITLINK_VERSIONED(12_1)
 KCACHE_NVJITLINK_VERSIONED(12_2)
@@ -325,6 +303,5 @@ KCACHE_NVJITLINK_VERSIONED(13_1)
 KCACHE_NVJITLINK_VERSIONED(13_2)
 
 KCACHE_EXPORT nvJitLinkResult nvJitLinkVersion(unsigned* major, unsigned* minor) {
-  static const auto fn = kcache::interpose::real<nvJitLinkResult (*)(unsigned*, unsigned*)>("nvJitLinkVersion");
-  return fn != nullptr ? fn(major, minor) : kcache::interpose::k_internal;
+  return kcache::interpose::call_real(KCACHE_REAL(nvJitLinkVersion), kcache::interpose::k_internal, major, minor);
 }

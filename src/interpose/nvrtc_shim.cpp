@@ -76,12 +76,8 @@ constexpr nvrtcResult k_name_expression_not_valid = 10;
 // The kind of an interposed NVRTC entry: its payload is a JitResult.
 constexpr const char* k_entry_kind = "nvrtc-result";
 
-// The real function `name`, resolved once per call site.
-#define KCACHE_REAL(fn)                                                                                   \
-  static const auto real_##fn = reinterpret_cast<decltype(&::fn)>(real_symbol(Jit::nvrtc, #fn)); /* NOLINT */ \
-  if (real_##fn == nullptr) {                                                                             \
-    return k_internal_error;                                                                              \
-  }
+// The real NVRTC function behind the exported `fn` (real_of).
+#define KCACHE_REAL(fn) KCACHE_REAL_OF(Jit::nvrtc, fn)
 
 // What the stand-in knows of one program.
 struct ProgramState {
@@ -132,8 +128,7 @@ JitResult record_result(nvrtcProgram prog, nvrtcResult compile_rc, const std::ve
 // The real library's run-time version, as it goes into keys.
 std::string real_version() {
   static const std::string version = [] {
-    using Fn = nvrtcResult (*)(int*, int*);
-    const auto fn = reinterpret_cast<Fn>(real_symbol(Jit::nvrtc, "nvrtcVersion"));  // POSIX: data to function pointer
+    const auto fn = KCACHE_REAL(nvrtcVersion);
     int major = 0, minor = 0;
     if (fn == nullptr || fn(&major, &minor) != k_success) {
       return std::string();
@@ -144,7 +139,10 @@ std::string real_version() {
 }
 
 nvrtcResult compile(nvrtcProgram prog, int num_options, const char* const* options) {
-  KCACHE_REAL(nvrtcCompileProgram)
+  const auto real_nvrtcCompileProgram = KCACHE_REAL(nvrtcCompileProgram);
+  if (real_nvrtcCompileProgram == nullptr) {
+    return k_internal_error;
+  }
   auto state = find_program(prog);
   if (!state) {
     return real_nvrtcCompileProgram(prog, num_options, options);  // made before the stand-in was there
@@ -157,7 +155,7 @@ nvrtcResult compile(nvrtcProgram prog, int num_options, const char* const* optio
   {
     std::lock_guard lock(state->mutex);
     state->served.reset();
-    call.keyable = state->keyable && num_options >= 0 && (num_options == 0 || options != nullptr);
+    call.keyable = state->keyable;
     call.request.backend = "nvrtc";
     call.request.name = state->name;
     call.request.source = state->source;
@@ -165,11 +163,11 @@ nvrtcResult compile(nvrtcProgram prog, int num_options, const char* const* optio
     call.request.name_expressions = state->name_expressions;
   }
   call.request.target_kind = "ptx";
-  for (int i = 0; call.keyable && i < num_options; ++i) {
-    if (options[i] == nullptr) {
-      call.keyable = false;
-    } else {
-      call.request.options.emplace_back(options[i]);
+  if (call.keyable) {
+    auto copied = copy_c_strings(num_options, options);
+    call.keyable = copied.has_value();
+    if (copied) {
+      call.request.options = std::move(*copied);
     }
   }
   call.compile = [&] {
@@ -184,30 +182,25 @@ nvrtcResult compile(nvrtcProgram prog, int num_options, const char* const* optio
 using namespace kcache::interpose;  // NOLINT: the exported C functions below
 
 const char* nvrtcGetErrorString(nvrtcResult result) {
-  static const auto real = reinterpret_cast<decltype(&::nvrtcGetErrorString)>(  // POSIX: data to function pointer
-      real_symbol(Jit::nvrtc, "nvrtcGetErrorString"));
-  return real != nullptr ? real(result) : "NVRTC_ERROR unknown";
+  return call_real(KCACHE_REAL(nvrtcGetErrorString), "NVRTC_ERROR unknown", result);
 }
 
 nvrtcResult nvrtcVersion(int* major, int* minor) {
-  KCACHE_REAL(nvrtcVersion)
-  return real_nvrtcVersion(major, minor);
+  return call_real(KCACHE_REAL(nvrtcVersion), k_internal_error, major, minor);
 }
 
 nvrtcResult nvrtcGetNumSupportedArchs(int* num_archs) {
-  KCACHE_REAL(nvrtcGetNumSupportedArchs)
-  return real_nvrtcGetNumSupportedArchs(num_archs);
+  return call_real(KCACHE_REAL(nvrtcGetNumSupportedArchs), k_internal_error, num_archs);
 }
 
 nvrtcResult nvrtcGetSupportedArchs(int* archs) {
-  KCACHE_REAL(nvrtcGetSupportedArchs)
-  return real_nvrtcGetSupportedArchs(archs);
+  return call_real(KCACHE_REAL(nvrtcGetSupportedArchs), k_internal_error, archs);
 }
 
 nvrtcResult nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char* name, int num_headers,
                                const char* const* headers, const char* const* include_names) {
-  KCACHE_REAL(nvrtcCreateProgram)
-  const nvrtcResult rc = real_nvrtcCreateProgram(prog, src, name, num_headers, headers, include_names);
+  const nvrtcResult rc =
+      call_real(KCACHE_REAL(nvrtcCreateProgram), k_internal_error, prog, src, name, num_headers, headers, include_names);
   if (rc != k_success || prog == nullptr || src == nullptr) {
     return rc;
   }
@@ -230,9 +223,12 @@ nvrtcResult nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char* 
 }
 
 nvrtcResult nvrtcDestroyProgram(nvrtcProgram* prog) {
-  KCACHE_REAL(nvrtcDestroyProgram)
+  const auto real_destroy = KCACHE_REAL(nvrtcDestroyProgram);
+  if (real_destroy == nullptr) {
+    return k_internal_error;
+  }
   programs().forget(prog);
-  return real_nvrtcDestroyProgram(prog);
+  return real_destroy(prog);
 }
 
 nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int num_options, const char* const* options) {
@@ -240,51 +236,30 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int num_options, const char* 
     return compile(prog, num_options, options);
   } catch (...) {
     Session::warn_once(Jit::nvrtc, "internal error");
-    KCACHE_REAL(nvrtcCompileProgram)
-    return real_nvrtcCompileProgram(prog, num_options, options);
+    return call_real(KCACHE_REAL(nvrtcCompileProgram), k_internal_error, prog, num_options, options);
   }
 }
 
 // The getters: answered from the recorded result after a hit, else by the real library.
-#define KCACHE_GETTERS(Name, kind)                                                  \
-  nvrtcResult nvrtcGet##Name##Size(nvrtcProgram prog, std::size_t* size) {          \
-    if (auto r = served(prog); r && size != nullptr) {                              \
-      return replay_size(r->output(NvrtcOutputKind::kind), size);                   \
-    }                                                                               \
-    KCACHE_REAL(nvrtcGet##Name##Size)                                               \
-    return real_nvrtcGet##Name##Size(prog, size);                                   \
-  }                                                                                 \
-  nvrtcResult nvrtcGet##Name(nvrtcProgram prog, char* out) {                        \
-    if (auto r = served(prog); r && out != nullptr) {                               \
-      return replay_get(r->output(NvrtcOutputKind::kind), out);                     \
-    }                                                                               \
-    KCACHE_REAL(nvrtcGet##Name)                                                     \
-    return real_nvrtcGet##Name(prog, out);                                          \
+#define KCACHE_GETTERS(Name, which)                                                                           \
+  nvrtcResult nvrtcGet##Name##Size(nvrtcProgram prog, std::size_t* size) {                                    \
+    return programs().replay_or_call(prog, which, size, KCACHE_REAL(nvrtcGet##Name##Size), k_internal_error); \
+  }                                                                                                           \
+  nvrtcResult nvrtcGet##Name(nvrtcProgram prog, char* out) {                                                  \
+    return programs().replay_or_call(prog, which, out, KCACHE_REAL(nvrtcGet##Name), k_internal_error);        \
   }
 
-KCACHE_GETTERS(PTX, ptx)
-KCACHE_GETTERS(CUBIN, cubin)
-KCACHE_GETTERS(LTOIR, ltoir)
-KCACHE_GETTERS(OptiXIR, optixir)
-
-nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, std::size_t* size) {
-  if (auto r = served(prog); r && size != nullptr) {
-    return replay_size(r->log, size);
-  }
-  KCACHE_REAL(nvrtcGetProgramLogSize)
-  return real_nvrtcGetProgramLogSize(prog, size);
-}
-
-nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char* out) {
-  if (auto r = served(prog); r && out != nullptr) {
-    return replay_get(r->log, out);
-  }
-  KCACHE_REAL(nvrtcGetProgramLog)
-  return real_nvrtcGetProgramLog(prog, out);
-}
+KCACHE_GETTERS(PTX, static_cast<int>(NvrtcOutputKind::ptx))
+KCACHE_GETTERS(CUBIN, static_cast<int>(NvrtcOutputKind::cubin))
+KCACHE_GETTERS(LTOIR, static_cast<int>(NvrtcOutputKind::ltoir))
+KCACHE_GETTERS(OptiXIR, static_cast<int>(NvrtcOutputKind::optixir))
+KCACHE_GETTERS(ProgramLog, k_jit_log)
 
 nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char* name_expression) {
-  KCACHE_REAL(nvrtcAddNameExpression)
+  const auto real_add = KCACHE_REAL(nvrtcAddNameExpression);
+  if (real_add == nullptr) {
+    return k_internal_error;
+  }
   auto state = find_program(prog);
   if (state && name_expression != nullptr) {
     std::lock_guard lock(state->mutex);
@@ -292,7 +267,7 @@ nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char* name_expressio
       return k_no_name_expressions_after_compilation;  // what the real library says after a compile
     }
   }
-  const nvrtcResult rc = real_nvrtcAddNameExpression(prog, name_expression);
+  const nvrtcResult rc = real_add(prog, name_expression);
   if (rc == k_success && state) {
     std::lock_guard lock(state->mutex);
     state->name_expressions.emplace_back(name_expression);
@@ -314,31 +289,25 @@ nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char* name_expression, 
     }
     return n->rc;
   }
-  KCACHE_REAL(nvrtcGetLoweredName)
-  return real_nvrtcGetLoweredName(prog, name_expression, lowered);
+  return call_real(KCACHE_REAL(nvrtcGetLoweredName), k_internal_error, prog, name_expression, lowered);
 }
 
 nvrtcResult nvrtcGetPCHHeapSize(std::size_t* size) {
-  KCACHE_REAL(nvrtcGetPCHHeapSize)
-  return real_nvrtcGetPCHHeapSize(size);
+  return call_real(KCACHE_REAL(nvrtcGetPCHHeapSize), k_internal_error, size);
 }
 
 nvrtcResult nvrtcSetPCHHeapSize(std::size_t size) {
-  KCACHE_REAL(nvrtcSetPCHHeapSize)
-  return real_nvrtcSetPCHHeapSize(size);
+  return call_real(KCACHE_REAL(nvrtcSetPCHHeapSize), k_internal_error, size);
 }
 
 nvrtcResult nvrtcGetPCHCreateStatus(nvrtcProgram prog) {
-  KCACHE_REAL(nvrtcGetPCHCreateStatus)
-  return real_nvrtcGetPCHCreateStatus(prog);
+  return call_real(KCACHE_REAL(nvrtcGetPCHCreateStatus), k_internal_error, prog);
 }
 
 nvrtcResult nvrtcGetPCHHeapSizeRequired(nvrtcProgram prog, std::size_t* size) {
-  KCACHE_REAL(nvrtcGetPCHHeapSizeRequired)
-  return real_nvrtcGetPCHHeapSizeRequired(prog, size);
+  return call_real(KCACHE_REAL(nvrtcGetPCHHeapSizeRequired), k_internal_error, prog, size);
 }
 
 nvrtcResult nvrtcSetFlowCallback(nvrtcProgram prog, int (*callback)(void*, void*), void* payload) {
-  KCACHE_REAL(nvrtcSetFlowCallback)
-  return real_nvrtcSetFlowCallback(prog, callback, payload);
+  return call_real(KCACHE_REAL(nvrtcSetFlowCallback), k_internal_error, prog, callback, payload);
 }

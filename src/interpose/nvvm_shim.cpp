@@ -8,6 +8,7 @@
 // log). Every other function forwards to the real library.
 //
 // Thread-safety: as libNVVM's (distinct programs on distinct threads).
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -47,16 +48,8 @@ constexpr nvvmResult k_success = 0;
 constexpr nvvmResult k_invalid_program = 5;  // NVVM_ERROR_INVALID_PROGRAM: what is returned when no real library is found
 constexpr const char* k_entry_kind = "nvvm-result";
 
-template <class Fn>
-Fn real(const char* name) {
-  return reinterpret_cast<Fn>(real_symbol(Jit::nvvm, name));  // POSIX: data to function pointer
-}
-
-#define KCACHE_REAL_NVVM(fn)                                \
-  static const auto real_##fn = real<decltype(&::fn)>(#fn); \
-  if (real_##fn == nullptr) {                               \
-    return k_invalid_program;                               \
-  }
+// The real NVVM function behind the exported `fn` (real_of).
+#define KCACHE_REAL(fn) KCACHE_REAL_OF(Jit::nvvm, fn)
 
 struct ModuleState {
   std::mutex mutex;
@@ -69,8 +62,8 @@ HandleTable<ModuleState>& programs() { return HandleTable<ModuleState>::instance
 
 std::string real_version() {
   static const std::string version = [] {
-    const auto v = real<decltype(&::nvvmVersion)>("nvvmVersion");
-    const auto ir = real<decltype(&::nvvmIRVersion)>("nvvmIRVersion");
+    const auto v = KCACHE_REAL(nvvmVersion);
+    const auto ir = KCACHE_REAL(nvvmIRVersion);
     int major = 0, minor = 0, ir_major = 0, ir_minor = 0, dbg_major = 0, dbg_minor = 0;
     if (v == nullptr || ir == nullptr || v(&major, &minor) != k_success ||
         ir(&ir_major, &ir_minor, &dbg_major, &dbg_minor) != k_success) {
@@ -82,27 +75,36 @@ std::string real_version() {
   return version;
 }
 
-void remember_module(nvvmProgram prog, nvvmResult rc, const char* buffer, std::size_t size, const char* name,
-                     bool lazy) {
+// An (Lazy)AddModule call: the real one, and the module kept for the key.
+nvvmResult add_module(decltype(&::nvvmAddModuleToProgram) real_add, nvvmProgram prog, const char* buffer,
+                      std::size_t size, const char* name, bool lazy) {
+  if (real_add == nullptr) {
+    return k_invalid_program;
+  }
+  const nvvmResult rc = real_add(prog, buffer, size, name);
   auto state = programs().find(prog);
   if (!state) {
-    return;
+    return rc;
   }
   std::lock_guard lock(state->mutex);
   if (rc != k_success || buffer == nullptr) {
     state->keyable = false;
-    return;
+    return rc;
   }
   state->modules.push_back(NamedBytes{std::string(lazy ? "lazy:" : "") + (name != nullptr ? name : ""),
                                       lazy ? "lazy" : "module", std::string(buffer, size)});
+  return rc;
 }
 
 nvvmResult compile(nvvmProgram prog, int num_options, const char** options) {
-  KCACHE_REAL_NVVM(nvvmCompileProgram)
-  static const auto size_fn = real<decltype(&::nvvmGetCompiledResultSize)>("nvvmGetCompiledResultSize");
-  static const auto get_fn = real<decltype(&::nvvmGetCompiledResult)>("nvvmGetCompiledResult");
-  static const auto log_size_fn = real<decltype(&::nvvmGetProgramLogSize)>("nvvmGetProgramLogSize");
-  static const auto log_fn = real<decltype(&::nvvmGetProgramLog)>("nvvmGetProgramLog");
+  const auto real_nvvmCompileProgram = KCACHE_REAL(nvvmCompileProgram);
+  if (real_nvvmCompileProgram == nullptr) {
+    return k_invalid_program;
+  }
+  const auto size_fn = KCACHE_REAL(nvvmGetCompiledResultSize);
+  const auto get_fn = KCACHE_REAL(nvvmGetCompiledResult);
+  const auto log_size_fn = KCACHE_REAL(nvvmGetProgramLogSize);
+  const auto log_fn = KCACHE_REAL(nvvmGetProgramLog);
   auto state = programs().find(prog);
   if (!state) {
     return real_nvvmCompileProgram(prog, num_options, options);
@@ -116,18 +118,19 @@ nvvmResult compile(nvvmProgram prog, int num_options, const char** options) {
     std::lock_guard lock(state->mutex);
     state->served.reset();
     call.keyable = state->keyable && size_fn != nullptr && get_fn != nullptr && log_size_fn != nullptr &&
-                   log_fn != nullptr && num_options >= 0 && (num_options == 0 || options != nullptr);
+                   log_fn != nullptr;
     call.request.backend = "nvvm";
     call.request.name = "nvvm";
     call.request.inputs = state->modules;
   }
   call.request.target_kind = "ptx";
-  for (int i = 0; call.keyable && i < num_options; ++i) {
-    if (options[i] == nullptr) {
-      call.keyable = false;
-    } else {
-      call.request.options.emplace_back(options[i]);
-      if (call.request.options.back() == "-gen-lto") {
+  if (call.keyable) {
+    auto copied = copy_c_strings(num_options, options);
+    call.keyable = copied.has_value();
+    if (copied) {
+      call.request.options = std::move(*copied);
+      if (std::find(call.request.options.begin(), call.request.options.end(), "-gen-lto") !=
+          call.request.options.end()) {
         call.request.target_kind = "ltoir";
       }
     }
@@ -148,23 +151,19 @@ nvvmResult compile(nvvmProgram prog, int num_options, const char** options) {
 using namespace kcache::interpose;  // NOLINT: the exported C functions below
 
 const char* nvvmGetErrorString(nvvmResult result) {
-  static const auto fn = real<decltype(&::nvvmGetErrorString)>("nvvmGetErrorString");
-  return fn != nullptr ? fn(result) : "NVVM_ERROR unknown";
+  return call_real(KCACHE_REAL(nvvmGetErrorString), "NVVM_ERROR unknown", result);
 }
 
 nvvmResult nvvmVersion(int* major, int* minor) {
-  KCACHE_REAL_NVVM(nvvmVersion)
-  return real_nvvmVersion(major, minor);
+  return call_real(KCACHE_REAL(nvvmVersion), k_invalid_program, major, minor);
 }
 
 nvvmResult nvvmIRVersion(int* major_ir, int* minor_ir, int* major_dbg, int* minor_dbg) {
-  KCACHE_REAL_NVVM(nvvmIRVersion)
-  return real_nvvmIRVersion(major_ir, minor_ir, major_dbg, minor_dbg);
+  return call_real(KCACHE_REAL(nvvmIRVersion), k_invalid_program, major_ir, minor_ir, major_dbg, minor_dbg);
 }
 
 nvvmResult nvvmCreateProgram(nvvmProgram* prog) {
-  KCACHE_REAL_NVVM(nvvmCreateProgram)
-  const nvvmResult rc = real_nvvmCreateProgram(prog);
+  const nvvmResult rc = call_real(KCACHE_REAL(nvvmCreateProgram), k_invalid_program, prog);
   if (rc == k_success && prog != nullptr) {
     try {
       programs().insert(*prog, std::make_shared<ModuleState>());
@@ -175,67 +174,47 @@ nvvmResult nvvmCreateProgram(nvvmProgram* prog) {
 }
 
 nvvmResult nvvmDestroyProgram(nvvmProgram* prog) {
-  KCACHE_REAL_NVVM(nvvmDestroyProgram)
+  const auto real_destroy = KCACHE_REAL(nvvmDestroyProgram);
+  if (real_destroy == nullptr) {
+    return k_invalid_program;
+  }
   programs().forget(prog);
-  return real_nvvmDestroyProgram(prog);
+  return real_destroy(prog);
 }
 
 nvvmResult nvvmAddModuleToProgram(nvvmProgram prog, const char* buffer, std::size_t size, const char* name) {
-  KCACHE_REAL_NVVM(nvvmAddModuleToProgram)
-  const nvvmResult rc = real_nvvmAddModuleToProgram(prog, buffer, size, name);
-  remember_module(prog, rc, buffer, size, name, false);
-  return rc;
+  return add_module(KCACHE_REAL(nvvmAddModuleToProgram), prog, buffer, size, name, false);
 }
 
 nvvmResult nvvmLazyAddModuleToProgram(nvvmProgram prog, const char* buffer, std::size_t size, const char* name) {
-  KCACHE_REAL_NVVM(nvvmLazyAddModuleToProgram)
-  const nvvmResult rc = real_nvvmLazyAddModuleToProgram(prog, buffer, size, name);
-  remember_module(prog, rc, buffer, size, name, true);
-  return rc;
+  return add_module(KCACHE_REAL(nvvmLazyAddModuleToProgram), prog, buffer, size, name, true);
 }
 
 nvvmResult nvvmCompileProgram(nvvmProgram prog, int num_options, const char** options) {
   try {
     return compile(prog, num_options, options);
   } catch (...) {
-    KCACHE_REAL_NVVM(nvvmCompileProgram)
-    return real_nvvmCompileProgram(prog, num_options, options);
+    return call_real(KCACHE_REAL(nvvmCompileProgram), k_invalid_program, prog, num_options, options);
   }
 }
 
 nvvmResult nvvmVerifyProgram(nvvmProgram prog, int num_options, const char** options) {
-  KCACHE_REAL_NVVM(nvvmVerifyProgram)
-  return real_nvvmVerifyProgram(prog, num_options, options);
+  return call_real(KCACHE_REAL(nvvmVerifyProgram), k_invalid_program, prog, num_options, options);
 }
 
+// The getters: answered from the recorded result after a hit, else by the real library.
 nvvmResult nvvmGetCompiledResultSize(nvvmProgram prog, std::size_t* size) {
-  if (auto r = programs().served(prog); r && size != nullptr) {
-    return replay_size(r->outputs[0], size);
-  }
-  KCACHE_REAL_NVVM(nvvmGetCompiledResultSize)
-  return real_nvvmGetCompiledResultSize(prog, size);
+  return programs().replay_or_call(prog, 0, size, KCACHE_REAL(nvvmGetCompiledResultSize), k_invalid_program);
 }
 
 nvvmResult nvvmGetCompiledResult(nvvmProgram prog, char* buffer) {
-  if (auto r = programs().served(prog); r && buffer != nullptr) {
-    return replay_get(r->outputs[0], buffer);
-  }
-  KCACHE_REAL_NVVM(nvvmGetCompiledResult)
-  return real_nvvmGetCompiledResult(prog, buffer);
+  return programs().replay_or_call(prog, 0, buffer, KCACHE_REAL(nvvmGetCompiledResult), k_invalid_program);
 }
 
 nvvmResult nvvmGetProgramLogSize(nvvmProgram prog, std::size_t* size) {
-  if (auto r = programs().served(prog); r && size != nullptr) {
-    return replay_size(r->log, size);
-  }
-  KCACHE_REAL_NVVM(nvvmGetProgramLogSize)
-  return real_nvvmGetProgramLogSize(prog, size);
+  return programs().replay_or_call(prog, k_jit_log, size, KCACHE_REAL(nvvmGetProgramLogSize), k_invalid_program);
 }
 
 nvvmResult nvvmGetProgramLog(nvvmProgram prog, char* buffer) {
-  if (auto r = programs().served(prog); r && buffer != nullptr) {
-    return replay_get(r->log, buffer);
-  }
-  KCACHE_REAL_NVVM(nvvmGetProgramLog)
-  return real_nvvmGetProgramLog(prog, buffer);
+  return programs().replay_or_call(prog, k_jit_log, buffer, KCACHE_REAL(nvvmGetProgramLog), k_invalid_program);
 }

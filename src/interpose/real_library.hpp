@@ -46,6 +46,32 @@ void note_program_handle(Jit jit, void* handle) noexcept;
 // the callers; cheap after the first call.
 void* real_symbol(Jit jit, const char* name) noexcept;
 
+// real_symbol as a function pointer of type `Fn`, or nullptr. Not cached:
+// callers keep it (real_of caches it).
+template <class Fn>
+Fn real_function(Jit jit, const char* name) noexcept {
+  return reinterpret_cast<Fn>(real_symbol(jit, name));  // POSIX: data to function pointer
+}
+
+// The real function behind the stand-in's exported function `Self`: the one
+// of `jit` named `name` (Self's own name), of Self's type. Resolved on the
+// first call, once per process (a library once chosen stays chosen); nullptr
+// when there is none. Thread-safe.
+template <auto Self>
+decltype(Self) real_of(Jit jit, const char* name) noexcept {
+  static const auto fn = real_function<decltype(Self)>(jit, name);
+  return fn;
+}
+
+// real_of for the exported function `fn`, whose name is spelled once.
+#define KCACHE_REAL_OF(jit, fn) ::kcache::interpose::real_of<&::fn>(jit, #fn)
+
+// `fn(args...)`, or `missing` when `fn` is null (no real library).
+template <class Fn, class R, class... Args>
+R call_real(Fn fn, R missing, Args... args) {
+  return fn != nullptr ? fn(args...) : missing;
+}
+
 // What identifies the real library that runs: its file, GNU build-id (read
 // from the loaded image) and the path. Empty members when unknown.
 struct RealIdentity {

@@ -262,6 +262,26 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
   });
 }
 
+tl::expected<Payload, int> FileStore::Impl::load_checked_payload(int fd, std::uint64_t size) const {
+  const auto n = static_cast<std::size_t>(size);
+  if (size >= FileStore::k_map_min_bytes && options.large_reads == LargeReads::mapped) {
+    auto mapping = map_payload(fd, n);
+    if (mapping == nullptr) {
+      return tl::unexpected(errno);
+    }
+    const std::string_view mapped(static_cast<const char*>(mapping->address), n);
+    return Payload::adopt(std::move(mapping), mapped);
+  }
+  // Read (never mapped with LargeReads::copied: a truncated file is a short read, not a SIGBUS).
+  auto own = std::make_shared_for_overwrite<char[]>(n + 1);
+  if (const int e = read_fully(fd, own.get(), n, 0); e != 0) {
+    return tl::unexpected(e);
+  }
+  own[n] = '\0';
+  const std::string_view bytes(own.get(), n);
+  return Payload::adopt(std::shared_ptr<const void>(own, own.get()), bytes);
+}
+
 FileStore::Impl::PayloadCheck FileStore::Impl::judge_payload(const Key& key, const struct stat& st,
                                                              const Passport& passport, bool fast, bool fast_allowed,
                                                              const store::CheckRecord& rec, std::uint64_t xxh_value,

@@ -205,6 +205,13 @@ struct FileStore::Impl {
   // into a buffer) into `view` and checks the bytes there.
   PayloadCheck check_payload_view(const Key& key, int fd, const struct stat& st, const Passport& passport,
                                   PayloadView& view);
+  // The `size` bytes of the payload file `fd` whose SHA-256 was already
+  // checked against its passport as they were written (a committed
+  // StagedPayload), read as check_payload reads them (mapped at
+  // FileStore::k_map_min_bytes or more, or read with LargeReads::copied) but
+  // not hashed again. Failure: the errno of the read or mapping (EPIPE: the
+  // file is shorter).
+  tl::expected<Payload, int> load_checked_payload(int fd, std::uint64_t size) const;
   // The verdict on bytes already hashed: XXH3 against the record when `fast`,
   // else the SHA-256 `sha_hex` (then recorded). `rehash` computes SHA-256 when
   // the fast check fails.

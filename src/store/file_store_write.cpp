@@ -143,6 +143,7 @@ struct StagedPayload::State {
   FileStore::Impl* store = nullptr;
   util::Fd fd;
   std::string tmp_name;  // in v1/tmp; empty once published or removed
+  util::Fd committed;    // the staged file (read-write) after a successful commit
   util::Sha256 sha;
   std::optional<std::array<std::uint8_t, 32>> digest;
   std::uint64_t size = 0;
@@ -217,7 +218,7 @@ Result<PutOutcome> StagedPayload::commit(const Passport& passport) {
     st.discard();
     return tl::unexpected(m.write_failed(e, "cannot stage the payload in v1/tmp"));
   }
-  st.fd = util::Fd();
+  util::Fd staged_fd = std::move(st.fd);
   const unsigned shard = passport.key.bytes()[0];
   int err = 0;
   util::Fd shard_fd = m.open_shard(shard, CreateShard::yes, err);
@@ -227,7 +228,23 @@ Result<PutOutcome> StagedPayload::commit(const Passport& passport) {
   }
   // publish_staged removes the staged file on every path.
   const std::string tmp = std::exchange(st.tmp_name, std::string());
-  return m.publish_staged(shard, shard_fd.get(), passport, passport.to_json(), tmp, st.fsync);
+  auto outcome = m.publish_staged(shard, shard_fd.get(), passport, passport.to_json(), tmp, st.fsync);
+  if (outcome) {
+    st.committed = std::move(staged_fd);
+  }
+  return outcome;
+}
+
+Result<Payload> StagedPayload::committed_payload() {
+  if (!m_state || !m_state->committed) {
+    return make_error(ErrorCode::io, "no payload was committed");
+  }
+  State& st = *m_state;
+  auto payload = st.store->load_checked_payload(st.committed.get(), st.size);
+  if (!payload) {
+    return make_errno_error(payload.error(), "cannot read back the committed payload");
+  }
+  return std::move(*payload);
 }
 
 Result<StagedPayload> FileStore::stage_payload(std::uint64_t expected_bytes, StagedAs as) {
@@ -250,7 +267,8 @@ Result<StagedPayload> FileStore::stage_payload(std::uint64_t expected_bytes, Sta
   st.fsync = as == StagedAs::put ? m.options.fsync : FsyncPolicy::none;
   st.room.emplace(*m.counters, expected_bytes > 0 ? m.make_room(expected_bytes) : -1);
   st.tmp_name = m.new_temp_name();
-  st.fd = util::Fd(io::openat(m.tmp_fd.get(), st.tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+  // Read-write: committed_payload() reads the bytes back from this file.
+  st.fd = util::Fd(io::openat(m.tmp_fd.get(), st.tmp_name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW,
                               store::file_mode(m.options.sharing)));
   if (!st.fd) {
     const int e = errno;

@@ -16,6 +16,7 @@
 
 #include "util/fd.hpp"
 #include "util/unique_name.hpp"
+#include "util/wire_codec.hpp"
 
 namespace kcache::util {
 
@@ -24,16 +25,8 @@ namespace {
 // The writer of `bytes` for write_in_place / write_file_atomically_with.
 std::function<Result<void>(int fd)> bytes_writer(const std::filesystem::path& path, std::string_view bytes) {
   return [&path, bytes](int fd) -> Result<void> {
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0) {
-        if (errno == EINTR) {
-          continue;
-        }
-        return make_errno_error(errno, "cannot write " + path.string());
-      }
-      done += static_cast<std::size_t>(n);
+    if (const int e = wire::write_all_errno(fd, bytes); e != 0) {
+      return make_errno_error(e, "cannot write " + path.string());
     }
     return {};
   };

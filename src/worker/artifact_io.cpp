@@ -15,7 +15,7 @@
 
 #include "util/fd.hpp"
 #include "util/sha256.hpp"
-#include "worker/wire_codec.hpp"
+#include "util/wire_codec.hpp"
 #include "util/unique_name.hpp"
 
 namespace kcache {

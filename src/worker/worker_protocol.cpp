@@ -2,7 +2,7 @@
 #include "worker/worker_protocol.hpp"
 
 #include "kcache/artifact_io.hpp"
-#include "worker/wire_codec.hpp"
+#include "util/wire_codec.hpp"
 
 namespace kcache::worker {
 

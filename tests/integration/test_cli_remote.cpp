@@ -46,6 +46,12 @@ Run run_cli(const fs::path& cache, const std::string& env, const std::string& ar
   return r;
 }
 
+// The arguments of a `compile --json` of the trivial kernel to an sm_90 cubin at `out`.
+std::string compile_trivial(const fs::path& out) {
+  return "compile " + std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu" +
+         " --target cubin --arch sm_90 --json -o " + out.string();
+}
+
 // The JSON object a `compile --json` printed (warnings may precede it).
 nlohmann::json json_of(const std::string& out) { return nlohmann::json::parse(out.substr(out.find('{'))); }
 
@@ -82,16 +88,14 @@ TEST_F(CliRemote, KeygenWritesA0600KeyAndRefusesToReplaceIt) {
 
 TEST_F(CliRemote, SecondHostHitsFromTheRemoteWithoutCompilingByteEqualToAFreshCompile) {
   KCACHE_REQUIRE_TOOLKIT();
-  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
-  const std::string compile = "compile " + src + " --target cubin --arch sm_90 --json -o ";
   // Host A compiles and publishes (its exit flushes the upload queue).
-  auto a = run_cli(m_tmp.path() / "hostA", env(), compile + (m_tmp.path() / "a.cubin").string());
+  auto a = run_cli(m_tmp.path() / "hostA", env(), compile_trivial(m_tmp.path() / "a.cubin"));
   ASSERT_EQ(a.status, 0) << a.out;
   EXPECT_FALSE(json_of(a.out)["hit"].get<bool>());
   const std::string key = json_of(a.out)["key"].get<std::string>();
   EXPECT_EQ(m_server->cli({"EXISTS", "kcache:v1:" + key}), "1");
   // Host B (empty local cache) hits from the remote, without loading NVRTC.
-  auto b = run_cli(m_tmp.path() / "hostB", env(), compile + (m_tmp.path() / "b.cubin").string());
+  auto b = run_cli(m_tmp.path() / "hostB", env(), compile_trivial(m_tmp.path() / "b.cubin"));
   ASSERT_EQ(b.status, 0) << b.out;
   const auto jb = json_of(b.out);
   EXPECT_TRUE(jb["hit"].get<bool>()) << b.out;
@@ -108,11 +112,11 @@ TEST_F(CliRemote, SecondHostHitsFromTheRemoteWithoutCompilingByteEqualToAFreshCo
   // The remote hit filled host B's file store: a third run hits with the server gone.
   m_server->kill();
   auto b2 = run_cli(m_tmp.path() / "hostB", env("KCACHE_REMOTE_BREAKER_FAILURES=1"),
-                    compile + (m_tmp.path() / "b2.cubin").string());
+                    compile_trivial(m_tmp.path() / "b2.cubin"));
   ASSERT_EQ(b2.status, 0) << b2.out;
   EXPECT_TRUE(json_of(b2.out)["hit"].get<bool>());
   // A fresh compile with no cache at all gives the same bytes.
-  auto fresh = run_cli(m_tmp.path() / "fresh", "KCACHE_DISABLE=1", compile + (m_tmp.path() / "c.cubin").string());
+  auto fresh = run_cli(m_tmp.path() / "fresh", "KCACHE_DISABLE=1", compile_trivial(m_tmp.path() / "c.cubin"));
   ASSERT_EQ(fresh.status, 0) << fresh.out;
   EXPECT_EQ(test::read_file(m_tmp.path() / "b.cubin"), test::read_file(m_tmp.path() / "c.cubin"));
   EXPECT_EQ(test::read_file(m_tmp.path() / "b2.cubin"), test::read_file(m_tmp.path() / "c.cubin"));
@@ -124,17 +128,15 @@ TEST_F(CliRemote, SecondHostHitsFromTheRemoteWithoutCompilingByteEqualToAFreshCo
 // holds no toolkit file; a one-entry cache stays within 64 KiB.
 TEST_F(CliRemote, ARemoteHitIntoANewCacheDirectoryLoadsNoLibrary) {
   KCACHE_REQUIRE_TOOLKIT();
-  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
-  const std::string compile = "compile " + src + " --target cubin --arch sm_90 --json -o ";
   const std::string user = "XDG_CACHE_HOME='" + (m_tmp.path() / "xdg").string() + "'";
   // A local compile: a one-entry cache of at most 64 KiB on disk, no empty lock directory.
-  auto local = run_cli(m_tmp.path() / "local", user, compile + (m_tmp.path() / "l.cubin").string());
+  auto local = run_cli(m_tmp.path() / "local", user, compile_trivial(m_tmp.path() / "l.cubin"));
   ASSERT_EQ(local.status, 0) << local.out;
   EXPECT_TRUE(fs::exists(m_tmp.path() / "xdg" / "kcache-toolkit" / "memo"));
   EXPECT_LE(test::tree_disk_bytes(m_tmp.path() / "local"), 64U * 1024) << "du of a one-entry cache";
-  auto a = run_cli(m_tmp.path() / "hostA", env(user), compile + (m_tmp.path() / "a.cubin").string());
+  auto a = run_cli(m_tmp.path() / "hostA", env(user), compile_trivial(m_tmp.path() / "a.cubin"));
   ASSERT_EQ(a.status, 0) << a.out;
-  auto b = run_cli(m_tmp.path() / "hostB", env(user), compile + (m_tmp.path() / "b.cubin").string());
+  auto b = run_cli(m_tmp.path() / "hostB", env(user), compile_trivial(m_tmp.path() / "b.cubin"));
   ASSERT_EQ(b.status, 0) << b.out;
   const auto jb = json_of(b.out);
   EXPECT_TRUE(jb["hit"].get<bool>()) << b.out;
@@ -147,7 +149,7 @@ TEST_F(CliRemote, ARemoteHitIntoANewCacheDirectoryLoadsNoLibrary) {
   EXPECT_LE(test::tree_disk_bytes(m_tmp.path() / "hostB"), 64U * 1024) << "du of a one-entry cache after a remote hit";
   // A user without the memo (a machine's first run) loads NVRTC once to learn its version.
   auto c = run_cli(m_tmp.path() / "hostC", env("XDG_CACHE_HOME='" + (m_tmp.path() / "xdg2").string() + "'"),
-                   compile + (m_tmp.path() / "c.cubin").string());
+                   compile_trivial(m_tmp.path() / "c.cubin"));
   ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_TRUE(json_of(c.out)["hit"].get<bool>()) << c.out;
   EXPECT_EQ(json_of(c.out)["toolkit_loads"].get<int>(), 1) << c.out;
@@ -157,15 +159,13 @@ TEST_F(CliRemote, ARemoteHitIntoANewCacheDirectoryLoadsNoLibrary) {
 // `kcache stats`' totals ("remote") are the sum of those files.
 TEST_F(CliRemote, StatsTotalsAreTheSumOfEachRemotesOwnFile) {
   KCACHE_REQUIRE_TOOLKIT();
-  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
-  const std::string compile = "compile " + src + " --target cubin --arch sm_90 --json -o ";
-  auto a = run_cli(m_tmp.path() / "hostA", env(), compile + (m_tmp.path() / "a.cubin").string());
+  auto a = run_cli(m_tmp.path() / "hostA", env(), compile_trivial(m_tmp.path() / "a.cubin"));
   ASSERT_EQ(a.status, 0) << a.out;
   // Host B asks a remote that is down first, then the team's.
   const std::string down = "redis://127.0.0.1:" + std::to_string(test::free_port());
   auto b = run_cli(m_tmp.path() / "hostB",
                    "KCACHE_REMOTE='" + down + " " + m_server->url() + "' KCACHE_REMOTE_KEY_FILE='" + m_key.string() + "'",
-                   compile + (m_tmp.path() / "b.cubin").string());
+                   compile_trivial(m_tmp.path() / "b.cubin"));
   ASSERT_EQ(b.status, 0) << b.out;
   EXPECT_TRUE(json_of(b.out)["hit"].get<bool>()) << b.out;
   std::vector<std::string> files;
@@ -197,16 +197,14 @@ TEST_F(CliRemote, StatsTotalsAreTheSumOfEachRemotesOwnFile) {
 
 TEST_F(CliRemote, PoisonedRemoteEntryIsNeverUsedNorStoredLocallyAndTheCompileStillHappens) {
   KCACHE_REQUIRE_TOOLKIT();
-  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
-  const std::string compile = "compile " + src + " --target cubin --arch sm_90 --json -o ";
   // Learn the key without touching the remote.
-  auto probe = run_cli(m_tmp.path() / "probe", "", compile + (m_tmp.path() / "p.cubin").string());
+  auto probe = run_cli(m_tmp.path() / "probe", "", compile_trivial(m_tmp.path() / "p.cubin"));
   ASSERT_EQ(probe.status, 0) << probe.out;
   const std::string key = json_of(probe.out)["key"].get<std::string>();
   // An attacker who can write to Redis but lacks the team key plants an
   // unsigned object (a valid artifact whose payload is not a cubin of this source).
   m_server->cli({"SET", "kcache:v1:" + key, "garbage-from-an-attacker"});
-  auto victim = run_cli(m_tmp.path() / "victim", env(), compile + (m_tmp.path() / "v.cubin").string());
+  auto victim = run_cli(m_tmp.path() / "victim", env(), compile_trivial(m_tmp.path() / "v.cubin"));
   ASSERT_EQ(victim.status, 0) << victim.out;
   EXPECT_FALSE(json_of(victim.out)["hit"].get<bool>()) << victim.out;
   EXPECT_NE(victim.out.find("bad object"), std::string::npos) << victim.out;

@@ -551,7 +551,8 @@ TEST_F(CliRemoteS3, StreamedEntriesAreSignedCompressedAndRefusedWhenDamaged) {
   EXPECT_GT((*object)->size(), std::size_t{8} << 20) << "streamed";
 
   // A hit of the configured tiers (RemoteStore::get with the file tier as
-  // its local store): streamed into the cache, then served from there.
+  // its local store): streamed into the cache, and served from the staged
+  // file without reading the entry again.
   FileStoreOptions local_options;
   local_options.root = root() / "b";
   local_options.fsync = FsyncPolicy::none;
@@ -570,6 +571,8 @@ TEST_F(CliRemoteS3, StreamedEntriesAreSignedCompressedAndRefusedWhenDamaged) {
   ASSERT_TRUE(hit && hit->has_value());
   EXPECT_TRUE((*hit)->payload == read_file(dir() / "text.bin"));
   EXPECT_EQ((*store)->remote_stats().hits, 1U);
+  // Served from the staged file (checked as it arrived), not read back through the entry.
+  EXPECT_EQ((*local)->stats()->hits, 0U);
   auto here = (*local)->open_payload(k);
   ASSERT_TRUE(here && here->has_value()) << "published in the local store";
   EXPECT_EQ(sh("ls -A '" + (root() / "b" / "v1" / "tmp").string() + "'").out, "") << "nothing left staged";

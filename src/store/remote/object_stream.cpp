@@ -13,7 +13,7 @@
 #include "kcache/artifact_io.hpp"
 #include "util/hex.hpp"
 #include "util/sha256.hpp"
-#include "worker/wire_codec.hpp"
+#include "util/wire_codec.hpp"
 
 namespace kcache::remote {
 
@@ -328,59 +328,26 @@ struct ObjectDecoder::Impl {
     return hmac.has_value();
   }
 
+  bool fail(RejectedObject rejection) { return fail(rejection.reason, std::move(rejection.message)); }
+
   bool parse_header() {
-    const CodecOptions& o = *options;
-    const char* b = header.data();
-    if (std::string_view(b, 8) != std::string_view("KCREMOTE", 8)) {
-      return fail(Rejection::malformed, "wrong magic (not a kcache remote object)");
+    auto h = parse_object_header(header, expected, *options, std::nullopt);
+    if (!h) {
+      return fail(std::move(h.error()));
     }
-    const auto version = static_cast<std::uint32_t>(wire::load_le(b + 8, 4));
-    if (version != k_remote_object_version) {
-      return fail(Rejection::malformed, fmt::format("object format version {} is not supported (expected {})",
-                                                    version, k_remote_object_version));
-    }
-    const auto flags = static_cast<std::uint32_t>(wire::load_le(b + 12, 4));
-    if ((flags & ~(k_remote_flag_zstd | k_remote_flag_signed)) != 0) {
-      return fail(Rejection::malformed, fmt::format("unknown flags {:#x}", flags));
-    }
-    if (std::memcmp(b + 16, expected.bytes().data(), Key::k_size) != 0) {
-      return fail(Rejection::wrong_key, "the object was stored for another key (replayed under this name)");
-    }
-    stream_len = wire::load_le(b + 48, 8);
-    body_len = wire::load_le(b + 56, 8);
-    compressed = (flags & k_remote_flag_zstd) != 0;
-    const bool is_signed = (flags & k_remote_flag_signed) != 0;
-    if (!is_signed && wire::load_le(b + 64, 8) != 0) {
-      return fail(Rejection::malformed, "an unsigned object names a signer");
-    }
-    if (wire::load_le(b + 72, 8) != 0) {
-      return fail(Rejection::malformed, "reserved header bytes are not zero");
-    }
-    const std::uint64_t sig_len = is_signed ? k_remote_signature_bytes : 0;
-    if (body_len > o.max_entry_size || body_len + k_remote_header_bytes + sig_len > o.max_entry_size) {
-      return fail(Rejection::too_large, fmt::format("object of {} bytes is larger than max_entry_size ({})",
-                                                    body_len + k_remote_header_bytes + sig_len, o.max_entry_size));
-    }
-    total = k_remote_header_bytes + body_len + sig_len;
-    if (o.sign.has_value() || !o.read.empty()) {
-      if (!is_signed) {
-        return fail(Rejection::unsigned_entry, "the object is not signed and a team key is configured");
-      }
-      signer = find_signer(o, b + 64);
-      if (signer == nullptr) {
-        return fail(Rejection::unknown_signer,
-                    "the object is signed with a team key this reader does not hold (key id " +
-                        util::to_hex(reinterpret_cast<const std::uint8_t*>(b + 64), 8) + ")");
-      }
+    stream_len = h->stream_len;
+    body_len = h->body_len;
+    compressed = h->compressed;
+    total = h->object_len;
+    signer = h->signer;
+    if (signer != nullptr) {
       hmac.emplace(signer->secret);
       hmac->update(header);
     }
-    if (stream_len == 0 || stream_len > o.max_entry_size) {
-      return fail(Rejection::too_large, fmt::format("artifact stream of {} bytes is out of bounds (max_entry_size {})",
-                                                    stream_len, o.max_entry_size));
-    }
-    if (!compressed && body_len != stream_len) {
-      return fail(Rejection::malformed, "uncompressed body length differs from the stream length");
+    // Checked after the signature is known, as decode_object does: a failure
+    // here is reported once the signature has been checked (fail()).
+    if (auto lengths = check_object_lengths(*h, *options); !lengths) {
+      return fail(std::move(lengths.error()));
     }
     if (compressed) {
       dctx.reset(ZSTD_createDCtx());

@@ -15,7 +15,7 @@
 #include "kcache/passport.hpp"
 #include "util/hex.hpp"
 #include "util/sha256.hpp"
-#include "worker/wire_codec.hpp"
+#include "util/wire_codec.hpp"
 
 namespace kcache::remote {
 
@@ -133,6 +133,75 @@ std::string encode_object(const Artifact& artifact, const CodecOptions& options)
   return w.take();
 }
 
+tl::expected<ObjectHeader, RejectedObject> parse_object_header(std::string_view header, const Key& expected,
+                                                               const CodecOptions& options,
+                                                               std::optional<std::uint64_t> object_size) {
+  const char* b = header.data();
+  if (header.substr(0, k_magic.size()) != k_magic) {
+    return reject(Rejection::malformed, "wrong magic (not a kcache remote object)");
+  }
+  const auto version = static_cast<std::uint32_t>(wire::load_le(b + 8, 4));
+  if (version != k_remote_object_version) {
+    return reject(Rejection::malformed, fmt::format("object format version {} is not supported (expected {})",
+                                                    version, k_remote_object_version));
+  }
+  const auto flags = static_cast<std::uint32_t>(wire::load_le(b + 12, 4));
+  if ((flags & ~k_known_flags) != 0) {
+    return reject(Rejection::malformed, fmt::format("unknown flags {:#x}", flags));
+  }
+  if (std::memcmp(b + 16, expected.bytes().data(), Key::k_size) != 0) {
+    return reject(Rejection::wrong_key, "the object was stored for another key (replayed under this name)");
+  }
+  ObjectHeader h;
+  h.stream_len = wire::load_le(b + 48, 8);
+  h.body_len = wire::load_le(b + 56, 8);
+  h.compressed = (flags & k_flag_zstd) != 0;
+  h.is_signed = (flags & k_flag_signed) != 0;
+  const std::uint64_t sig_len = h.is_signed ? k_remote_signature_bytes : 0;
+  if (!h.is_signed && wire::load_le(b + 64, 8) != 0) {
+    return reject(Rejection::malformed, "an unsigned object names a signer");
+  }
+  if (wire::load_le(b + 72, 8) != 0) {
+    return reject(Rejection::malformed, "reserved header bytes are not zero");
+  }
+  if (object_size) {
+    const std::uint64_t size = *object_size;
+    if (h.body_len > size - k_remote_header_bytes || size - k_remote_header_bytes - h.body_len != sig_len) {
+      return reject(Rejection::malformed, fmt::format("object is {} bytes; its header announces {}", size,
+                                                      k_remote_header_bytes + h.body_len + sig_len));
+    }
+  } else if (h.body_len > options.max_entry_size ||
+             h.body_len + k_remote_header_bytes + sig_len > options.max_entry_size) {
+    return reject(Rejection::too_large, fmt::format("object of {} bytes is larger than max_entry_size ({})",
+                                                    h.body_len + k_remote_header_bytes + sig_len,
+                                                    options.max_entry_size));
+  }
+  h.object_len = k_remote_header_bytes + h.body_len + sig_len;
+  if (options.sign.has_value() || !options.read.empty()) {
+    if (!h.is_signed) {
+      return reject(Rejection::unsigned_entry, "the object is not signed and a team key is configured");
+    }
+    h.signer = find_signer(options, b + 64);
+    if (h.signer == nullptr) {
+      return reject(Rejection::unknown_signer,
+                    "the object is signed with a team key this reader does not hold (key id " +
+                        util::to_hex(reinterpret_cast<const std::uint8_t*>(b + 64), 8) + ")");
+    }
+  }
+  return h;
+}
+
+tl::expected<void, RejectedObject> check_object_lengths(const ObjectHeader& header, const CodecOptions& options) {
+  if (header.stream_len == 0 || header.stream_len > options.max_entry_size) {
+    return reject(Rejection::too_large, fmt::format("artifact stream of {} bytes is out of bounds (max_entry_size {})",
+                                                    header.stream_len, options.max_entry_size));
+  }
+  if (!header.compressed && header.body_len != header.stream_len) {
+    return reject(Rejection::malformed, "uncompressed body length differs from the stream length");
+  }
+  return {};
+}
+
 tl::expected<Artifact, RejectedObject> decode_object(std::string_view bytes, const Key& expected,
                                                      const CodecOptions& options) {
   if (bytes.size() > options.max_entry_size) {
@@ -142,62 +211,26 @@ tl::expected<Artifact, RejectedObject> decode_object(std::string_view bytes, con
   if (bytes.size() < k_remote_header_bytes) {
     return reject(Rejection::malformed, fmt::format("object of {} bytes is shorter than its header", bytes.size()));
   }
-  if (bytes.substr(0, k_magic.size()) != k_magic) {
-    return reject(Rejection::malformed, "wrong magic (not a kcache remote object)");
+  auto header = parse_object_header(bytes.substr(0, k_remote_header_bytes), expected, options, bytes.size());
+  if (!header) {
+    return tl::unexpected(std::move(header.error()));
   }
-  const auto version = static_cast<std::uint32_t>(wire::load_le(bytes.data() + 8, 4));
-  if (version != k_remote_object_version) {
-    return reject(Rejection::malformed, fmt::format("object format version {} is not supported (expected {})",
-                                                    version, k_remote_object_version));
-  }
-  const auto flags = static_cast<std::uint32_t>(wire::load_le(bytes.data() + 12, 4));
-  if ((flags & ~k_known_flags) != 0) {
-    return reject(Rejection::malformed, fmt::format("unknown flags {:#x}", flags));
-  }
-  if (std::memcmp(bytes.data() + 16, expected.bytes().data(), Key::k_size) != 0) {
-    return reject(Rejection::wrong_key, "the object was stored for another key (replayed under this name)");
-  }
-  const std::uint64_t stream_len = wire::load_le(bytes.data() + 48, 8);
-  const std::uint64_t body_len = wire::load_le(bytes.data() + 56, 8);
-  const bool is_signed = (flags & k_flag_signed) != 0;
-  const std::uint64_t sig_len = is_signed ? k_remote_signature_bytes : 0;
-  if (!is_signed && wire::load_le(bytes.data() + 64, 8) != 0) {
-    return reject(Rejection::malformed, "an unsigned object names a signer");
-  }
-  if (wire::load_le(bytes.data() + 72, 8) != 0) {
-    return reject(Rejection::malformed, "reserved header bytes are not zero");
-  }
-  if (body_len > bytes.size() - k_remote_header_bytes ||
-      bytes.size() - k_remote_header_bytes - body_len != sig_len) {
-    return reject(Rejection::malformed,
-                  fmt::format("object is {} bytes; its header announces {}", bytes.size(),
-                              k_remote_header_bytes + body_len + sig_len));
-  }
-  const bool want_signature = options.sign.has_value() || !options.read.empty();
-  if (want_signature) {
-    if (!is_signed) {
-      return reject(Rejection::unsigned_entry, "the object is not signed and a team key is configured");
-    }
-    const TeamKey* signer = find_signer(options, bytes.data() + 64);
-    if (signer == nullptr) {
-      return reject(Rejection::unknown_signer,
-                    "the object is signed with a team key this reader does not hold (key id " +
-                        util::to_hex(reinterpret_cast<const std::uint8_t*>(bytes.data() + 64), 8) + ")");
-    }
+  if (header->signer != nullptr) {
     const std::size_t covered = bytes.size() - k_remote_signature_bytes;
-    const Mac mac = hmac(*signer, bytes.substr(0, covered));
+    const Mac mac = hmac(*header->signer, bytes.substr(0, covered));
     if (!util::equal_constant_time(mac.data(), bytes.data() + covered, mac.size())) {
       return reject(Rejection::bad_signature, "the HMAC does not match: the object was changed after signing");
     }
   }
-  if (stream_len == 0 || stream_len > options.max_entry_size) {
-    return reject(Rejection::too_large, fmt::format("artifact stream of {} bytes is out of bounds (max_entry_size {})",
-                                                    stream_len, options.max_entry_size));
+  if (auto lengths = check_object_lengths(*header, options); !lengths) {
+    return tl::unexpected(std::move(lengths.error()));
   }
+  const std::uint64_t stream_len = header->stream_len;
+  const std::uint64_t body_len = header->body_len;
   const std::string_view body = bytes.substr(k_remote_header_bytes, body_len);
   std::string inflated;
   std::string_view stream = body;
-  if ((flags & k_flag_zstd) != 0) {
+  if (header->compressed) {
     const unsigned long long declared = ZSTD_getFrameContentSize(body.data(), body.size());
     if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared == ZSTD_CONTENTSIZE_ERROR || declared != stream_len) {
       return reject(Rejection::malformed, "the zstd frame does not declare the announced size");
@@ -210,8 +243,6 @@ tl::expected<Artifact, RejectedObject> decode_object(std::string_view bytes, con
                                               : std::string("zstd frame inflates to the wrong size"));
     }
     stream = inflated;
-  } else if (body_len != stream_len) {
-    return reject(Rejection::malformed, "uncompressed body length differs from the stream length");
   }
   auto artifact = decode_artifact(stream, options.max_entry_size);
   if (!artifact) {

@@ -98,6 +98,36 @@ std::string encode_object_header(std::uint32_t flags, const Key& key, std::uint6
                                  const CodecOptions& options);
 // The team key of `options` whose id is the 8 bytes at `id`; null when none.
 const TeamKey* find_signer(const CodecOptions& options, const char* id);
+
+// What the header of an object announces, once parse_object_header accepted it.
+struct ObjectHeader {
+  bool compressed = false;        // flags bit 0
+  bool is_signed = false;         // flags bit 1
+  std::uint64_t stream_len = 0;
+  std::uint64_t body_len = 0;
+  std::uint64_t object_len = 0;   // header + body + signature
+  // The team key the signature must match: set iff the reader holds team keys.
+  const TeamKey* signer = nullptr;
+};
+
+// The checks of an object's 80 header bytes `header` that come before its
+// signature (the one place both readers, decode_object and ObjectDecoder, make
+// them), in this order: magic; version; flags; the header key equals
+// `expected`; an unsigned object names no signer; reserved bytes zero; the
+// announced length: equal to `object_size` when the whole object is at hand
+// (else malformed), or, while it is still arriving (`object_size` empty),
+// within max_entry_size (else too_large); and, when the reader holds team
+// keys, a signature by one of them (unsigned_entry, unknown_signer).
+// REQUIRES: header.size() == k_remote_header_bytes.
+// Success: the header's fields. Failure: the first check that failed.
+tl::expected<ObjectHeader, RejectedObject> parse_object_header(std::string_view header, const Key& expected,
+                                                               const CodecOptions& options,
+                                                               std::optional<std::uint64_t> object_size);
+
+// The checks of an accepted header that come after its signature was
+// verified: the stream length within 1..max_entry_size (too_large), and an
+// uncompressed body as long as its stream (malformed). Success: {}.
+tl::expected<void, RejectedObject> check_object_lengths(const ObjectHeader& header, const CodecOptions& options);
 // Whether a large stream is worth compressing whole: false when its first
 // MiB (`sample`) does not compress (an engine's weights, packed data).
 bool worth_compressing(std::string_view sample, const CodecOptions& options);

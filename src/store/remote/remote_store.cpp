@@ -128,10 +128,13 @@ class SpoolSink final : public ObjectSink {
 };
 
 // What a fetch brought: an artifact decoded in memory, or an entry published
-// in the local store (outcome), or nothing (a miss).
+// in the local store (outcome, with its verified passport and the committed
+// staged payload), or nothing (a miss).
 struct Fetch {
   std::optional<Artifact> artifact;
   Fetched outcome = Fetched::miss;
+  std::optional<Passport> passport;  // streamed: the passport committed
+  StagedPayload staged;              // streamed: the payload committed
 };
 
 }  // namespace
@@ -476,7 +479,8 @@ struct RemoteStore::Impl {
         return tl::unexpected(put.error());
       }
       count_hit(decoder->received(), passport->compile_duration_us);
-      return Fetch{std::nullopt, *put == PutOutcome::stored ? Fetched::stored : Fetched::already_present};
+      return Fetch{std::nullopt, *put == PutOutcome::stored ? Fetched::stored : Fetched::already_present,
+                   std::move(*passport), std::move(sink.staged())};
     }
     if (streamed) {
       whole = std::move(sink.buffer());
@@ -491,7 +495,7 @@ struct RemoteStore::Impl {
       return Fetch{};
     }
     count_hit(whole->size(), decoded->passport.compile_duration_us);
-    return Fetch{std::move(*decoded), Fetched::stored};
+    return Fetch{std::move(*decoded), Fetched::stored, std::nullopt, StagedPayload()};
   }
 };
 
@@ -534,7 +538,16 @@ Result<std::optional<Artifact>> RemoteStore::get(const Key& key) {
   if (fetched->outcome == Fetched::miss) {
     return std::optional<Artifact>{};
   }
-  // Streamed into the local store: read back from there (a mapped payload).
+  // Streamed into the local store: the bytes were SHA-256-checked as they
+  // were staged and the passport fully verified, so they are served from the
+  // staged file itself, not read and hashed again through the entry
+  // (StagedPayload::committed_payload). Only if that fails, read the entry.
+  if (auto payload = fetched->staged.committed_payload(); payload && fetched->passport) {
+    Artifact artifact;
+    artifact.passport = std::move(*fetched->passport);
+    artifact.payload = std::move(*payload);
+    return std::optional<Artifact>(std::move(artifact));
+  }
   auto here = local->get(key);
   if (!here) {
     return std::optional<Artifact>{};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <mutex>
 #include <vector>
 
 #include <fmt/format.h>
@@ -85,19 +86,25 @@ struct S3Backend::Lease {
 S3Backend::S3Backend(RemoteSpec spec)
     : m_spec(std::move(spec)),
       m_where(m_spec.masked()),
-      m_client(m_where, m_spec.connect_timeout_ms, m_spec.ca_file),
-      m_credentials(resolve_s3_credentials(m_spec)) {
-  const std::string region = m_credentials ? m_credentials->region : std::string("us-east-1");
-  m_scheme_host = m_spec.endpoint.empty() ? fmt::format("https://s3.{}.amazonaws.com", region) : m_spec.endpoint;
-  m_virtual_host = m_spec.addressing == S3Addressing::virtual_host ||
-                   (m_spec.addressing == S3Addressing::automatic && m_spec.endpoint.empty());
-  if (m_virtual_host) {
-    const auto at = m_scheme_host.find("://") + 3;
-    m_scheme_host.insert(at, m_spec.host + ".");
-  }
-}
+      m_client(m_where, m_spec.connect_timeout_ms, m_spec.ca_file) {}
 
 S3Backend::~S3Backend() = default;
+
+const S3Backend::Resolved& S3Backend::resolved() const {
+  std::call_once(m_resolve_once, [this] {
+    Resolved r{resolve_s3_credentials(m_spec), {}, false};
+    const std::string region = r.credentials ? r.credentials->region : std::string("us-east-1");
+    r.scheme_host = m_spec.endpoint.empty() ? fmt::format("https://s3.{}.amazonaws.com", region) : m_spec.endpoint;
+    r.virtual_host = m_spec.addressing == S3Addressing::virtual_host ||
+                     (m_spec.addressing == S3Addressing::automatic && m_spec.endpoint.empty());
+    if (r.virtual_host) {
+      const auto at = r.scheme_host.find("://") + 3;
+      r.scheme_host.insert(at, m_spec.host + ".");
+    }
+    m_resolved.emplace(std::move(r));
+  });
+  return *m_resolved;
+}
 
 std::string S3Backend::object_key(std::string_view name) const {
   std::string key = m_spec.path.empty() ? std::string() : m_spec.path.substr(1) + "/";
@@ -116,13 +123,14 @@ Result<CurlResponse> S3Backend::send(std::string_view method, std::string_view k
                                      std::string_view body, std::uint64_t max_bytes,
                                      std::vector<std::string> headers, Deadline deadline, ObjectSource* upload,
                                      ObjectSink* sink) {
-  if (!m_credentials) {
-    return tl::unexpected(m_credentials.error());
+  const Resolved& where = resolved();
+  if (!where.credentials) {
+    return tl::unexpected(where.credentials.error());
   }
-  const S3Credentials& c = *m_credentials;
+  const S3Credentials& c = *where.credentials;
   CurlRequest req;
   req.method = method;
-  req.url = m_scheme_host + (m_virtual_host ? "/" : "/" + m_spec.host + (key.empty() ? "" : "/")) +
+  req.url = where.scheme_host + (where.virtual_host ? "/" : "/" + m_spec.host + (key.empty() ? "" : "/")) +
             uri_encode(key, true) + (query.empty() ? "" : "?" + query);
   req.body = body;
   req.upload = upload;
@@ -147,7 +155,8 @@ Error S3Backend::answer_error(std::string_view what, const CurlResponse& r) cons
   const std::string message = xml_text(r.body, "Message").value_or("");
   const std::string said = code.empty() ? fmt::format("HTTP {}", r.status)
                                         : fmt::format("HTTP {} {}: {}", r.status, code, message);
-  const std::string who = m_credentials ? m_credentials->describe() : std::string("no credentials");
+  const Resolved& where = resolved();
+  const std::string who = where.credentials ? where.credentials->describe() : std::string("no credentials");
   if (r.status == 401 || r.status == 403) {
     return Error{ErrorCode::permission_denied,
                  fmt::format("{} on {} was refused ({}); the credentials used: {}. Check AWS_ACCESS_KEY_ID / "
@@ -159,7 +168,7 @@ Error S3Backend::answer_error(std::string_view what, const CurlResponse& r) cons
     return Error{ErrorCode::not_found,
                  fmt::format("{} on {}: the bucket '{}' does not exist at {} ({}); create it, or check the "
                              "bucket name, endpoint and region",
-                             what, m_where, m_spec.host, m_scheme_host, said),
+                             what, m_where, m_spec.host, where.scheme_host, said),
                  {}};
   }
   if (r.status == 301 || r.status == 307 || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed") {
@@ -395,8 +404,8 @@ Result<std::string> S3Backend::describe() {
   if (r->status != 200) {
     return tl::unexpected(answer_error("HEAD bucket", *r));
   }
-  return fmt::format("s3 bucket {} at {} ({}; {})", m_spec.host, m_scheme_host,
-                     r->server.empty() ? "no Server header" : r->server, m_credentials->describe());
+  return fmt::format("s3 bucket {} at {} ({}; {})", m_spec.host, resolved().scheme_host,
+                     r->server.empty() ? "no Server header" : r->server, resolved().credentials->describe());
 }
 
 Result<void> S3Backend::list(std::string_view prefix, const std::function<bool(std::string_view name)>& each) {

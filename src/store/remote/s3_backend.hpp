@@ -36,6 +36,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <optional>
 
 #include "store/remote/curl_client.hpp"
@@ -98,12 +99,23 @@ class S3Backend final : public RemoteBackend {
   Result<bool> write_lease(std::string_view name, std::string_view token, std::uint64_t ttl_ms,
                            const std::string& condition, Deadline deadline);
 
+  // What the first request resolves: the credentials and region (files and
+  // environment; no network) and, from the region, where requests go.
+  struct Resolved {
+    Result<S3Credentials> credentials;
+    std::string scheme_host;  // "http(s)://host[:port]" requests go to
+    bool virtual_host = false;
+  };
+  // Resolved once, at the first request, not when the backend is made: a
+  // store that never reaches the remote (a local hit) reads no credentials
+  // file (issue 23). Thread-safe.
+  const Resolved& resolved() const;
+
   RemoteSpec m_spec;
   std::string m_where;  // masked URL
-  std::string m_scheme_host;  // "http(s)://host[:port]" requests go to
-  bool m_virtual_host = false;
   CurlClient m_client;
-  Result<S3Credentials> m_credentials;  // resolved when made (files and environment; no network)
+  mutable std::once_flag m_resolve_once;
+  mutable std::optional<Resolved> m_resolved;
   std::atomic<bool> m_no_conditional_put{false};      // the store answered 501 to If-None-Match
 };
 

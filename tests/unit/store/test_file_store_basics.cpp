@@ -291,5 +291,50 @@ TEST(FileStore, ShardDirectoryRemovedBehindItsBackIsReopened) {
   EXPECT_EQ((*back)->payload, a.payload);
 }
 
+// A staged payload (a streamed remote fill) is served after its commit from
+// the staged file itself: the bytes committed, not read through the entry
+// (the store counts no hit, which a read of the entry does), mapped or read
+// as the options say; also when the key was already present.
+TEST(FileStore, CommittedStagedPayloadIsServedWithoutReadingTheEntry) {
+  for (LargeReads reads : {LargeReads::mapped, LargeReads::copied}) {
+    TempDir dir;
+    FileStoreOptions o = quiet_options(dir.path() / "cache");
+    o.large_reads = reads;
+    auto store = open_store(o);
+    for (std::size_t len : {std::size_t{5000}, FileStore::k_map_min_bytes + 12345}) {
+      const Artifact a = make_artifact(len, 7, len);
+      auto staged = store->stage_payload(len, StagedAs::fill);
+      ASSERT_TRUE(staged.has_value()) << staged.error().describe();
+      EXPECT_FALSE(staged->committed_payload().has_value()) << "nothing committed yet";
+      const std::string_view bytes = a.payload.view();
+      ASSERT_TRUE(staged->write(bytes.substr(0, len / 3)).has_value());
+      ASSERT_TRUE(staged->write(bytes.substr(len / 3)).has_value());
+      auto put = staged->commit(a.passport);
+      ASSERT_TRUE(put.has_value()) << put.error().describe();
+      EXPECT_EQ(*put, PutOutcome::stored);
+      const std::uint64_t hits_before = store->stats()->hits;
+      auto served = staged->committed_payload();
+      ASSERT_TRUE(served.has_value()) << served.error().describe();
+      EXPECT_TRUE(*served == a.payload) << len;
+      EXPECT_EQ(served->view().data()[len], '\0');
+      EXPECT_EQ(store->stats()->hits, hits_before) << "the entry was read again";
+      auto got = store->get(a.passport.key);  // the control: a read of the entry counts a hit
+      ASSERT_TRUE(got.has_value() && got->has_value());
+      EXPECT_EQ(store->stats()->hits, hits_before + 1);
+
+      auto twice = store->stage_payload(len, StagedAs::fill);
+      ASSERT_TRUE(twice.has_value());
+      ASSERT_TRUE(twice->write(bytes).has_value());
+      auto again = twice->commit(a.passport);
+      ASSERT_TRUE(again.has_value());
+      EXPECT_EQ(*again, PutOutcome::already_present);
+      auto dropped = twice->committed_payload();
+      ASSERT_TRUE(dropped.has_value()) << dropped.error().describe();
+      EXPECT_TRUE(*dropped == a.payload);
+    }
+    EXPECT_EQ(count_leftovers(dir.path() / "cache"), 0U);
+  }
+}
+
 }  // namespace
 }  // namespace kcache::test

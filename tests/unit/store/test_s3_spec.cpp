@@ -2,15 +2,22 @@
 // the environment and the AWS files only). The S3 protocol itself is tested
 // against a real SeaweedFS in tests/integration/test_cli_remote_s3.cpp.
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
+#include "kcache/config.hpp"
+#include "kcache/file_store.hpp"
 #include "store/remote/remote_spec.hpp"
 #include "store/remote/s3_backend.hpp"
 #include "store/remote/s3_credentials.hpp"
+#include "support/payload.hpp"
+#include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
+#include "util/fd.hpp"
 
 namespace kcache::remote {
 namespace {
@@ -132,6 +139,57 @@ TEST_F(S3Env, HalfAKeyPairInAProfileIsRefused) {
   auto r = resolve_s3_credentials(*parse_remote_url("s3://bucket?profile=half"));
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("half of a key pair"), std::string::npos) << r.error().message;
+}
+
+// The number of inotify events waiting on `fd` (non-blocking).
+int pending_events(int fd) {
+  int n = 0;
+  alignas(inotify_event) char buffer[4096];
+  for (ssize_t got = 0; (got = ::read(fd, buffer, sizeof buffer)) > 0;) {
+    for (ssize_t at = 0; at < got; ++n) {
+      at += static_cast<ssize_t>(sizeof(inotify_event) + reinterpret_cast<inotify_event*>(buffer + at)->len);
+    }
+  }
+  return n;
+}
+
+// Issue 23: what only a remote needs costs nothing on a local hit. The
+// credentials file of an S3 remote is watched (inotify, IN_OPEN | IN_ACCESS):
+// a local hit through the configured chain never opens it; the first
+// operation that reaches the remote (a miss, its endpoint down) does, which
+// shows the watch sees the backend's read.
+TEST_F(S3Env, ALocalHitReadsNoCredentialsFileAndTheFirstRemoteOperationDoes) {
+  write("credentials", "[default]\naws_access_key_id = AKLAZY\naws_secret_access_key = slazy\n");
+  ::setenv("AWS_SHARED_CREDENTIALS_FILE", path("credentials").c_str(), 1);
+  ::setenv("AWS_CONFIG_FILE", path("config").c_str(), 1);  // absent
+  const Artifact a = test::make_artifact(23, 1, 4000);
+  {
+    FileStoreOptions o;
+    o.root = path("cache");
+    auto local = FileStore::open(o);
+    ASSERT_TRUE(local.has_value()) << local.error().message;
+    ASSERT_TRUE((*local)->put(a).has_value());
+  }
+  ConfigInputs in;
+  in.command_line["cache_dir"] = path("cache");
+  in.command_line["remote"] = "s3://kcache-lazy?endpoint=http://127.0.0.1:" + std::to_string(test::free_port()) +
+                              "&connect_timeout_ms=300&timeout_ms=300";
+  in.getenv = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  auto config = Config::load_from(in);
+  ASSERT_TRUE(config.has_value()) << config.error().message;
+
+  const util::Fd watch(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  ASSERT_TRUE(watch.valid());
+  ASSERT_GE(::inotify_add_watch(watch.get(), path("credentials").c_str(), IN_OPEN | IN_ACCESS), 0);
+  auto store = open_configured_store(*config);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  auto hit = (*store)->get(a.passport.key);
+  ASSERT_TRUE(hit.has_value() && hit->has_value());
+  EXPECT_EQ(**hit, a);
+  EXPECT_EQ(pending_events(watch.get()), 0) << "the local hit opened the S3 credentials file";
+
+  (void)(*store)->get(test::test_key(24));  // a miss: asks the remote, which is down
+  EXPECT_GT(pending_events(watch.get()), 0) << "the first remote operation did not read the credentials";
 }
 
 }  // namespace

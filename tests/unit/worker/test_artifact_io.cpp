@@ -14,7 +14,7 @@
 
 #include "support/temp_dir.hpp"
 #include "util/fd.hpp"
-#include "worker/wire_codec.hpp"
+#include "util/wire_codec.hpp"
 
 using kcache::Artifact;
 using kcache::ErrorCode;

@@ -1,6 +1,8 @@
-// worker/wire_codec.hpp: little-endian, length-prefixed encoding helpers and
-// blocking fd I/O shared by the artifact stream format (artifact_io.hpp) and
-// the worker protocol (docs/worker-protocol.md).
+// util/wire_codec.hpp: little-endian, length-prefixed encoding helpers and
+// blocking fd I/O shared by the binary formats: the artifact stream
+// (artifact_io.hpp), the worker protocol (docs/worker-protocol.md), the remote
+// object (store/remote/remote_codec.hpp) and the interposed JIT record
+// (interpose/jit_result.hpp).
 //
 // Reader is strict and bounded: every read checks the remaining length first,
 // and a failed read latches `ok() == false` so a caller can decode a whole
@@ -100,6 +102,10 @@ std::uint64_t load_le(const char* p, std::size_t n) noexcept;
 // Writes all of `bytes` to the blocking descriptor `fd`, retrying on EINTR and
 // short writes. Returns an io error (EPIPE included) on failure.
 Result<void> write_all(int fd, std::string_view bytes);
+// write_all's loop, returning 0 or the errno of the write that failed. Not
+// through the fault seam (pipes, standard output, files outside the stores;
+// the stores write through util::io::write_all).
+int write_all_errno(int fd, std::string_view bytes) noexcept;
 
 // Reads up to `size` bytes into `out`, retrying on EINTR and short reads, and
 // stops early only at end of file. Returns the number of bytes read.

@@ -1,4 +1,4 @@
-#include "worker/wire_codec.hpp"
+#include "util/wire_codec.hpp"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@ std::uint64_t load_le(const char* p, std::size_t n) noexcept {
   return acc;
 }
 
-Result<void> write_all(int fd, std::string_view bytes) {
+int write_all_errno(int fd, std::string_view bytes) noexcept {
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -22,9 +22,16 @@ Result<void> write_all(int fd, std::string_view bytes) {
       if (errno == EINTR) {
         continue;
       }
-      return make_errno_error(errno, "write");
+      return errno;
     }
     done += static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+Result<void> write_all(int fd, std::string_view bytes) {
+  if (const int e = write_all_errno(fd, bytes); e != 0) {
+    return make_errno_error(e, "write");
   }
   return {};
 }
