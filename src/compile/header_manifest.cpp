@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <ctime>
 #include <optional>
@@ -233,7 +234,33 @@ class OpenedDirs {
 
 }  // namespace
 
+namespace {
+std::atomic<std::uint64_t> g_checks_run{0};
+}  // namespace
+
+std::uint64_t manifest_checks_run() { return g_checks_run.load(std::memory_order_relaxed); }
+
+bool manifest_unchanged_since(const HeaderManifest& m, std::int64_t since_ns) {
+  auto unchanged = [since_ns](const std::string& path, const FileStamp& recorded, bool dir) {
+    struct stat st {};
+    return recorded != FileStamp{} && !is_racy(recorded, since_ns) && ::stat(path.c_str(), &st) == 0 &&
+           (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) && stamp_of(st) == recorded;
+  };
+  for (const auto& d : m.dirs) {
+    if (!unchanged(d.path, d.stamp, true)) {
+      return false;
+    }
+  }
+  for (const auto& h : m.headers) {
+    if (!unchanged(h.path, h.stamp, false)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs) {
+  g_checks_run.fetch_add(1, std::memory_order_relaxed);
   // The directories holding headers (headers come sorted by path, so those
   // of one directory are mostly neighbours).
   std::unordered_set<std::string_view> header_dirs;
