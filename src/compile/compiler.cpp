@@ -474,10 +474,7 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
                                   (*again)->checks != nullptr && (*again)->scan_directory == d.scan_directory &&
                                   jit::manifest_unchanged_since(*(*again)->checks->manifest, started_ns);
       if (before_compile) {
-        d = **again;
-        if (info != nullptr) {
-          info->headers = d.headers;
-        }
+        d = **again;  // the callers report d.headers
       } else {
         cacheable = false;
         reason = checked ? "a header changed while the compile ran"
@@ -537,7 +534,7 @@ Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* in
   if (info != nullptr) {
     info->toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(d.library);
     if (a) {
-      info->headers = std::move(d.headers);  // compile() set them before its lookup
+      info->headers = std::move(d.headers);  // the compiled tree's
     }
   }
   return a;
@@ -564,7 +561,6 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
     if (!shared) {
       return tl::unexpected(shared.error());
     }
-    inf.headers = (*shared)->headers;
     own.reset();
     if (!(*shared)->not_cacheable.empty()) {
       own.emplace(**shared);
@@ -599,6 +595,7 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
         }
       }
       if (ok) {
+        inf.headers = (*shared)->headers;
         inf.hit = true;
         inf.toolkit_loaded = Toolkit::instance().load_count() != loads_before;
         return std::move(a);
@@ -613,6 +610,7 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
   }
   const bool was_loaded = Toolkit::instance().is_loaded(library);
   auto a = run_derived(request, *own, &inf, shared->checked, /*switch_key=*/true);
+  inf.headers = std::move(own->headers);  // the compiled tree's (one copy of the list per compile)
   inf.toolkit_loaded = (!was_loaded && Toolkit::instance().is_loaded(library)) ||
                        Toolkit::instance().load_count() != loads_before;
   if (!a) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <cstring>
 #include <ctime>
 #include <optional>
 #include <unordered_map>
@@ -212,8 +213,19 @@ class OpenedDirs {
  public:
   // Opens `path` (a path string of the manifest: `rest` is a suffix of it, so
   // it is NUL-terminated) relative to `at`; -1 when it cannot be opened.
-  int open(std::string_view path, int at, const char* rest) {
-    util::Fd fd(::openat(at, rest, O_PATH | O_DIRECTORY | O_CLOEXEC));
+  // `real`, when given, is set to whether `rest` named a directory that is no
+  // symbolic link (it is tried without following one first).
+  int open(std::string_view path, int at, const char* rest, bool* real = nullptr) {
+    util::Fd fd;
+    if (real != nullptr) {
+      ++m_calls;
+      fd = util::Fd(::openat(at, rest, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      *real = static_cast<bool>(fd);
+    }
+    if (!fd) {
+      ++m_calls;
+      fd = util::Fd(::openat(at, rest, O_PATH | O_DIRECTORY | O_CLOEXEC));
+    }
     if (!fd) {
       return -1;
     }
@@ -226,8 +238,10 @@ class OpenedDirs {
     const auto it = m_by_path.find(path);
     return it == m_by_path.end() ? -1 : it->second;
   }
+  std::uint64_t calls() const { return m_calls; }
 
  private:
+  std::uint64_t m_calls = 0;  // opens tried
   std::vector<util::Fd> m_owned;
   std::unordered_map<std::string_view, int> m_by_path;
 };
@@ -236,9 +250,12 @@ class OpenedDirs {
 
 namespace {
 std::atomic<std::uint64_t> g_checks_run{0};
+std::atomic<std::uint64_t> g_check_calls{0};
 }  // namespace
 
 std::uint64_t manifest_checks_run() { return g_checks_run.load(std::memory_order_relaxed); }
+
+std::uint64_t manifest_check_calls() { return g_check_calls.load(std::memory_order_relaxed); }
 
 bool manifest_unchanged_since(const HeaderManifest& m, std::int64_t since_ns) {
   auto unchanged = [since_ns](const std::string& path, const FileStamp& recorded, bool dir) {
@@ -259,8 +276,12 @@ bool manifest_unchanged_since(const HeaderManifest& m, std::int64_t since_ns) {
   return true;
 }
 
-bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs) {
-  g_checks_run.fetch_add(1, std::memory_order_relaxed);
+namespace {
+
+// manifest_still_applies(); `stats` counts the stat calls it made, `opened`
+// its opens.
+bool still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs, OpenedDirs& opened,
+                   std::uint64_t& stats) {
   // The directories holding headers (headers come sorted by path, so those
   // of one directory are mostly neighbours).
   std::unordered_set<std::string_view> header_dirs;
@@ -275,9 +296,17 @@ bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* tr
       }
     }
   }
-  OpenedDirs opened;
   // The opened directories above the current one (dirs come mostly sorted).
   std::vector<std::pair<std::string_view, int>> above;
+  // The stat of each opened directory taken here, and for each directory
+  // opened as one component below an opened one (`rest` without a slash) that
+  // is no symbolic link, the path of that one: "X/.." is then exactly the
+  // directory X was opened from, whatever the identities (the kernel resolves
+  // ".." after a real directory, a mount point included, to the directory it
+  // came from). Over CuPy's tree half the recorded directories are such an
+  // "X/..": each is answered with the stat already taken, not another `stat`.
+  std::unordered_map<std::string_view, struct stat> stat_of;
+  std::unordered_map<std::string_view, std::string_view> real_child_of;
   for (std::size_t i = 0; i < m.dirs.size(); ++i) {
     const std::string& path = m.dirs[i].path;
     while (!above.empty() && below(path, above.back().first).empty()) {
@@ -295,13 +324,37 @@ bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* tr
                       (i + 1 < m.dirs.size() && !below(m.dirs[i + 1].path, path).empty());
     struct stat st {};
     bool ok = false;
-    if (keep) {
-      const int fd = opened.open(path, at, rest);
+    // "X/.." where X is a real directory opened from a directory stat'ed here.
+    const struct stat* parent = nullptr;
+    if (!keep && !trusted && !above.empty() && std::string_view(rest) == ".." &&
+        above.back().first.size() + 3 == path.size()) {
+      if (const auto c = real_child_of.find(above.back().first); c != real_child_of.end()) {
+        if (const auto p = stat_of.find(c->second); p != stat_of.end()) {
+          parent = &p->second;
+        }
+      }
+    }
+    if (parent != nullptr) {
+      st = *parent;
+      ok = true;
+    } else if (keep) {
+      const bool one_component = at != AT_FDCWD && std::strchr(rest, '/') == nullptr &&
+                                 std::string_view(rest) != ".." && std::string_view(rest) != ".";
+      bool real = false;
+      const int fd = opened.open(path, at, rest, one_component ? &real : nullptr);
       if (fd >= 0) {
+        if (real) {
+          real_child_of.emplace(path, above.back().first);
+        }
         above.emplace_back(path, fd);
       }
+      stats += fd >= 0 && !trusted ? 1 : 0;
       ok = fd >= 0 && (trusted || ::fstat(fd, &st) == 0);
+      if (ok && !trusted) {
+        stat_of.emplace(path, st);
+      }
     } else if (!trusted) {
+      ++stats;
       ok = ::fstatat(at, rest, &st, 0) == 0;
     }
     if (!trusted && !dir_still_applies(m, i, ok, st)) {
@@ -316,6 +369,7 @@ bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* tr
     const auto slash = h.path.rfind('/');
     struct stat st {};
     int rc = 0;
+    ++stats;
     if (slash == std::string::npos || slash == 0) {
       rc = ::stat(h.path.c_str(), &st);
     } else {
@@ -336,6 +390,17 @@ bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* tr
     }
   }
   return true;
+}
+
+}  // namespace
+
+bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs) {
+  OpenedDirs opened;
+  std::uint64_t stats = 0;
+  const bool ok = still_applies(m, trusted_dirs, opened, stats);
+  g_checks_run.fetch_add(1, std::memory_order_relaxed);
+  g_check_calls.fetch_add(stats + opened.calls(), std::memory_order_relaxed);
+  return ok;
 }
 
 std::string serialize_manifest(const HeaderManifest& m) {

@@ -161,6 +161,10 @@ inline bool checks_still_apply(const ManifestChecks& c) {
 // the checks of one compile.
 std::uint64_t manifest_checks_run();
 
+// The system calls (stats and directory opens) those checks made in all; for
+// tests that bound what one check costs.
+std::uint64_t manifest_check_calls();
+
 // Whether every header and directory of `m` has exactly its recorded identity
 // now, each older than the racy window before `since_ns` (CLOCK_REALTIME): then
 // nothing in `m` changed after `since_ns - k_racy_window_ns`, so a compile that

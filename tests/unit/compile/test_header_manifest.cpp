@@ -240,6 +240,51 @@ TEST(HeaderManifest, ADirectoryBelowAnOpenedOneResolvesAsItsWholePath) {
   EXPECT_FALSE(manifest_still_applies(*lookup, &trusted)) << "its headers still are";
 }
 
+// "X/.." where X is a real directory is the directory X was opened from: a
+// check answers it with the stat it took of that one (CuPy's tree records
+// half its directories so), and still resolves it physically once X is a
+// symbolic link.
+TEST(HeaderManifest, ADotDotBelowARealDirectoryCostsNoStatOfItsOwn) {
+  test::TempDir tmp;
+  const std::string inc = (tmp.path() / "inc").string();
+  const std::string elsewhere = (tmp.path() / "elsewhere").string();
+  constexpr int k = 8;
+  auto stamp = [](const std::string& p) {
+    struct stat st {};
+    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+    return stamp_of(st);
+  };
+  for (int i = 0; i < k; ++i) {
+    fs::create_directories(inc + "/x" + std::to_string(i));
+    test::write_file(inc + "/x" + std::to_string(i) + "/h.h", "#define H 1\n");
+  }
+  fs::create_directories(elsewhere + "/inner");
+  HeaderManifest m;
+  m.input = k_input;
+  m.dirs.push_back({inc, stamp(inc), {{"y.h", 'n'}}});
+  for (int i = 0; i < k; ++i) {
+    const std::string x = inc + "/x" + std::to_string(i);
+    m.headers.push_back({x + "/h.h", stamp(x + "/h.h"), std::string(64, 'b'), {}});
+    m.dirs.push_back({x, stamp(x), {{"y.h", 'n'}}});
+    m.dirs.push_back({x + "/..", stamp(inc), {{"nothere", 'n'}}});
+  }
+  const auto lookup = parse_manifest(serialize_manifest(m), k_input, ManifestPart::lookup);
+  ASSERT_TRUE(lookup);
+  const auto before = manifest_check_calls();
+  EXPECT_TRUE(manifest_still_applies(*lookup));
+  // inc: an open and a stat; each x: an open, a stat, its header's stat, and
+  // nothing for "x/..", where a stat each made it 4 per x.
+  EXPECT_EQ(manifest_check_calls() - before, 2u + 3u * k);
+
+  // x0 becomes a symbolic link to a directory whose parent holds "nothere":
+  // inc changed, and "x0/.." is that parent, checked as such.
+  fs::rename(inc + "/x0", elsewhere + "/inner/x0");
+  fs::create_directory_symlink(elsewhere + "/inner/x0", inc + "/x0");
+  EXPECT_TRUE(manifest_still_applies(*lookup)) << "same names, same header identities";
+  fs::create_directories(elsewhere + "/inner/nothere");
+  EXPECT_FALSE(manifest_still_applies(*lookup)) << "x0/.. resolves through the link";
+}
+
 TEST(HeaderScanner, SecondScanReusesTheManifestAndSeesAnEdit) {
   test::TempDir tmp;
   const auto inc = (tmp.path() / "inc").string();
