@@ -296,27 +296,32 @@ bool still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dir
       }
     }
   }
-  // The opened directories above the current one (dirs come mostly sorted).
-  std::vector<std::pair<std::string_view, int>> above;
-  // The stat of each opened directory taken here, and for each directory
-  // opened as one component below an opened one (`rest` without a slash) that
-  // is no symbolic link, the path of that one: "X/.." is then exactly the
-  // directory X was opened from, whatever the identities (the kernel resolves
-  // ".." after a real directory, a mount point included, to the directory it
-  // came from). Over CuPy's tree half the recorded directories are such an
-  // "X/..": each is answered with the stat already taken, not another `stat`.
-  std::unordered_map<std::string_view, struct stat> stat_of;
-  std::unordered_map<std::string_view, std::string_view> real_child_of;
+  // The opened directories above the current one (dirs come mostly sorted),
+  // each with its stat when taken here, and whether it is a directory that is
+  // no symbolic link opened as one component (`rest` without a slash) of the
+  // one below it: "X/.." is then exactly that one, whatever the identities
+  // (the kernel resolves ".." after a real directory, a mount point included,
+  // to the directory it came from). Over CuPy's tree half the recorded
+  // directories are such an "X/..": each is answered with the stat already
+  // taken, not a `stat` of its own.
+  struct Above {
+    std::string_view path;
+    int fd = -1;
+    bool stated = false;
+    struct stat st {};
+    bool real_child = false;
+  };
+  std::vector<Above> above;
   for (std::size_t i = 0; i < m.dirs.size(); ++i) {
     const std::string& path = m.dirs[i].path;
-    while (!above.empty() && below(path, above.back().first).empty()) {
+    while (!above.empty() && below(path, above.back().path).empty()) {
       above.pop_back();
     }
     int at = AT_FDCWD;
     const char* rest = path.c_str();
     if (!above.empty()) {
-      const std::string_view r = below(path, above.back().first);
-      at = above.back().second;
+      const std::string_view r = below(path, above.back().path);
+      at = above.back().fd;
       rest = r.data();
     }
     const bool trusted = trusted_dirs != nullptr && i < trusted_dirs->size() && (*trusted_dirs)[i];
@@ -324,34 +329,24 @@ bool still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dir
                       (i + 1 < m.dirs.size() && !below(m.dirs[i + 1].path, path).empty());
     struct stat st {};
     bool ok = false;
-    // "X/.." where X is a real directory opened from a directory stat'ed here.
-    const struct stat* parent = nullptr;
-    if (!keep && !trusted && !above.empty() && std::string_view(rest) == ".." &&
-        above.back().first.size() + 3 == path.size()) {
-      if (const auto c = real_child_of.find(above.back().first); c != real_child_of.end()) {
-        if (const auto p = stat_of.find(c->second); p != stat_of.end()) {
-          parent = &p->second;
-        }
-      }
+    // "X/.." where X (on top) is a real directory opened from the one below it, stat'ed here.
+    const Above* parent = nullptr;
+    if (!keep && !trusted && above.size() >= 2 && std::string_view(rest) == ".." &&
+        above.back().path.size() + 3 == path.size() && above.back().real_child && above[above.size() - 2].stated) {
+      parent = &above[above.size() - 2];
     }
     if (parent != nullptr) {
-      st = *parent;
+      st = parent->st;
       ok = true;
     } else if (keep) {
       const bool one_component = at != AT_FDCWD && std::strchr(rest, '/') == nullptr &&
                                  std::string_view(rest) != ".." && std::string_view(rest) != ".";
       bool real = false;
       const int fd = opened.open(path, at, rest, one_component ? &real : nullptr);
-      if (fd >= 0) {
-        if (real) {
-          real_child_of.emplace(path, above.back().first);
-        }
-        above.emplace_back(path, fd);
-      }
       stats += fd >= 0 && !trusted ? 1 : 0;
       ok = fd >= 0 && (trusted || ::fstat(fd, &st) == 0);
-      if (ok && !trusted) {
-        stat_of.emplace(path, st);
+      if (fd >= 0) {
+        above.push_back({path, fd, ok && !trusted, st, real});
       }
     } else if (!trusted) {
       ++stats;
