@@ -1,5 +1,7 @@
 #include "kcache/compiler.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -74,7 +76,8 @@ void add_identity(KeyBuilder& kb, const LibraryIdentity& id) {
   kb.add("backend.build_id", id.build_id);
 }
 
-Result<Derived> derive_nvrtc(const CompileRequest& r) {
+// `defer`: a family member's result may be taken unchecked (Derivation::checked).
+Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
   if (r.target_kind != "ptx" && r.target_kind != "cubin" && r.target_kind != "ltoir") {
     return make_error(ErrorCode::invalid_argument,
                       "NVRTC target must be ptx, cubin or ltoir, not '" + r.target_kind + "'");
@@ -153,6 +156,8 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   const auto predefined = jit::predefined_context(id->version + "\n" + id->build_id, *fingerprint, canon->options,
                                                   scan.user_memo_dir, scan.memo_dir);
   scan.predefined = &predefined;
+  // Not with base_dir: its verdict reads the headers' bytes, which must be the ones keyed.
+  scan.defer_member_checks = defer && jit::base_dir_setting().empty();
   auto scanned = jit::scan_headers(scan);
   if (!scanned) {
     return tl::unexpected(scanned.error());
@@ -250,6 +255,7 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   d.headers = std::move(scanned->headers);
   d.options = std::move(canon->options);
   d.checks = std::move(scanned->checks);
+  d.checked = scanned->checked;
   d.scan_directory = std::move(scanned->working_directory);
   d.memo_dir = std::move(scan.memo_dir);
   return d;
@@ -334,9 +340,14 @@ Result<Derived> derive_nvvm(const CompileRequest& r) {
   return d;
 }
 
-Result<Derived> derive(const CompileRequest& r) {
+// When a derivation's disk identities are checked: before it is returned, or
+// by the caller later (compile(): once, after the lookup on a hit and after
+// the compile on a miss, instead of before and after).
+enum class Checks { now, deferred };
+
+Result<Derived> derive(const CompileRequest& r, Checks checks) {
   if (r.backend == "nvrtc") {
-    return derive_nvrtc(r);
+    return derive_nvrtc(r, checks == Checks::deferred);
   }
   if (r.backend == "nvjitlink") {
     return derive_nvjitlink(r);
@@ -348,19 +359,31 @@ Result<Derived> derive(const CompileRequest& r) {
                     "unknown backend '" + r.backend + "' (nvrtc, nvjitlink or nvvm)");
 }
 
+// A derivation, shared, and whether its disk identities were checked for this
+// use (false: jit::derivation_still_holds() must pass before its key is trusted).
+struct SharedDerived {
+  std::shared_ptr<const Derived> d;
+  bool checked = true;
+  const Derived* operator->() const { return d.get(); }
+  const Derived& operator*() const { return *d; }
+};
+
 // derive(), with the key computed, served from the process's memo
 // (compile/derivation_memo.hpp) while nothing it depended on changed. Shared:
-// the memo and every caller that got the same derivation hold it.
-Result<std::shared_ptr<const Derived>> derive_shared(const CompileRequest& r) {
+// the memo and every caller that got the same derivation hold it. With
+// Checks::deferred a remembered derivation, or a family member's result, comes
+// back unchecked (SharedDerived::checked false).
+Result<SharedDerived> derive_shared(const CompileRequest& r, Checks checks = Checks::now) {
   const std::uint64_t generation = Toolkit::instance().generation();
   auto& memo = jit::DerivationMemo::instance();
   const bool remembered = r.backend == "nvrtc";
   if (remembered) {
-    if (auto d = memo.find(r, generation); d && d->base_dir_setting == jit::base_dir_setting()) {
-      return d;
+    if (auto d = memo.find(r, generation, checks == Checks::now);
+        d && d->base_dir_setting == jit::base_dir_setting()) {
+      return SharedDerived{std::move(d), checks == Checks::now};
     }
   }
-  auto d = derive(r);
+  auto d = derive(r, checks);
   if (!d) {
     return tl::unexpected(d.error());
   }
@@ -369,7 +392,14 @@ Result<std::shared_ptr<const Derived>> derive_shared(const CompileRequest& r) {
   if (remembered) {
     memo.remember(r, generation, shared);
   }
-  return shared;
+  const bool checked = shared->checked;
+  return SharedDerived{std::move(shared), checked};
+}
+
+std::int64_t realtime_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 // A key no other request can have, for an artifact compiled outside the cache.
@@ -384,8 +414,15 @@ void make_unique_key(Derived& d) {
   d.key_value = d.key.key();
 }
 
-// Runs the backend for an already derived request.
-Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* info) {
+// Runs the backend for an already derived request. `checked`: whether `d`'s
+// disk identities were checked before the compile (false: the check after it
+// is the only one, and when it fails the result may still be kept under the
+// key of the tree the compile read, see below). `switch_key`: whether the
+// result may be returned under another key than `d`'s (compile() may; a
+// caller that looked up `d`'s key itself may not).
+Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* info, bool checked = true,
+                             bool switch_key = false) {
+  const std::int64_t started_ns = realtime_ns();
   const auto start = Clock::now();
   Result<jit::BackendOutput> out = [&]() {
     switch (d.library) {
@@ -425,12 +462,24 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
   }
   if (cacheable && r.backend == "nvrtc") {
     // A header edited while the compile ran would leave a binary that matches
-    // neither version: derive again and keep the result out of the cache if
-    // anything changed.
+    // neither version: derive again (checked: for an unchecked `d` this is its
+    // one check) and keep the result out of the cache if anything changed.
     auto again = derive_shared(r);
     if (!again || (*again)->key_value != d.key_value) {
-      cacheable = false;
-      reason = "a header changed while the compile ran";
+      // `d` was a family member's result taken unchecked and the tree had
+      // changed since that member was recorded. When nothing the new
+      // derivation depends on changed since before the compile started (older
+      // than the racy window), the compile read exactly that tree: its key.
+      const bool before_compile = !checked && switch_key && again && (*again)->not_cacheable.empty() &&
+                                  (*again)->checks != nullptr && (*again)->scan_directory == d.scan_directory &&
+                                  jit::manifest_unchanged_since(*(*again)->checks->manifest, started_ns);
+      if (before_compile) {
+        d = **again;  // the callers report d.headers
+      } else {
+        cacheable = false;
+        reason = checked ? "a header changed while the compile ran"
+                         : "a header changed shortly before or while the compile ran";
+      }
     }
   }
   if (!cacheable && d.not_cacheable.empty()) {
@@ -470,7 +519,9 @@ Result<KeyBuilder> derive_key(const CompileRequest& request, std::vector<HeaderD
 }
 
 Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* info) {
-  auto shared = derive_shared(request);
+  // The caller derived the key a moment ago (derive_key): the check after the
+  // compile is the one that matters, so the derivation is not checked twice.
+  auto shared = derive_shared(request, Checks::deferred);
   if (!shared) {
     return tl::unexpected(shared.error());
   }
@@ -479,11 +530,11 @@ Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* in
     make_unique_key(d);
   }
   const bool was_loaded = Toolkit::instance().is_loaded(d.library);
-  auto a = run_derived(request, d, info);
+  auto a = run_derived(request, d, info, shared->checked);
   if (info != nullptr) {
     info->toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(d.library);
     if (a) {
-      info->headers = std::move(d.headers);  // compile() set them before its lookup
+      info->headers = std::move(d.headers);  // the compiled tree's
     }
   }
   return a;
@@ -495,27 +546,35 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
   inf = CompileInfo{};
   // Deriving the key may load a library too (its version not remembered yet).
   const auto loads_before = Toolkit::instance().load_count();
-  const auto t0 = Clock::now();
-  auto shared = derive_shared(request);
-  inf.key_us = micros_since(t0);
-  if (!shared) {
-    return tl::unexpected(shared.error());
-  }
-  inf.headers = (*shared)->headers;
-  // A copy only where it must change: not cacheable, or compiled below.
-  std::optional<Derived> own;
-  if (!(*shared)->not_cacheable.empty()) {
-    own.emplace(**shared);
-    make_unique_key(*own);
-    cache = nullptr;
-  }
-  const Key key = own ? own->key_value : (*shared)->key_value;
-  const ToolkitLibrary library = (*shared)->library;
-  inf.key = key;
-  if (cache != nullptr) {
+  // A family member's result (another kernel over the same tree) is taken
+  // unchecked and checked once: after the lookup on a hit, after the compile
+  // on a miss (run_derived()). Where the check after a hit fails, the key is
+  // derived again, checked, and looked up again.
+  Checks checks = Checks::deferred;
+  Result<SharedDerived> shared = tl::unexpected(Error{});
+  std::optional<Derived> own;  // a copy only where it must change: not cacheable, or compiled below
+  Key key;
+  for (;;) {
+    const auto t0 = Clock::now();
+    shared = derive_shared(request, checks);
+    inf.key_us += micros_since(t0);
+    if (!shared) {
+      return tl::unexpected(shared.error());
+    }
+    own.reset();
+    if (!(*shared)->not_cacheable.empty()) {
+      own.emplace(**shared);
+      make_unique_key(*own);
+      cache = nullptr;
+    }
+    key = own ? own->key_value : (*shared)->key_value;
+    inf.key = key;
+    if (cache == nullptr) {
+      break;
+    }
     const auto t1 = Clock::now();
     auto got = cache->get(key);
-    inf.lookup_us = micros_since(t1);
+    inf.lookup_us += micros_since(t1);
     if (!got) {
       inf.store_warning = "cache lookup failed: " + got.error().describe();
     } else if (*got) {
@@ -526,23 +585,39 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
       for (const auto& e : request.name_expressions) {
         ok = ok && a.passport.symbols.contains(e);
       }
+      if (ok && !shared->checked) {
+        const auto t2 = Clock::now();
+        const bool holds = jit::derivation_still_holds(**shared);
+        inf.key_us += micros_since(t2);  // the check belongs to deriving the key
+        if (!holds) {
+          checks = Checks::now;
+          continue;
+        }
+      }
       if (ok) {
+        inf.headers = (*shared)->headers;
         inf.hit = true;
         inf.toolkit_loaded = Toolkit::instance().load_count() != loads_before;
         return std::move(a);
       }
       inf.store_warning = "cache entry " + key.hex() + " does not match the request; recompiling";
     }
+    break;
   }
+  const ToolkitLibrary library = (*shared)->library;
   if (!own) {
     own.emplace(**shared);
   }
   const bool was_loaded = Toolkit::instance().is_loaded(library);
-  auto a = run_derived(request, *own, &inf);
+  auto a = run_derived(request, *own, &inf, shared->checked, /*switch_key=*/true);
+  inf.headers = std::move(own->headers);  // the compiled tree's (one copy of the list per compile)
   inf.toolkit_loaded = (!was_loaded && Toolkit::instance().is_loaded(library)) ||
                        Toolkit::instance().load_count() != loads_before;
   if (!a) {
     return a;
+  }
+  if (inf.cacheable) {
+    inf.key = a->passport.key;  // another key only where the tree changed before the compile (run_derived())
   }
   if (cache != nullptr && inf.cacheable) {
     const auto t2 = Clock::now();

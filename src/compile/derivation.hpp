@@ -28,6 +28,10 @@ struct Derivation {
   // re-checked, the working directory names were resolved against, and the
   // one the key holds (empty when NVRTC does not write it into this output).
   std::shared_ptr<const ManifestChecks> checks;
+  // False: derived from a family member's manifest whose identities were not
+  // checked yet (jit::ScanInput::defer_member_checks): `checks` must pass
+  // (derivation_still_holds()) before the key is trusted.
+  bool checked = true;
   std::string scan_directory;
   std::string keyed_directory;
   // base_dir (compile/base_dir.hpp): the setting when derived, the base the

@@ -46,7 +46,30 @@ DerivationMemo& DerivationMemo::instance() {
   return *memo;
 }
 
-std::shared_ptr<const Derivation> DerivationMemo::find(const CompileRequest& request, std::uint64_t generation) {
+namespace {
+
+// The working directories `d` depends on are the same as when it was derived.
+bool directories_hold(const Derivation& d) {
+  if (current_directory() != d.scan_directory) {
+    return false;
+  }
+  if (!d.keyed_directory.empty()) {
+    const auto now = nvrtc_working_directory();
+    if (!now || *now != d.keyed_directory) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool derivation_still_holds(const Derivation& d) {
+  return d.checks != nullptr && directories_hold(d) && checks_still_apply(*d.checks);
+}
+
+std::shared_ptr<const Derivation> DerivationMemo::find(const CompileRequest& request, std::uint64_t generation,
+                                                       bool check) {
   const auto digest = request_digest(request);
   std::shared_ptr<const Derivation> d;
   {
@@ -57,16 +80,7 @@ std::shared_ptr<const Derivation> DerivationMemo::find(const CompileRequest& req
     }
     d = it->second.derivation;
   }
-  if (current_directory() != d->scan_directory) {
-    return nullptr;
-  }
-  if (!d->keyed_directory.empty()) {
-    const auto now = nvrtc_working_directory();
-    if (!now || *now != d->keyed_directory) {
-      return nullptr;
-    }
-  }
-  if (!checks_still_apply(*d->checks)) {
+  if (!directories_hold(*d) || (check && !checks_still_apply(*d->checks))) {
     return nullptr;
   }
   return d;

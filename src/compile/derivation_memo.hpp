@@ -36,6 +36,11 @@
 
 namespace kcache::jit {
 
+// Whether `d` still holds: the working directories it depends on are the
+// same and its disk identities (Derivation::checks) are unchanged. False when
+// it has no checks (it cannot be re-checked without deriving again).
+bool derivation_still_holds(const Derivation& d);
+
 class DerivationMemo {
  public:
   static constexpr std::size_t k_max_entries = 1024;
@@ -45,8 +50,12 @@ class DerivationMemo {
 
   // The derivation remembered for exactly `request` under toolkit
   // configuration `generation`, when every input it depended on is unchanged;
-  // null otherwise (never remembered, or something changed).
-  std::shared_ptr<const Derivation> find(const CompileRequest& request, std::uint64_t generation);
+  // null otherwise (never remembered, or something changed). With `check`
+  // false the disk identities (Derivation::checks) are not checked, only the
+  // working directories: the caller runs derivation_still_holds() before it
+  // trusts the key.
+  std::shared_ptr<const Derivation> find(const CompileRequest& request, std::uint64_t generation,
+                                         bool check = true);
 
   // Remembers `derivation` for `request`. Ignored unless it is cacheable and
   // carries its re-checks (Derivation::checks).

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <cstring>
 #include <ctime>
 #include <optional>
 #include <unordered_map>
@@ -211,8 +213,19 @@ class OpenedDirs {
  public:
   // Opens `path` (a path string of the manifest: `rest` is a suffix of it, so
   // it is NUL-terminated) relative to `at`; -1 when it cannot be opened.
-  int open(std::string_view path, int at, const char* rest) {
-    util::Fd fd(::openat(at, rest, O_PATH | O_DIRECTORY | O_CLOEXEC));
+  // `real`, when given, is set to whether `rest` named a directory that is no
+  // symbolic link (it is tried without following one first).
+  int open(std::string_view path, int at, const char* rest, bool* real = nullptr) {
+    util::Fd fd;
+    if (real != nullptr) {
+      ++m_calls;
+      fd = util::Fd(::openat(at, rest, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      *real = static_cast<bool>(fd);
+    }
+    if (!fd) {
+      ++m_calls;
+      fd = util::Fd(::openat(at, rest, O_PATH | O_DIRECTORY | O_CLOEXEC));
+    }
     if (!fd) {
       return -1;
     }
@@ -225,15 +238,50 @@ class OpenedDirs {
     const auto it = m_by_path.find(path);
     return it == m_by_path.end() ? -1 : it->second;
   }
+  std::uint64_t calls() const { return m_calls; }
 
  private:
+  std::uint64_t m_calls = 0;  // opens tried
   std::vector<util::Fd> m_owned;
   std::unordered_map<std::string_view, int> m_by_path;
 };
 
 }  // namespace
 
-bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs) {
+namespace {
+std::atomic<std::uint64_t> g_checks_run{0};
+std::atomic<std::uint64_t> g_check_calls{0};
+}  // namespace
+
+std::uint64_t manifest_checks_run() { return g_checks_run.load(std::memory_order_relaxed); }
+
+std::uint64_t manifest_check_calls() { return g_check_calls.load(std::memory_order_relaxed); }
+
+bool manifest_unchanged_since(const HeaderManifest& m, std::int64_t since_ns) {
+  auto unchanged = [since_ns](const std::string& path, const FileStamp& recorded, bool dir) {
+    struct stat st {};
+    return recorded != FileStamp{} && !is_racy(recorded, since_ns) && ::stat(path.c_str(), &st) == 0 &&
+           (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) && stamp_of(st) == recorded;
+  };
+  for (const auto& d : m.dirs) {
+    if (!unchanged(d.path, d.stamp, true)) {
+      return false;
+    }
+  }
+  for (const auto& h : m.headers) {
+    if (!unchanged(h.path, h.stamp, false)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// manifest_still_applies(); `stats` counts the stat calls it made, `opened`
+// its opens.
+bool still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs, OpenedDirs& opened,
+                   std::uint64_t& stats) {
   // The directories holding headers (headers come sorted by path, so those
   // of one directory are mostly neighbours).
   std::unordered_set<std::string_view> header_dirs;
@@ -248,19 +296,32 @@ bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* tr
       }
     }
   }
-  OpenedDirs opened;
-  // The opened directories above the current one (dirs come mostly sorted).
-  std::vector<std::pair<std::string_view, int>> above;
+  // The opened directories above the current one (dirs come mostly sorted),
+  // each with its stat when taken here, and whether it is a directory that is
+  // no symbolic link opened as one component (`rest` without a slash) of the
+  // one below it: "X/.." is then exactly that one, whatever the identities
+  // (the kernel resolves ".." after a real directory, a mount point included,
+  // to the directory it came from). Over CuPy's tree half the recorded
+  // directories are such an "X/..": each is answered with the stat already
+  // taken, not a `stat` of its own.
+  struct Above {
+    std::string_view path;
+    int fd = -1;
+    bool stated = false;
+    struct stat st {};
+    bool real_child = false;
+  };
+  std::vector<Above> above;
   for (std::size_t i = 0; i < m.dirs.size(); ++i) {
     const std::string& path = m.dirs[i].path;
-    while (!above.empty() && below(path, above.back().first).empty()) {
+    while (!above.empty() && below(path, above.back().path).empty()) {
       above.pop_back();
     }
     int at = AT_FDCWD;
     const char* rest = path.c_str();
     if (!above.empty()) {
-      const std::string_view r = below(path, above.back().first);
-      at = above.back().second;
+      const std::string_view r = below(path, above.back().path);
+      at = above.back().fd;
       rest = r.data();
     }
     const bool trusted = trusted_dirs != nullptr && i < trusted_dirs->size() && (*trusted_dirs)[i];
@@ -268,13 +329,27 @@ bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* tr
                       (i + 1 < m.dirs.size() && !below(m.dirs[i + 1].path, path).empty());
     struct stat st {};
     bool ok = false;
-    if (keep) {
-      const int fd = opened.open(path, at, rest);
-      if (fd >= 0) {
-        above.emplace_back(path, fd);
-      }
+    // "X/.." where X (on top) is a real directory opened from the one below it, stat'ed here.
+    const Above* parent = nullptr;
+    if (!keep && !trusted && above.size() >= 2 && std::string_view(rest) == ".." &&
+        above.back().path.size() + 3 == path.size() && above.back().real_child && above[above.size() - 2].stated) {
+      parent = &above[above.size() - 2];
+    }
+    if (parent != nullptr) {
+      st = parent->st;
+      ok = true;
+    } else if (keep) {
+      const bool one_component = at != AT_FDCWD && std::strchr(rest, '/') == nullptr &&
+                                 std::string_view(rest) != ".." && std::string_view(rest) != ".";
+      bool real = false;
+      const int fd = opened.open(path, at, rest, one_component ? &real : nullptr);
+      stats += fd >= 0 && !trusted ? 1 : 0;
       ok = fd >= 0 && (trusted || ::fstat(fd, &st) == 0);
+      if (fd >= 0) {
+        above.push_back({path, fd, ok && !trusted, st, real});
+      }
     } else if (!trusted) {
+      ++stats;
       ok = ::fstatat(at, rest, &st, 0) == 0;
     }
     if (!trusted && !dir_still_applies(m, i, ok, st)) {
@@ -289,6 +364,7 @@ bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* tr
     const auto slash = h.path.rfind('/');
     struct stat st {};
     int rc = 0;
+    ++stats;
     if (slash == std::string::npos || slash == 0) {
       rc = ::stat(h.path.c_str(), &st);
     } else {
@@ -309,6 +385,17 @@ bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* tr
     }
   }
   return true;
+}
+
+}  // namespace
+
+bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs) {
+  OpenedDirs opened;
+  std::uint64_t stats = 0;
+  const bool ok = still_applies(m, trusted_dirs, opened, stats);
+  g_checks_run.fetch_add(1, std::memory_order_relaxed);
+  g_check_calls.fetch_add(stats + opened.calls(), std::memory_order_relaxed);
+  return ok;
 }
 
 std::string serialize_manifest(const HeaderManifest& m) {

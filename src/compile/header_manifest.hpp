@@ -156,6 +156,23 @@ inline bool checks_still_apply(const ManifestChecks& c) {
   return manifest_still_applies(*c.manifest, &c.trusted_dirs);
 }
 
+// How many times manifest_still_applies() ran in this process (each call
+// stats the manifest's headers and directories once); for tests that count
+// the checks of one compile.
+std::uint64_t manifest_checks_run();
+
+// The system calls (stats and directory opens) those checks made in all; for
+// tests that bound what one check costs.
+std::uint64_t manifest_check_calls();
+
+// Whether every header and directory of `m` has exactly its recorded identity
+// now, each older than the racy window before `since_ns` (CLOCK_REALTIME): then
+// nothing in `m` changed after `since_ns - k_racy_window_ns`, so a compile that
+// started at `since_ns` read exactly the files `m` describes. Stats each path
+// (a directory whose identity changed fails, whatever its names). For the rare
+// compile whose deferred check failed (compile/compiler.cpp).
+bool manifest_unchanged_since(const HeaderManifest& m, std::int64_t since_ns);
+
 std::string serialize_manifest(const HeaderManifest& m);
 
 // Whether a parse reads the per-header directives too (a rescan needs them,

@@ -1,5 +1,6 @@
 #include "compile/header_scanner.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,13 +82,23 @@ struct Request {
 // The result of manifest `name` when it is remembered (in this process or on
 // disk) and still applies, remembered under `key` too; nothing otherwise
 // (nothing is scanned or written).
+// With `defer`, a manifest whose identities are all trusted (none racy) is
+// taken unchecked: the result says so (ScanResult::checked) and is not
+// remembered under `key`.
 std::optional<ScanResult> reuse_manifest(const ScanInput& input, const std::string& name, const std::string& key,
-                                         std::shared_ptr<const HeaderManifest>& used) {
+                                         std::shared_ptr<const HeaderManifest>& used, bool defer = false) {
   std::shared_ptr<const HeaderManifest> m = remembered_manifest(name);
   if (!m) {
     if (auto loaded = load_either(input, name, ManifestPart::lookup)) {
       m = std::make_shared<const HeaderManifest>(std::move(*loaded));
     }
+  }
+  if (m && defer && std::none_of(m->headers.begin(), m->headers.end(),
+                                 [](const ManifestHeader& h) { return h.stamp == FileStamp{}; })) {
+    used = m;
+    ScanResult r = result_of(*m, true);
+    r.checked = false;
+    return r;
   }
   if (!m || !manifest_still_applies(*m)) {
     return std::nullopt;  // scan_with_manifest() reads it whole when it must
@@ -107,7 +118,9 @@ std::optional<ScanResult> reuse_family(Request& req, const std::string& key, std
   for (const auto& member : req.members_of_family()) {
     if (roots_key(req.input, req.source_directives(), member.identifiers, req.predefined_id(with_predefined)) ==
         member.roots) {
-      if (auto r = reuse_manifest(req.input, member.manifest, key, used)) {
+      // Deferred only where the later check can run (it needs the working directory).
+      if (auto r = reuse_manifest(req.input, member.manifest, key, used,
+                                  req.input.defer_member_checks && !req.cwd.empty())) {
         return r;
       }
     }

@@ -83,6 +83,11 @@ struct ScanInput {
   // What decides the macros NVRTC predefines for this request. Null: a
   // computed include that uses an identifier makes the request not cacheable.
   const PredefinedContext* predefined = nullptr;
+  // A family member's result (another kernel over the same tree) may be
+  // returned before its identities are checked (ScanResult::checked false):
+  // a compile checks them once, after the lookup on a hit and after the
+  // compile on a miss (compile/compiler.cpp), instead of before and after.
+  bool defer_member_checks = false;
 };
 
 struct HeaderManifest;
@@ -101,6 +106,10 @@ struct ScanResult {
   // without a scan (an identity too recent to trust, an unreadable directory).
   std::shared_ptr<const ManifestChecks> checks;
   std::string working_directory;
+  // False: a family member's result taken unchecked (ScanInput::
+  // defer_member_checks); `checks` is set, and until it passed the result is
+  // only a guess (it picks a lookup; a hit or a compile is trusted only after).
+  bool checked = true;
 };
 
 // Scans as described above. Fails only with io when a file that exists cannot be read.

@@ -240,6 +240,51 @@ TEST(HeaderManifest, ADirectoryBelowAnOpenedOneResolvesAsItsWholePath) {
   EXPECT_FALSE(manifest_still_applies(*lookup, &trusted)) << "its headers still are";
 }
 
+// "X/.." where X is a real directory is the directory X was opened from: a
+// check answers it with the stat it took of that one (CuPy's tree records
+// half its directories so), and still resolves it physically once X is a
+// symbolic link.
+TEST(HeaderManifest, ADotDotBelowARealDirectoryCostsNoStatOfItsOwn) {
+  test::TempDir tmp;
+  const std::string inc = (tmp.path() / "inc").string();
+  const std::string elsewhere = (tmp.path() / "elsewhere").string();
+  constexpr int k = 8;
+  auto stamp = [](const std::string& p) {
+    struct stat st {};
+    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+    return stamp_of(st);
+  };
+  for (int i = 0; i < k; ++i) {
+    fs::create_directories(inc + "/x" + std::to_string(i));
+    test::write_file(inc + "/x" + std::to_string(i) + "/h.h", "#define H 1\n");
+  }
+  fs::create_directories(elsewhere + "/inner");
+  HeaderManifest m;
+  m.input = k_input;
+  m.dirs.push_back({inc, stamp(inc), {{"y.h", 'n'}}});
+  for (int i = 0; i < k; ++i) {
+    const std::string x = inc + "/x" + std::to_string(i);
+    m.headers.push_back({x + "/h.h", stamp(x + "/h.h"), std::string(64, 'b'), {}});
+    m.dirs.push_back({x, stamp(x), {{"y.h", 'n'}}});
+    m.dirs.push_back({x + "/..", stamp(inc), {{"nothere", 'n'}}});
+  }
+  const auto lookup = parse_manifest(serialize_manifest(m), k_input, ManifestPart::lookup);
+  ASSERT_TRUE(lookup);
+  const auto before = manifest_check_calls();
+  EXPECT_TRUE(manifest_still_applies(*lookup));
+  // inc: an open and a stat; each x: an open, a stat, its header's stat, and
+  // nothing for "x/..", where a stat each made it 4 per x.
+  EXPECT_EQ(manifest_check_calls() - before, 2u + 3u * k);
+
+  // x0 becomes a symbolic link to a directory whose parent holds "nothere":
+  // inc changed, and "x0/.." is that parent, checked as such.
+  fs::rename(inc + "/x0", elsewhere + "/inner/x0");
+  fs::create_directory_symlink(elsewhere + "/inner/x0", inc + "/x0");
+  EXPECT_TRUE(manifest_still_applies(*lookup)) << "same names, same header identities";
+  fs::create_directories(elsewhere + "/inner/nothere");
+  EXPECT_FALSE(manifest_still_applies(*lookup)) << "x0/.. resolves through the link";
+}
+
 TEST(HeaderScanner, SecondScanReusesTheManifestAndSeesAnEdit) {
   test::TempDir tmp;
   const auto inc = (tmp.path() / "inc").string();
@@ -474,6 +519,124 @@ TEST(HeaderManifest, AHitOverATreeMissesOnEveryHeaderChange) {
       EXPECT_EQ(stored_value(a->payload), c.value) << c.root;
     }
   }
+  Toolkit::instance().set_memo_dir(saved);
+}
+
+// tree_request() as another kernel over the same tree: another source with
+// the same includes (the same roots), so it takes the first one's result
+// (compile/scan_inputs.hpp) and writes no manifest of its own.
+CompileRequest variant(const CompileRequest& r, int n) {
+  CompileRequest v = r;
+  v.source += "// variant " + std::to_string(n) + "\n";
+  return v;
+}
+
+// Another kernel over a tree a family member recorded is checked once per
+// compile in a new process: after the lookup on a hit, after the compile on
+// a miss (it used to be checked before the lookup and again after the
+// compile). Counted with manifest_checks_run(): one pass over the manifest
+// each.
+TEST(HeaderManifest, AFamilyMembersTreeIsCheckedOncePerCompile) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto saved = Toolkit::instance().memo_dir();
+  Toolkit::instance().set_memo_dir(tmp.path() / "cache" / "v1" / "toolkit");
+  const CompileRequest r = tree_request(tmp.path() / "t", false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // identities older than the racy window
+  test::MapStore store;
+  CompileInfo info;
+  ASSERT_TRUE(compile(r, &store, &info));
+  ASSERT_TRUE(info.stored);
+
+  forget_scan_memos();  // a new process
+  auto before = manifest_checks_run();
+  auto a = compile(variant(r, 2), &store, &info);
+  ASSERT_TRUE(a) << a.error().describe();
+  EXPECT_FALSE(info.hit);
+  EXPECT_TRUE(info.stored) << info.not_cacheable_reason;
+  EXPECT_EQ(stored_value(a->payload), 3);
+  EXPECT_EQ(manifest_checks_run() - before, 1u) << "a miss checks the member's tree once, after the compile";
+
+  forget_scan_memos();
+  before = manifest_checks_run();
+  auto hit = compile(variant(r, 2), &store, &info);
+  ASSERT_TRUE(hit);
+  EXPECT_TRUE(info.hit);
+  EXPECT_EQ(hit->payload, a->payload);
+  EXPECT_EQ(manifest_checks_run() - before, 1u) << "a hit checks it once, after the lookup";
+  Toolkit::instance().set_memo_dir(saved);
+}
+
+// The member's tree taken unchecked can be out of date: a header edited since
+// the member was recorded. Then a hit under the old key is never returned (it
+// is checked, the key derived again and looked up again); a miss compiles the
+// new bytes and is stored under the new tree's key when the edit is older
+// than the racy window at the compile's start, and not stored at all when it
+// (or any change to the tree, here a file added beside a header that is
+// absent) is more recent: it may have happened while the compile ran.
+TEST(HeaderManifest, AFamilyMembersTreeEditedSinceGivesNoStaleHitAndNoStaleEntry) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto saved = Toolkit::instance().memo_dir();
+  Toolkit::instance().set_memo_dir(tmp.path() / "cache" / "v1" / "toolkit");
+  const CompileRequest hit_tree = tree_request(tmp.path() / "hit", false);
+  const CompileRequest old_edit = tree_request(tmp.path() / "old", false);
+  const CompileRequest racy_edit = tree_request(tmp.path() / "racy", false);
+  const CompileRequest racy_dir = tree_request(tmp.path() / "dir", false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  test::MapStore store;
+  CompileInfo info;
+  for (const auto* r : {&hit_tree, &old_edit, &racy_edit, &racy_dir}) {
+    ASSERT_TRUE(compile(*r, &store, &info));
+    ASSERT_TRUE(info.stored);
+  }
+  ASSERT_TRUE(compile(variant(hit_tree, 2), &store, &info));  // through the member
+  ASSERT_TRUE(info.stored);
+  const Key old_hit_key = info.key;
+  const Key old_key = derive_key(variant(old_edit, 3))->key();
+  for (const auto* r : {&hit_tree, &old_edit, &racy_edit, &racy_dir}) {
+    test::write_file(fs::path(r->name).parent_path() / "inc2" / "lib2" / "g.h", "#define VALUE_G 5\n");
+  }
+
+  forget_scan_memos();
+  auto racy = compile(variant(racy_edit, 3), &store, &info);
+  ASSERT_TRUE(racy) << racy.error().describe();
+  EXPECT_EQ(stored_value(racy->payload), 6) << "the new bytes";
+  EXPECT_FALSE(info.cacheable);
+  EXPECT_FALSE(info.stored);
+  EXPECT_NE(info.not_cacheable_reason.find("a header changed"), std::string::npos) << info.not_cacheable_reason;
+
+  forget_scan_memos();
+  auto again = compile(variant(hit_tree, 2), &store, &info);
+  ASSERT_TRUE(again) << again.error().describe();
+  EXPECT_FALSE(info.hit) << "the entry under the old key is never returned";
+  EXPECT_EQ(stored_value(again->payload), 6);
+  EXPECT_NE(info.key, old_hit_key);
+  EXPECT_TRUE(info.stored) << info.not_cacheable_reason;
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // the edit is older than the racy window
+  forget_scan_memos();
+  const std::size_t puts = store.puts();
+  auto old = compile(variant(old_edit, 3), &store, &info);
+  ASSERT_TRUE(old) << old.error().describe();
+  EXPECT_FALSE(info.hit);
+  EXPECT_EQ(stored_value(old->payload), 6);
+  EXPECT_TRUE(info.stored) << info.not_cacheable_reason;
+  EXPECT_EQ(store.puts(), puts + 1);
+  EXPECT_NE(info.key, old_key);
+  EXPECT_EQ(old->passport.key, info.key);
+  forget_scan_memos();
+  EXPECT_EQ(derive_key(variant(old_edit, 3))->key(), info.key) << "stored under the key of the tree it read";
+  EXPECT_FALSE(*store.get(old_key)) << "nothing under the old key";
+
+  // inc1/lib decided that lib/h.h is absent there: changed just now.
+  test::write_file(fs::path(racy_dir.name).parent_path() / "inc1" / "lib" / "notes.txt", "x\n");
+  forget_scan_memos();
+  auto dir = compile(variant(racy_dir, 3), &store, &info);
+  ASSERT_TRUE(dir) << dir.error().describe();
+  EXPECT_EQ(stored_value(dir->payload), 6);
+  EXPECT_FALSE(info.stored) << "a directory of the tree changed less than the racy window before";
+  EXPECT_NE(info.not_cacheable_reason.find("a header changed"), std::string::npos) << info.not_cacheable_reason;
   Toolkit::instance().set_memo_dir(saved);
 }
 
