@@ -138,6 +138,10 @@ costs() {
   KCACHE_BIN=$dev/bin/kcache step process_start 240 scripts/bench-process-start.sh "${args[@]}"
   grep -v '^$' "$out/process_start.log" | tail -20 | tee -a "$summary"
 
+  section "issue 23: whole-process hit over 700 headers vs no header"
+  step header_hit 120 scripts/bench-header-hit.sh 20 5 "$dev/bin/kcache"
+  tail -3 "$out/header_hit.log" | tee -a "$summary"
+
   section "issue 23: miss cost against plain NVRTC (CuPy's headers from the machine's CuPy, CCCL, corpus)"
   local cupy_inc
   cupy_inc=$(python3 -c 'import cupy, os; print(os.path.join(os.path.dirname(cupy.__file__), "_core", "include"))')
