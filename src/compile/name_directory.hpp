@@ -1,0 +1,68 @@
+// compile/name_directory.hpp: whether NVRTC's output can depend on the
+// directory part of the program name (private).
+//
+// JIT users such as CuPy name each program after a fresh temporary file
+// (`/tmp/tmpab12cd/kern.cu`); keyed verbatim, no two processes would share an
+// entry. NVRTC uses the program name's directory only
+//   - in line tables and debug information (`-lineinfo`, `-G`) and in LTO-IR
+//     (decided from the options: compile/compiler.cpp);
+//   - to resolve the main source's quoted includes (measured: never a header's,
+//     nor an angled include), which a `--pre-include` or an in-memory header
+//     may also reach;
+//   - where `__FILE__` (or `__FILE_NAME__`) is expanded with the main source as
+//     the current file: in the main source itself, in a command-line macro, or
+//     in a macro the main source expands, directly or through other macros;
+//   - wherever `__BASE_FILE__` is expanded, and wherever `__builtin_FILE()` or
+//     `__builtin_source_location()` is evaluated: a default argument
+//     (`cuda::std::source_location::current()`) is evaluated at the call
+//     site, which may be in the main source. These are taken as soon as any
+//     file of the closure names them (or `source_location`), anywhere.
+// NameDirectoryCheck collects those facts during a header scan and says
+// whether any holds. It is conservative: every `#define` of every scanned file
+// counts, whatever `#if` it sits under, and every identifier of the main
+// source counts (comments and strings too). Not seen: a `__FILE__` formed by
+// token pasting (`CAT(__FI, LE__)`), and trigraphs.
+//
+// Thread-safety: one check per scan; no shared state.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "compile/directive_scanner.hpp"
+
+namespace kcache::jit {
+
+// Whether `text` holds `__builtin_FILE`, `__builtin_source_location`,
+// `source_location` or `__BASE_FILE__` (backslash-newlines joined first).
+bool mentions_main_file_anywhere(std::string_view text);
+
+class NameDirectoryCheck {
+public:
+  // The main source: its text and directives.
+  void add_source(std::string_view text, const FileDirectives& d);
+  // One -D value (`NAME` or `NAME=VALUE`).
+  void add_command_line(std::string_view define);
+  // An in-memory header: its quoted includes may search the name's directory.
+  void add_memory_header(const std::string& name, const FileDirectives& d);
+  // A disk header of the closure. REQUIRES: `d` outlives because().
+  void add_header(const std::string& path, const FileDirectives& d);
+  // A fact that decides it on its own (a --pre-include, unscanned toolkit headers).
+  void add_reason(std::string why);
+
+  // Why the directory can reach the output; empty when it cannot.
+  std::string because() const;
+
+private:
+  void add_defines(const FileDirectives& d, bool copy);
+  std::string m_reason;                     // the first decisive fact
+  std::vector<std::string> m_source_identifiers;
+  std::vector<std::string> m_command_line_bodies;
+  std::deque<std::string> m_owned;          // copies of the source's and in-memory headers' defines
+  std::vector<std::pair<std::string_view, std::string_view>> m_defines;  // (name, body)
+};
+
+}  // namespace kcache::jit
