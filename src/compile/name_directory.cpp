@@ -77,6 +77,9 @@ void NameDirectoryCheck::add_reason(std::string why) {
 }
 
 void NameDirectoryCheck::add_defines(const FileDirectives& d, bool copy) {
+  if (!m_reason.empty()) {
+    return;  // decided: because() needs no macro
+  }
   for (const auto& def : d.defines) {
     if (copy) {
       const std::string& name = m_owned.emplace_back(def.name);
