@@ -109,7 +109,6 @@ public:
     }
     for (const auto& d : in.defines) {
       m_table.add_command_line(d);
-      m_name_dir.add_command_line(d);
     }
     m_include_ids = dir_ids(in.include_dirs);
   }
@@ -128,7 +127,7 @@ public:
     }
     {
       FileDirectives f = scan_file(m_in.source);
-      m_name_dir.add_source(m_in.source, f);
+      m_name_dir.add_source(f);
       if (!m_in.pre_includes.empty()) {
         m_name_dir.add_reason("--pre-include=" + m_in.pre_includes.front() + " may be resolved against it");
       }
@@ -196,6 +195,7 @@ public:
       m_name_dir.add_reason("toolkit headers are reached, which are not scanned");
     }
     m_manifest.name_directory_seen = m_name_dir.because();
+    m_manifest.file_macros = m_name_dir.file_macros();
     m_manifest.dirs = m_directories.records();
     m_manifest.looked_up.assign(m_looked_up.begin(), m_looked_up.end());
     return {};

@@ -10,6 +10,7 @@
 #include "compile/base_dir.hpp"
 #include "compile/derivation_memo.hpp"
 #include "compile/elf_file.hpp"
+#include "compile/name_directory.hpp"
 #include "compile/header_manifest.hpp"
 #include "compile/header_scanner.hpp"
 #include "compile/working_directory.hpp"
@@ -170,7 +171,11 @@ Result<Derived> derive_nvrtc(const CompileRequest& r) {
   const std::size_t name_slash = r.name.rfind('/');
   const bool name_directory_left_out = name_slash != std::string::npos && name_slash + 1 < r.name.size() &&
                                        r.target_kind != "ltoir" && !has_option("--device-debug") &&
-                                       !has_option("--generate-line-info") && scanned->name_directory_seen.empty();
+                                       !has_option("--generate-line-info") &&
+                                       jit::name_directory_seen_because(r.source, scan.defines,
+                                                                        scanned->name_directory_seen,
+                                                                        scanned->file_macros)
+                                           .empty();
 
   // The key, with the paths under `base` keyed relative to it (none when
   // empty) and `verdict` as the base_dir field (none when empty).

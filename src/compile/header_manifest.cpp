@@ -349,6 +349,11 @@ std::string serialize_manifest(const HeaderManifest& m) {
     put_str(out, m.name_directory_seen);
     out += '\n';
   }
+  for (const auto& f : m.file_macros) {
+    out += "fm ";
+    put_str(out, f);
+    out += '\n';
+  }
   out += "names " + std::to_string(block.size()) + '\n';
   out += block;
   out = std::string(k_magic) + std::to_string(out.size()) + '\n' + out;
@@ -442,6 +447,14 @@ std::optional<HeaderManifest> parse_text(std::string_view text, std::string_view
     if (!r.lit("seen ") || !r.str(m.name_directory_seen) || !r.lit("\n") || m.name_directory_seen.empty()) {
       return std::nullopt;
     }
+  }
+  while (r.peek("fm ")) {
+    std::string f;
+    if (!r.lit("fm ") || !r.str(f) || !r.lit("\n") || f.empty() ||
+        (!m.file_macros.empty() && !(m.file_macros.back() < f))) {
+      return std::nullopt;  // sorted, unique
+    }
+    m.file_macros.push_back(std::move(f));
   }
   std::size_t block_size = 0;
   std::string_view block;

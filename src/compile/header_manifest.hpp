@@ -31,7 +31,7 @@
 //                first line, then exactly identity and "details\n", and none
 //                of the facts (over CuPy's tree: 370 KB of a 1.1 MB file)
 //   identity  := "input " hex64 "\n" "list " hex64 "\n" header* dir* verdict?
-//                seen? "names " len "\n" block
+//                seen? fm* "names " len "\n" block
 //   list      := header_list_digest() of the headers below, as written: a hit
 //                keys them without hashing their ~170 KB of paths and digests
 //                again (trusted as the header records themselves are)
@@ -42,6 +42,9 @@
 //   verdict   := "nc " str "\n"
 //   seen      := "seen " str "\n"   why the program name's directory can reach
 //                the output (compile/name_directory.hpp); absent: it cannot
+//                through the closure alone
+//   fm        := "fm " str "\n"     a macro of the closure that may expand
+//                __FILE__ (sorted, unique); only without "seen"
 //   block     := (("n" | "x" | "f") " " str "\n")*    sorted, unique per dir
 //                n: the name must not exist; x: must not be a regular file;
 //                f: must not be a directory
@@ -132,6 +135,9 @@ struct HeaderManifest {
   // closure (a quoted include of the source, `__FILE__` ...:
   // compile/name_directory.hpp); empty when it cannot.
   std::string name_directory_seen;
+  // With name_directory_seen empty: the macros of the closure's files that
+  // may expand `__FILE__`, sorted (NameDirectoryCheck::file_macros()).
+  std::vector<std::string> file_macros;
   // From a scan only (not stored): every identifier its computed includes
   // looked up, sorted, unique (compile/scan_inputs.hpp: the family's roots).
   std::vector<std::string> looked_up;

@@ -1,5 +1,6 @@
 #include "compile/name_directory.hpp"
 
+#include <algorithm>
 #include <array>
 #include <unordered_map>
 #include <unordered_set>
@@ -78,7 +79,7 @@ void NameDirectoryCheck::add_reason(std::string why) {
 
 void NameDirectoryCheck::add_defines(const FileDirectives& d, bool copy) {
   if (!m_reason.empty()) {
-    return;  // decided: because() needs no macro
+    return;  // decided: no macro list is needed
   }
   for (const auto& def : d.defines) {
     if (copy) {
@@ -91,35 +92,13 @@ void NameDirectoryCheck::add_defines(const FileDirectives& d, bool copy) {
   }
 }
 
-void NameDirectoryCheck::add_source(std::string_view text, const FileDirectives& d) {
+void NameDirectoryCheck::add_source(const FileDirectives& d) {
   for (const auto& i : d.includes) {
     if (i.computed || !i.angled) {
       add_reason(std::string(i.computed ? "the source's computed include " : "the source's quoted include ") +
                  "'" + i.name + "' may search it");
       break;
     }
-  }
-  if (d.names_main_file) {
-    add_reason("the source names __builtin_FILE, __builtin_source_location, source_location or __BASE_FILE__");
-  }
-  add_defines(d, true);
-  std::string storage;
-  std::unordered_set<std::string_view> seen;
-  for_each_identifier(joined(text, storage), [&](std::string_view id) {
-    if (seen.insert(id).second) {
-      m_source_identifiers.emplace_back(id);
-    }
-  });
-}
-
-void NameDirectoryCheck::add_command_line(std::string_view define) {
-  const auto eq = define.find('=');
-  const std::string& name = m_owned.emplace_back(define.substr(0, std::min(eq, define.find('('))));
-  const std::string& body = m_owned.emplace_back(eq == std::string_view::npos ? "" : define.substr(eq + 1));
-  m_defines.emplace_back(name, body);
-  m_command_line_bodies.push_back(body);
-  if (mentions_main_file_anywhere(define)) {
-    add_reason("the option -D" + std::string(define) + " names the main file");
   }
 }
 
@@ -143,21 +122,19 @@ void NameDirectoryCheck::add_header(const std::string& path, const FileDirective
   add_defines(d, false);
 }
 
-std::string NameDirectoryCheck::because() const {
-  if (!m_reason.empty()) {
-    return m_reason;
-  }
-  // Every macro that may expand to __FILE__: a fixed point over the macros
-  // whose body names one, whatever #if their definition sits under.
-  std::unordered_map<std::string_view, std::vector<std::string_view>> used_by;  // identifier -> macros naming it
-  for (const auto& [name, body] : m_defines) {
+namespace {
+
+// Every macro of `defines` that may expand one of `seeds`: a fixed point over
+// a reverse graph (identifier -> macros whose body names it).
+std::unordered_set<std::string_view> may_expand(const std::vector<std::pair<std::string_view, std::string_view>>& defines,
+                                                const std::vector<std::string_view>& seeds) {
+  std::unordered_map<std::string_view, std::vector<std::string_view>> used_by;
+  for (const auto& [name, body] : defines) {
     for_each_identifier(body, [&, n = name](std::string_view id) { used_by[id].push_back(n); });
   }
-  std::unordered_map<std::string_view, std::string_view> expands;  // macro -> what it names that expands
-  std::vector<std::string_view> work(k_current_file.begin(), k_current_file.end());
-  for (const auto t : k_current_file) {
-    expands.emplace(t, t);
-  }
+  std::unordered_set<std::string_view> found;
+  std::vector<std::string_view> work = seeds;
+  std::unordered_set<std::string_view> seen(seeds.begin(), seeds.end());
   while (!work.empty()) {
     const std::string_view id = work.back();
     work.pop_back();
@@ -166,27 +143,66 @@ std::string NameDirectoryCheck::because() const {
       continue;
     }
     for (const auto macro : it->second) {
-      if (expands.emplace(macro, id).second) {
+      if (seen.insert(macro).second) {
+        found.insert(macro);
         work.push_back(macro);
       }
     }
   }
-  for (const auto& id : m_source_identifiers) {
-    if (const auto it = expands.find(id); it != expands.end()) {
-      return it->first == it->second ? "the source uses " + id
-                                     : "the source uses the macro " + id + ", which may expand __FILE__";
-    }
+  return found;
+}
+
+}  // namespace
+
+std::vector<std::string> NameDirectoryCheck::file_macros() const {
+  if (!m_reason.empty()) {
+    return {};
   }
-  for (const auto& body : m_command_line_bodies) {
-    std::string hit;
-    for_each_identifier(body, [&](std::string_view id) {
-      if (hit.empty() && expands.contains(id)) {
-        hit = id;
-      }
-    });
-    if (!hit.empty()) {
-      return "a -D value uses " + hit + ", which may expand __FILE__";
+  const auto found = may_expand(m_defines, {k_current_file.begin(), k_current_file.end()});
+  std::vector<std::string> out(found.begin(), found.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string name_directory_seen_because(std::string_view source, const std::vector<std::string>& defines,
+                                        const std::string& closure_seen, const std::vector<std::string>& file_macros) {
+  if (!closure_seen.empty()) {
+    return closure_seen;
+  }
+  if (mentions_main_file_anywhere(source)) {
+    return "the source names __builtin_FILE, __builtin_source_location, source_location or __BASE_FILE__";
+  }
+  std::vector<std::string_view> seeds(k_current_file.begin(), k_current_file.end());
+  seeds.insert(seeds.end(), file_macros.begin(), file_macros.end());
+  // The source's and the command line's own macros that may expand it.
+  const FileDirectives d = scan_file(source);
+  std::vector<std::pair<std::string_view, std::string_view>> own;
+  std::deque<std::string> names;
+  for (const auto& def : d.defines) {
+    own.emplace_back(def.name, def.body);
+  }
+  for (const auto& define : defines) {
+    if (mentions_main_file_anywhere(define)) {
+      return "the option -D" + define + " names the main file";
     }
+    const std::string_view v = define;
+    const auto eq = v.find('=');
+    own.emplace_back(names.emplace_back(v.substr(0, std::min(eq, v.find('(')))),
+                     eq == std::string_view::npos ? std::string_view() : v.substr(eq + 1));
+  }
+  if (const auto found = may_expand(own, seeds); !found.empty()) {
+    return "the macro " + std::string(*found.begin()) + " of the source or the command line may expand __FILE__";
+  }
+  const std::unordered_set<std::string_view> expanding(seeds.begin(), seeds.end());
+  std::string hit;
+  std::string storage;
+  for_each_identifier(joined(source, storage), [&](std::string_view id) {
+    if (hit.empty() && expanding.contains(id)) {
+      hit = id;
+    }
+  });
+  if (!hit.empty()) {
+    return "the source uses " + hit + (hit == "__FILE__" || hit == "__FILE_NAME__" ? "" : ", which may expand __FILE__");
   }
   return {};
 }

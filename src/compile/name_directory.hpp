@@ -17,13 +17,20 @@
 //     (`cuda::std::source_location::current()`) is evaluated at the call
 //     site, which may be in the main source. These are taken as soon as any
 //     file of the closure names them (or `source_location`), anywhere.
-// NameDirectoryCheck collects those facts during a header scan and says
-// whether any holds. It is conservative: every `#define` of every scanned file
-// counts, whatever `#if` it sits under, and every identifier of the main
-// source counts (comments and strings too). Not seen: a `__FILE__` formed by
-// token pasting (`CAT(__FI, LE__)`), and trigraphs.
+// The decision has two parts, since a header scan's result is shared by
+// requests with other sources and -D values (compile/scan_inputs.hpp: a family
+// member with the same roots):
+//   - NameDirectoryCheck, during a scan, decides what the closure alone decides
+//     (the source's include directives are among the roots) and otherwise lists
+//     the macros of the closure's files that may expand `__FILE__`;
+//   - name_directory_seen_because(), per request, adds the source's text and the
+//     -D values.
+// It is conservative: every `#define` of every scanned file counts, whatever
+// `#if` it sits under, and every identifier of the main source counts
+// (comments and strings too). Not seen: a `__FILE__` formed by token pasting
+// (`CAT(__FI, LE__)`), and trigraphs.
 //
-// Thread-safety: one check per scan; no shared state.
+// Thread-safety: one check per scan; the functions keep no state.
 #pragma once
 
 #include <deque>
@@ -42,27 +49,34 @@ bool mentions_main_file_anywhere(std::string_view text);
 
 class NameDirectoryCheck {
 public:
-  // The main source: its text and directives.
-  void add_source(std::string_view text, const FileDirectives& d);
-  // One -D value (`NAME` or `NAME=VALUE`).
-  void add_command_line(std::string_view define);
+  // The main source's directives (its quoted includes search the directory).
+  void add_source(const FileDirectives& d);
   // An in-memory header: its quoted includes may search the name's directory.
   void add_memory_header(const std::string& name, const FileDirectives& d);
-  // A disk header of the closure. REQUIRES: `d` outlives because().
+  // A disk header of the closure. REQUIRES: `d` outlives file_macros().
   void add_header(const std::string& path, const FileDirectives& d);
   // A fact that decides it on its own (a --pre-include, unscanned toolkit headers).
   void add_reason(std::string why);
 
-  // Why the directory can reach the output; empty when it cannot.
-  std::string because() const;
+  // Why the closure lets the directory reach the output; empty when it alone does not.
+  const std::string& because() const { return m_reason; }
+  // With because() empty: every macro of the in-memory and disk headers that
+  // may expand `__FILE__` (its body names it or such a macro), sorted.
+  std::vector<std::string> file_macros() const;
 
 private:
   void add_defines(const FileDirectives& d, bool copy);
-  std::string m_reason;                     // the first decisive fact
-  std::vector<std::string> m_source_identifiers;
-  std::vector<std::string> m_command_line_bodies;
-  std::deque<std::string> m_owned;          // copies of the source's and in-memory headers' defines
+  std::string m_reason;  // the first decisive fact
+  std::deque<std::string> m_owned;  // copies of the in-memory headers' defines
   std::vector<std::pair<std::string_view, std::string_view>> m_defines;  // (name, body)
 };
+
+// Why the program name's directory can reach NVRTC's output for `source` and
+// the -D values `defines` (`NAME`, `NAME=VALUE`), given what its closure's
+// scan found (`closure_seen`, `file_macros`: NameDirectoryCheck); empty when
+// it cannot. A macro of the source or the command line that may expand
+// `__FILE__` keeps the directory (a header's macro may name it).
+std::string name_directory_seen_because(std::string_view source, const std::vector<std::string>& defines,
+                                        const std::string& closure_seen, const std::vector<std::string>& file_macros);
 
 }  // namespace kcache::jit

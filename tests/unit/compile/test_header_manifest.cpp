@@ -35,6 +35,7 @@ HeaderManifest sample() {
   h.directives.names_main_file = true;
   m.headers.push_back(h);
   m.name_directory_seen = "the source uses __FILE__";
+  m.file_macros = {"AT", "HERE"};
   m.dirs.push_back({"inc", {6, 7, 8, 9, 10}, {{"cuda", 'n'}, {"sub", 'x'}}});
   return m;
 }
@@ -51,6 +52,7 @@ TEST(HeaderManifest, RoundTripsExactly) {
   EXPECT_EQ(back->headers[0].directives.defines, m.headers[0].directives.defines);
   EXPECT_TRUE(back->headers[0].directives.names_main_file);
   EXPECT_EQ(back->name_directory_seen, m.name_directory_seen);
+  EXPECT_EQ(back->file_macros, m.file_macros);
   EXPECT_EQ(back->dirs[0].names, m.dirs[0].names);
   const auto lookup = parse_manifest(text, k_input, ManifestPart::lookup);
   ASSERT_TRUE(lookup);

@@ -10,7 +10,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,8 @@
 #include "support/nvrtc_output.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/compile/compile_test_support.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace kcache {
 namespace {
@@ -166,6 +171,53 @@ TEST(NameDirectory, SameKernelUnderAnotherTemporaryDirectoryHits) {
   EXPECT_EQ(payloads[0], payloads[1]);
 }
 
+// `kcache compile <args> --json` with KCACHE_DIR=`cache`: the key, or "" on failure.
+std::string cli_key(const fs::path& cache, const std::string& args) {
+  const std::string cmd = "KCACHE_DIR='" + cache.string() + "' '" + KCACHE_CLI_PATH + "' compile " + args +
+                          " --json 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) {
+    out.append(buf, n);
+  }
+  EXPECT_EQ(::pclose(p), 0) << out;
+  const auto j = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << out;
+  return j.is_discarded() ? std::string() : j.value("key", std::string());
+}
+
+// A scan's result is shared by another kernel over the same includes (a
+// family member with the same roots, compile/scan_inputs.hpp): what that
+// kernel's own text does with __FILE__ must still keep the directory.
+TEST(NameDirectory, AKernelSharingAnotherKernelsScanIsJudgedByItsOwnText) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const fs::path cache = tmp.path() / "cache";
+  fs::create_directories(tmp.path() / "inc");
+  test::write_file(tmp.path() / "inc" / "h.h", "#define TWICE(x) ((x) * 2)\n");
+  const std::string include = "#include <h.h>\n__device__ const char* where;\n";
+  for (const std::string dir : {"x", "y"}) {
+    fs::create_directories(tmp.path() / dir);
+    test::write_file(tmp.path() / dir / "a.cu", include + "extern \"C\" __global__ void k(int* p) { p[0] = TWICE(2); }\n");
+    test::write_file(tmp.path() / dir / "b.cu", include + "extern \"C\" __global__ void k(int* p) { where = __FILE__; }\n");
+  }
+  // Headers and directories are trusted by a manifest once older than its
+  // racy window (two seconds): only then is a family member's result reused.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  const std::string args = " --target ptx --arch sm_90 -I '" + (tmp.path() / "inc").string() + "' -o '" +
+                           (tmp.path() / "out.ptx").string() + "'";
+  std::vector<std::string> keys;
+  for (const std::string dir : {"x", "y"}) {
+    // a.cu's scan is the family member whose result b.cu (same roots: the
+    // same includes in the same directory) takes.
+    ASSERT_FALSE(cli_key(cache, "'" + (tmp.path() / dir / "a.cu").string() + "'" + args).empty());
+    keys.push_back(cli_key(cache, "'" + (tmp.path() / dir / "b.cu").string() + "'" + args));
+    ASSERT_FALSE(keys.back().empty());
+  }
+  EXPECT_NE(keys[0], keys[1]) << "__FILE__ in the source: the directory must stay in the key";
+}
+
 TEST(NameDirectory, MentionsMainFileAnywhereMatchesTheTokensAcrossContinuations) {
   EXPECT_TRUE(jit::mentions_main_file_anywhere("f(__builtin_FILE())"));
   EXPECT_TRUE(jit::mentions_main_file_anywhere("f(__builtin_FI\\\nLE())"));
@@ -177,23 +229,30 @@ TEST(NameDirectory, MentionsMainFileAnywhereMatchesTheTokensAcrossContinuations)
 TEST(NameDirectory, CheckFollowsMacrosToAFixedPoint) {
   jit::FileDirectives header;
   header.defines = {{"A", true, "x", "B(x)"}, {"B", true, "y", "C"}, {"C", false, "", "__FILE__"},
-                    {"D", false, "", "1"}};
+                    {"D", false, "", "1"}, {"H", false, "", "SRC"}};
+  jit::NameDirectoryCheck check;
+  check.add_header("/inc/h.h", header);
+  ASSERT_EQ(check.because(), "");
+  const auto macros = check.file_macros();
+  EXPECT_EQ(macros, (std::vector<std::string>{"A", "B", "C"}));
   auto because = [&](std::string_view source, std::vector<std::string> defines = {}) {
-    jit::NameDirectoryCheck check;
-    for (const auto& d : defines) {
-      check.add_command_line(d);
-    }
-    check.add_source(source, jit::scan_file(source));
-    check.add_header("/inc/h.h", header);
-    return check.because();
+    return jit::name_directory_seen_because(source, defines, "", macros);
   };
   EXPECT_EQ(because("int x = D;"), "");
   EXPECT_NE(because("int x = A(1);"), "");
   EXPECT_NE(because("int x = E;", {"E=A(2)"}), "");
+  EXPECT_NE(because("int x = 1;", {"E=__FILE__"}), "") << "a -D macro may be named by a header's macro";
   EXPECT_EQ(because("int x = E;", {"E=D"}), "");
-  EXPECT_NE(because("#include \"q.h\"\n"), "");
-  EXPECT_EQ(because("#include <q.h>\n"), "");
-  EXPECT_NE(because("#define M __FILE__\n"), "");
+  EXPECT_NE(because("#define SRC __FI\\\nLE__\nint x = H;"), "") << "a header macro may name the source's";
+  EXPECT_NE(because("const char* f = __builtin_FILE();"), "");
+  EXPECT_EQ(jit::name_directory_seen_because("int x;", {}, "the closure", {}), "the closure");
+
+  jit::NameDirectoryCheck quoted;
+  quoted.add_source(jit::scan_file("#include \"q.h\"\n"));
+  EXPECT_NE(quoted.because(), "");
+  jit::NameDirectoryCheck angled;
+  angled.add_source(jit::scan_file("#include <q.h>\n"));
+  EXPECT_EQ(angled.because(), "");
 }
 
 }  // namespace
