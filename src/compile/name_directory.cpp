@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -61,12 +62,28 @@ void for_each_identifier(std::string_view text, F&& f) {
 }  // namespace
 
 bool mentions_main_file_anywhere(std::string_view text) {
-  std::string storage;
-  const std::string_view t = joined(text, storage);
-  for (const auto token : k_main_file) {
-    if (t.find(token) != std::string_view::npos) {
-      return true;
+  const auto holds_a_token = [](std::string_view t) {
+    return std::any_of(k_main_file.begin(), k_main_file.end(), [&](std::string_view token) {
+      return ::memmem(t.data(), t.size(), token.data(), token.size()) != nullptr;
+    });
+  };
+  if (holds_a_token(text)) {
+    return true;
+  }
+  // A token split by backslash-newlines lies around one: look there with
+  // them joined (a window wider than two splits of the longest token).
+  constexpr std::size_t k_before = 64;
+  constexpr std::size_t k_after = 128;
+  for (const char* p = static_cast<const char*>(std::memchr(text.data(), '\\', text.size())); p != nullptr;) {
+    const std::size_t at = static_cast<std::size_t>(p - text.data());
+    if (at + 1 < text.size() && (text[at + 1] == '\n' || text[at + 1] == '\r')) {
+      const std::size_t from = at > k_before ? at - k_before : 0;
+      std::string storage;
+      if (holds_a_token(joined(text.substr(from, k_before + k_after), storage))) {
+        return true;
+      }
     }
+    p = at + 1 < text.size() ? static_cast<const char*>(std::memchr(p + 1, '\\', text.size() - at - 1)) : nullptr;
   }
   return false;
 }

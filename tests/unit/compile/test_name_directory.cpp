@@ -221,6 +221,8 @@ TEST(NameDirectory, AKernelSharingAnotherKernelsScanIsJudgedByItsOwnText) {
 TEST(NameDirectory, MentionsMainFileAnywhereMatchesTheTokensAcrossContinuations) {
   EXPECT_TRUE(jit::mentions_main_file_anywhere("f(__builtin_FILE())"));
   EXPECT_TRUE(jit::mentions_main_file_anywhere("f(__builtin_FI\\\nLE())"));
+  EXPECT_TRUE(jit::mentions_main_file_anywhere(std::string(500, ' ') + "s\\\r\nou\\\nrce_lo\\\ncation"));
+  EXPECT_FALSE(jit::mentions_main_file_anywhere("#define X a \\\n  b\\\n  __builtin_LINE"));
   EXPECT_TRUE(jit::mentions_main_file_anywhere("cuda::std::source_location l;"));
   EXPECT_TRUE(jit::mentions_main_file_anywhere("const char* b = __BASE_FILE__;"));
   EXPECT_FALSE(jit::mentions_main_file_anywhere("const char* f = __FILE__; int __builtin_LINE;"));
