@@ -10,8 +10,11 @@ namespace kcache::jit {
 
 namespace {
 
-// Expanded with the main source as the current file, they name it.
-constexpr std::array<std::string_view, 2> k_current_file = {"__FILE__", "__FILE_NAME__"};
+// Expanded with the main source as the current file, they name it. `assert`
+// is NVRTC's own: its built-in header (in libnvrtc-builtins, no #include
+// needed) defines it with `__FILE__`, the only such macro there (NVRTC 13.0,
+// measured with `strings`; tests/unit/compile/test_name_directory.cpp).
+constexpr std::array<std::string_view, 3> k_current_file = {"__FILE__", "__FILE_NAME__", "assert"};
 // Name the main file wherever they are expanded or evaluated.
 constexpr std::array<std::string_view, 4> k_main_file = {"__builtin_FILE", "__builtin_source_location",
                                                          "source_location", "__BASE_FILE__"};

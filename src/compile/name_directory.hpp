@@ -11,7 +11,8 @@
 //     may also reach;
 //   - where `__FILE__` (or `__FILE_NAME__`) is expanded with the main source as
 //     the current file: in the main source itself, in a command-line macro, or
-//     in a macro the main source expands, directly or through other macros;
+//     in a macro the main source expands, directly or through other macros.
+//     NVRTC's built-in `assert` (no #include needed) is such a macro;
 //   - wherever `__BASE_FILE__` is expanded, and wherever `__builtin_FILE()` or
 //     `__builtin_source_location()` is evaluated: a default argument
 //     (`cuda::std::source_location::current()`) is evaluated at the call

@@ -61,6 +61,8 @@ std::vector<Case> cases() {
       {"__builtin_FILE in a default argument of an angled header", "ptx",
        "#include <h.h>\n__device__ const char* where;\nextern \"C\" __global__ void k(int* p) { where = at(); }\n",
        {"-I@"}, false, "__device__ inline const char* at(const char* f = __builtin_FILE()) { return f; }\n"},
+      {"NVRTC's built-in assert, no include", "ptx",
+       "extern \"C\" __global__ void k(int* p) { assert(p != nullptr); p[0] = 1; }\n", {}, false, ""},
       {"-lineinfo", "ptx", k_plain, {"-lineinfo"}, false, ""},
       {"ltoir", "ltoir", k_plain, {}, false, ""},
   };
