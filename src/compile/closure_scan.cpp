@@ -16,6 +16,7 @@
 
 #include "compile/directory_listings.hpp"
 #include "compile/macro_expander.hpp"
+#include "compile/name_directory.hpp"
 #include "compile/scan_directories.hpp"
 #include "compile/scan_memos.hpp"
 #include "compile/toolkit_includes.hpp"
@@ -126,6 +127,10 @@ public:
     }
     {
       FileDirectives f = scan_file(m_in.source);
+      m_name_dir.add_source(f);
+      if (!m_in.pre_includes.empty()) {
+        m_name_dir.add_reason("--pre-include=" + m_in.pre_includes.front() + " may be resolved against it");
+      }
       for (const auto& p : m_in.pre_includes) {
         f.includes.push_back({p, false, false});
       }
@@ -138,6 +143,7 @@ public:
       for (const auto& h : *m_in.memory_headers) {
         if (m_memory_done.insert(h.name).second) {
           FileDirectives f = scan_file(h.bytes);
+          m_name_dir.add_memory_header(h.name, f);
           add_defines(f.defines);
           auto dirs = dir_ids(m_main_dirs);
           dirs.push_back(dir_id(dir_of(h.name)));
@@ -183,7 +189,13 @@ public:
     m_manifest.headers.reserve(m_found.size());
     for (const auto& [path, h] : m_found) {
       m_manifest.headers.push_back(*h);
+      m_name_dir.add_header(path, h->directives);
     }
+    if (m_reached_toolkit) {
+      m_name_dir.add_reason("toolkit headers are reached, which are not scanned");
+    }
+    m_manifest.name_directory_seen = m_name_dir.because();
+    m_manifest.file_macros = m_name_dir.file_macros();
     m_manifest.dirs = m_directories.records();
     m_manifest.looked_up.assign(m_looked_up.begin(), m_looked_up.end());
     return {};
@@ -458,6 +470,7 @@ private:
       return {};
     }
     if (!m_tk_pending.empty()) {
+      m_reached_toolkit = true;
       load_toolkit();
       if (m_tk_dirs.empty()) {
         for (const auto& d : m_in.include_dirs) {
@@ -673,6 +686,8 @@ private:
   std::map<std::string, const ManifestHeader*> m_previous;
   std::set<std::string> m_dirs_in_toolkit;
   std::vector<std::string> m_main_dirs;
+  NameDirectoryCheck m_name_dir;  // whether the program name's directory reaches the output
+  bool m_reached_toolkit = false;  // a toolkit header (not scanned) is reached
   std::set<std::string> m_memory_done;
   std::deque<Work> m_work;
   std::vector<Computed> m_computed;

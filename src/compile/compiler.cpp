@@ -12,6 +12,7 @@
 #include "compile/base_dir.hpp"
 #include "compile/derivation_memo.hpp"
 #include "compile/elf_file.hpp"
+#include "compile/name_directory.hpp"
 #include "compile/header_manifest.hpp"
 #include "compile/header_scanner.hpp"
 #include "compile/working_directory.hpp"
@@ -166,6 +167,20 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
   if (!location_problem.empty()) {
     d.not_cacheable = location_problem;
   }
+  // The program name's directory is keyed only where the output can depend
+  // on it (docs/keys.md, "The program name"): `__FILE__` and the module id
+  // need the basename only, which is always keyed.
+  const auto has_option = [&](std::string_view o) {
+    return std::find(canon->options.begin(), canon->options.end(), o) != canon->options.end();
+  };
+  const std::size_t name_slash = r.name.rfind('/');
+  const bool name_directory_left_out = name_slash != std::string::npos && name_slash + 1 < r.name.size() &&
+                                       r.target_kind != "ltoir" && !has_option("--device-debug") &&
+                                       !has_option("--generate-line-info") &&
+                                       jit::name_directory_seen_because(r.source, scan.defines,
+                                                                        scanned->name_directory_seen,
+                                                                        scanned->file_macros)
+                                           .empty();
 
   // The key, with the paths under `base` keyed relative to it (none when
   // empty) and `verdict` as the base_dir field (none when empty).
@@ -176,7 +191,12 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
     kb.add("toolkit.headers", *fingerprint);
     kb.add("input_kind", "cuda");
     kb.add("target_kind", r.target_kind);
-    kb.add("name", keyed(r.name));
+    if (name_directory_left_out) {
+      kb.add("name", r.name.substr(name_slash + 1));
+      kb.add("name_directory", "left out");
+    } else {
+      kb.add("name", keyed(r.name));
+    }
     if (!keyed_cwd.empty()) {
       kb.add("working_directory", keyed_cwd);
     }

@@ -1,5 +1,7 @@
 #include "compile/directive_scanner.hpp"
 
+#include "compile/name_directory.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -649,6 +651,7 @@ FileDirectives scan_file(std::string_view text) {
   FileDirectives out;
   out.includes = s.run();
   out.defines = s.take_defines();
+  out.names_main_file = mentions_main_file_anywhere(text);
   return out;
 }
 

@@ -51,6 +51,11 @@ struct MacroDefinition {
 struct FileDirectives {
   std::vector<IncludeDirective> includes;  // literal and computed, in order
   std::vector<MacroDefinition> defines;
+  // The text holds `__builtin_FILE`, `__builtin_source_location`,
+  // `source_location` or `__BASE_FILE__` anywhere (comments and #defines
+  // too): what can name the main file wherever it is evaluated
+  // (compile/name_directory.hpp).
+  bool names_main_file = false;
 };
 
 // Lists the `#include`, `#include_next`, `#import` and `__has_include`

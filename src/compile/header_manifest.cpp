@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view k_magic = "kcache-header-manifest 3 ";
+constexpr std::string_view k_magic = "kcache-header-manifest 4 ";
 constexpr std::string_view k_details = "details\n";
 
 void put_str(std::string& out, std::string_view s) {
@@ -431,6 +431,16 @@ std::string serialize_manifest(const HeaderManifest& m) {
     put_str(out, m.not_cacheable);
     out += '\n';
   }
+  if (!m.name_directory_seen.empty()) {
+    out += "seen ";
+    put_str(out, m.name_directory_seen);
+    out += '\n';
+  }
+  for (const auto& f : m.file_macros) {
+    out += "fm ";
+    put_str(out, f);
+    out += '\n';
+  }
   out += "names " + std::to_string(block.size()) + '\n';
   out += block;
   out = std::string(k_magic) + std::to_string(out.size()) + '\n' + out;
@@ -439,6 +449,9 @@ std::string serialize_manifest(const HeaderManifest& m) {
     out += "fact ";
     put_str(out, h.path);
     out += '\n';
+    if (h.directives.names_main_file) {
+      out += "loc\n";
+    }
     for (const auto& i : h.directives.includes) {
       out += i.computed ? "inc c " : (i.angled ? "inc a " : "inc q ");
       put_str(out, i.name);
@@ -517,6 +530,19 @@ std::optional<HeaderManifest> parse_text(std::string_view text, std::string_view
       return std::nullopt;
     }
   }
+  if (r.peek("seen ")) {
+    if (!r.lit("seen ") || !r.str(m.name_directory_seen) || !r.lit("\n") || m.name_directory_seen.empty()) {
+      return std::nullopt;
+    }
+  }
+  while (r.peek("fm ")) {
+    std::string f;
+    if (!r.lit("fm ") || !r.str(f) || !r.lit("\n") || f.empty() ||
+        (!m.file_macros.empty() && !(m.file_macros.back() < f))) {
+      return std::nullopt;  // sorted, unique
+    }
+    m.file_macros.push_back(std::move(f));
+  }
   std::size_t block_size = 0;
   std::string_view block;
   if (!r.lit("names ") || !r.num(block_size) || !r.lit("\n")) {
@@ -544,6 +570,7 @@ std::optional<HeaderManifest> parse_text(std::string_view text, std::string_view
     if (!r.lit("fact ") || !r.str(path) || !r.lit("\n") || path != h.path) {
       return std::nullopt;
     }
+    h.directives.names_main_file = r.lit("loc\n");
     while (r.peek("inc ")) {
       IncludeDirective d;
       r.lit("inc ");

@@ -24,14 +24,14 @@
 // timestamp tick would otherwise look unchanged (a racy directory is then
 // always listed, a racy header always re-read).
 //
-// On disk (`<memo dir>/<k0k1>/<key>`, format version 3; strictly parsed,
+// On disk (`<memo dir>/<k0k1>/<key>`, format version 4; strictly parsed,
 // at most k_max_manifest_bytes, anything else is ignored):
 //   manifest  := "kcache-header-manifest 3 " count "\n" identity "details\n" fact* "end\n"
 //   count     := the length in bytes of identity (decimal): a lookup reads the
 //                first line, then exactly identity and "details\n", and none
 //                of the facts (over CuPy's tree: 370 KB of a 1.1 MB file)
 //   identity  := "input " hex64 "\n" "list " hex64 "\n" header* dir* verdict?
-//                "names " len "\n" block
+//                seen? fm* "names " len "\n" block
 //   list      := header_list_digest() of the headers below, as written: a hit
 //                keys them without hashing their ~170 KB of paths and digests
 //                again (trusted as the header records themselves are)
@@ -40,6 +40,11 @@
 //                its name records are block[at, at + len); the ranges of the
 //                dirs tile the block in order (the first at 0)
 //   verdict   := "nc " str "\n"
+//   seen      := "seen " str "\n"   why the program name's directory can reach
+//                the output (compile/name_directory.hpp); absent: it cannot
+//                through the closure alone
+//   fm        := "fm " str "\n"     a macro of the closure that may expand
+//                __FILE__ (sorted, unique); only without "seen"
 //   block     := (("n" | "x" | "f") " " str "\n")*    sorted, unique per dir
 //                n: the name must not exist; x: must not be a regular file;
 //                f: must not be a directory
@@ -47,8 +52,9 @@
 //   when its identity changed: over CuPy's tree they are ~6 700 records that
 //   a hit, whose directories are unchanged, never needs. Version 1 kept them
 //   inline, each parsed on every hit; version 2 had no count, so a lookup
-//   read the whole file.)
-//   fact      := "fact " str "\n" (inc | def)*        one per header, same order
+//   read the whole file; version 3 had no "seen" nor "loc".)
+//   fact      := "fact " str "\n" "loc\n"? (inc | def)*   one per header, same order;
+//                "loc": FileDirectives::names_main_file
 //   inc       := "inc " ("a" | "q" | "c") " " str "\n"  angled, quoted, computed
 //   def       := "def " ("f" | "o") " " str " " str " " str "\n"   name params body
 //   stamp     := dev " " ino " " size " " mtime_ns " " ctime_ns   (decimal)
@@ -125,6 +131,13 @@ struct HeaderManifest {
   std::vector<ManifestHeader> headers;
   std::vector<ManifestDir> dirs;
   std::string not_cacheable;
+  // Why the program name's directory can reach NVRTC's output through the
+  // closure (a quoted include of the source, `__FILE__` ...:
+  // compile/name_directory.hpp); empty when it cannot.
+  std::string name_directory_seen;
+  // With name_directory_seen empty: the macros of the closure's files that
+  // may expand `__FILE__`, sorted (NameDirectoryCheck::file_macros()).
+  std::vector<std::string> file_macros;
   // From a scan only (not stored): every identifier its computed includes
   // looked up, sorted, unique (compile/scan_inputs.hpp: the family's roots).
   std::vector<std::string> looked_up;

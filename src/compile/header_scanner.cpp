@@ -21,6 +21,8 @@ namespace {
 ScanResult result_of(const HeaderManifest& m, bool reused) {
   ScanResult r;
   r.not_cacheable = m.not_cacheable;
+  r.name_directory_seen = m.name_directory_seen;
+  r.file_macros = m.file_macros;
   r.reused = reused;
   r.headers_list = m.list;
   r.headers.reserve(m.headers.size());

@@ -96,6 +96,10 @@ struct ManifestChecks;
 struct ScanResult {
   std::vector<HeaderDependency> headers;  // sorted by path, unique
   std::string not_cacheable;              // non-empty: a directive kcache cannot resolve (where and why)
+  // Why the program name's directory can reach NVRTC's output through what
+  // the closure holds (compile/name_directory.hpp); empty when it cannot.
+  std::string name_directory_seen;
+  std::vector<std::string> file_macros;  // with it empty: the closure's macros that may expand __FILE__
   bool reused = false;                    // from a manifest that still applied: no file was read
   // 64 hex: the key's "disk_headers" digest of `headers` with their paths as
   // they are (HeaderManifest::list), remembered with the manifest; empty when unknown.

@@ -32,7 +32,10 @@ HeaderManifest sample() {
   h.sha256 = std::string(64, 'b');
   h.directives.includes = {{"a.h", true, false}, {"q.h", false, false}, {"M(x)", false, true}};
   h.directives.defines = {{"M", true, "x", "<x.h>"}, {"N", false, "", ""}};
+  h.directives.names_main_file = true;
   m.headers.push_back(h);
+  m.name_directory_seen = "the source uses __FILE__";
+  m.file_macros = {"AT", "HERE"};
   m.dirs.push_back({"inc", {6, 7, 8, 9, 10}, {{"cuda", 'n'}, {"sub", 'x'}}});
   return m;
 }
@@ -47,6 +50,9 @@ TEST(HeaderManifest, RoundTripsExactly) {
   EXPECT_EQ(back->headers[0].path, m.headers[0].path);
   EXPECT_EQ(back->headers[0].directives.includes, m.headers[0].directives.includes);
   EXPECT_EQ(back->headers[0].directives.defines, m.headers[0].directives.defines);
+  EXPECT_TRUE(back->headers[0].directives.names_main_file);
+  EXPECT_EQ(back->name_directory_seen, m.name_directory_seen);
+  EXPECT_EQ(back->file_macros, m.file_macros);
   EXPECT_EQ(back->dirs[0].names, m.dirs[0].names);
   const auto lookup = parse_manifest(text, k_input, ManifestPart::lookup);
   ASSERT_TRUE(lookup);
@@ -153,7 +159,7 @@ TEST(HeaderManifest, ALookupReadsOnlyTheIdentityPartItsFirstLineCounts) {
   test::TempDir tmp;
   const fs::path memo = tmp.path() / "memo";
   const std::string text = serialize_manifest(sample());
-  ASSERT_EQ(text.rfind("kcache-header-manifest 3 ", 0), 0u);
+  ASSERT_EQ(text.rfind("kcache-header-manifest 4 ", 0), 0u);
   fs::create_directories(memo / k_input.substr(0, 2));
   const auto write = [&](const std::string& t) { test::write_file(memo / k_input.substr(0, 2) / k_input, t); };
   write(text);
@@ -185,6 +191,9 @@ TEST(HeaderManifest, ALookupReadsOnlyTheIdentityPartItsFirstLineCounts) {
   write(version2);
   EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::lookup)) << "an older format";
   EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::with_details)) << "an older format";
+  // Version 3 knew nothing of the program name's directory: never read.
+  write("kcache-header-manifest 3 " + text.substr(25));
+  EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::lookup)) << "version 3";
   // A lookup keeps the names where it read them: a changed directory is
   // judged by its own records, found at their offset in that buffer.
   const auto d2 = (tmp.path() / "d2").string();
