@@ -80,7 +80,8 @@ gpu_checks() {
 
   section "Python GPU tests (cuda.core drop-in, Triton on the device)"
   if python_setup; then
-    (cd python/tests && step pytest_gpu 300 python3 -m pytest test_gpu.py -v -rs -p no:cacheprovider)
+    (cd python/tests && KCACHE_CLI=$dev/bin/kcache step pytest_gpu 300 python3 -m pytest test_gpu.py \
+      test_run_interpose_tempname.py -v -rs -p no:cacheprovider)
     grep -E 'PASSED|FAILED|SKIPPED|ERROR|passed|failed|^E ' "$out/pytest_gpu.log" | tail -16 | tee -a "$summary"
   fi
 
