@@ -525,8 +525,16 @@ Result<bool> S3Backend::lease_take(std::string_view name, std::string_view token
   const Deadline deadline = operation_deadline();
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto created = write_lease(name, token, ttl_ms, "If-None-Match: *", deadline);
-    if (!created || *created) {
+    if (!created) {
       return created;
+    }
+    if (*created) {
+      // Some S3-compatible servers check If-None-Match and write in two steps,
+      // so two hosts racing for one lease can both be told they created it; the
+      // object then holds the last writer's token. Read it back: only the host
+      // whose token it holds owns the lease (a failed read keeps the write's word).
+      auto mine = read_lease(name, deadline);
+      return !(mine && *mine && (*mine)->token != token);
     }
     auto held = read_lease(name, deadline);
     if (!held) {
