@@ -10,10 +10,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "integration/cli_shell.hpp"
 #include "store/remote/remote_spec.hpp"
@@ -88,66 +90,6 @@ TEST_F(S3Requests, VirtualHostedAddressingPutsTheBucketInTheHostName) {
   EXPECT_NE(absent.err.find("does not exist"), std::string::npos) << absent.err;
 }
 
-// Accepts one connection on 127.0.0.1, keeps the request's head and answers
-// 404 NoSuchKey (a miss).
-class RecordingServer {
- public:
-  RecordingServer() {
-    m_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(m_fd, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(m_fd, 1) != 0 ||
-        ::getsockname(m_fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      return;
-    }
-    m_port = ntohs(a.sin_port);
-    m_thread = std::thread([this] {
-      const int c = ::accept(m_fd, nullptr, nullptr);
-      if (c < 0) {
-        return;
-      }
-      char buf[4096];
-      while (m_request.find("\r\n\r\n") == std::string::npos) {
-        const ssize_t n = ::read(c, buf, sizeof buf);
-        if (n <= 0) {
-          break;
-        }
-        m_request.append(buf, static_cast<std::size_t>(n));
-      }
-      const std::string body = "<Error><Code>NoSuchKey</Code></Error>";
-      const std::string reply = "HTTP/1.1 404 Not Found\r\nContent-Length: " + std::to_string(body.size()) +
-                                "\r\nConnection: close\r\n\r\n" + body;
-      (void)!::write(c, reply.data(), reply.size());
-      ::close(c);
-    });
-  }
-  ~RecordingServer() {
-    if (m_thread.joinable()) {
-      ::shutdown(m_fd, SHUT_RDWR);
-      m_thread.join();
-    }
-    ::close(m_fd);
-  }
-  RecordingServer(const RecordingServer&) = delete;
-  RecordingServer& operator=(const RecordingServer&) = delete;
-  int port() const noexcept { return m_port; }
-  // The request's head, once the connection was served (joins the thread).
-  std::string request() {
-    if (m_thread.joinable()) {
-      m_thread.join();
-    }
-    return m_request;
-  }
-
- private:
-  int m_fd = -1;
-  int m_port = 0;
-  std::thread m_thread;
-  std::string m_request;
-};
-
 // The value of header `name` (lower case) in the request head `head`.
 std::string header(const std::string& head, const std::string& name) {
   std::string lower = head;
@@ -161,6 +103,90 @@ std::string header(const std::string& head, const std::string& name) {
   const auto start = head.find_first_not_of(' ', at + 3 + name.size());
   return head.substr(start, head.find("\r\n", start) - start);
 }
+
+// A reply with `status` (e.g. "200 OK") and `body`, the connection closed after it.
+std::string http_reply(const std::string& status, const std::string& body, const std::string& headers = "") {
+  return "HTTP/1.1 " + status + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + headers +
+         "Connection: close\r\n\r\n" + body;
+}
+
+// Serves one connection per reply of `replies` on 127.0.0.1, in order: reads
+// the request (its head, then a body of Content-Length bytes), keeps the
+// heads, sends the reply and closes. By default one 404 NoSuchKey (a miss).
+class RecordingServer {
+ public:
+  explicit RecordingServer(std::vector<std::string> replies = {
+                               http_reply("404 Not Found", "<Error><Code>NoSuchKey</Code></Error>")}) {
+    m_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(m_fd, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(m_fd, 1) != 0 ||
+        ::getsockname(m_fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    m_port = ntohs(a.sin_port);
+    m_thread = std::thread([this, replies = std::move(replies)] {
+      for (const auto& reply : replies) {
+        const int c = ::accept(m_fd, nullptr, nullptr);
+        if (c < 0) {
+          return;
+        }
+        std::string request;
+        char buf[4096];
+        std::size_t want = std::string::npos;  // the whole request's size, once the head is in
+        while (want == std::string::npos || request.size() < want) {
+          const ssize_t n = ::read(c, buf, sizeof buf);
+          if (n <= 0) {
+            break;
+          }
+          request.append(buf, static_cast<std::size_t>(n));
+          if (const auto end = request.find("\r\n\r\n"); want == std::string::npos && end != std::string::npos) {
+            const std::string head = request.substr(0, end + 2);
+            const std::string length = header(head, "content-length");
+            want = end + 4 + (length.empty() ? 0 : std::stoul(length));
+            if (header(head, "expect") == "100-continue") {  // libcurl's, on signed uploads
+              const std::string go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+              (void)!::write(c, go_on.data(), go_on.size());
+            }
+          }
+        }
+        m_requests.push_back(request.substr(0, request.find("\r\n\r\n") + 2));
+        (void)!::write(c, reply.data(), reply.size());
+        ::close(c);
+      }
+    });
+  }
+  ~RecordingServer() {
+    if (m_thread.joinable()) {
+      ::shutdown(m_fd, SHUT_RDWR);
+      m_thread.join();
+    }
+    ::close(m_fd);
+  }
+  RecordingServer(const RecordingServer&) = delete;
+  RecordingServer& operator=(const RecordingServer&) = delete;
+  int port() const noexcept { return m_port; }
+  // The heads of the requests served. Call it once the client is done: every
+  // request it made has been answered, so the server stops accepting (a reply
+  // never asked for is not waited for) and its thread is joined.
+  std::vector<std::string> requests() {
+    if (m_thread.joinable()) {
+      ::shutdown(m_fd, SHUT_RDWR);
+      m_thread.join();
+    }
+    return m_requests;
+  }
+  // The first request's head.
+  std::string request() { return requests().at(0); }
+
+ private:
+  int m_fd = -1;
+  int m_port = 0;
+  std::thread m_thread;
+  std::vector<std::string> m_requests;
+};
 
 TEST(S3SessionToken, TheTokenIsSentAsASignedHeaderAndNeverPrinted) {
   RecordingServer server;
@@ -188,6 +214,39 @@ TEST(S3SessionToken, TheTokenIsSentAsASignedHeaderAndNeverPrinted) {
   const std::string signed_headers = auth.substr(signed_at, auth.find(',', signed_at) - signed_at);
   EXPECT_NE(signed_headers.find("x-amz-security-token"), std::string::npos) << "the token is signed: " << auth;
   EXPECT_EQ(head.find("temporary-secret"), std::string::npos) << "never the secret";
+}
+
+
+// A server that checks If-None-Match and writes in two steps can answer 200 to
+// two hosts racing for one lease; the object then holds the last writer's
+// token. A host owns the lease only when the object it reads back is its own.
+TEST(S3LeaseTake, AWriteAnsweredButOverwrittenByAnotherHostIsNotOwnership) {
+  const std::string name = "kcache:lease:" + std::string(64, 'b');
+  const auto lease_body = [](const std::string& token) {
+    return "kcache-lease 1\n" + token + "\n" + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count() + 60000) + "\n30000\n";
+  };
+  for (const bool overwritten : {true, false}) {
+    RecordingServer server({http_reply("200 OK", "", "ETag: \"1\"\r\n"),
+                            http_reply("200 OK", lease_body(overwritten ? "another-host" : "this-host"),
+                                       "ETag: \"2\"\r\n")});
+    ASSERT_GT(server.port(), 0);
+    ::setenv("AWS_ACCESS_KEY_ID", "AKEY", 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
+    auto spec = remote::parse_remote_url("s3://kc-team/p?endpoint=http://127.0.0.1:" +
+                                         std::to_string(server.port()) + "&timeout_ms=5000");
+    ASSERT_TRUE(spec);
+    remote::S3Backend backend(*spec);
+    auto taken = backend.lease_take(name, "this-host", 30000);
+    ::unsetenv("AWS_ACCESS_KEY_ID");
+    ::unsetenv("AWS_SECRET_ACCESS_KEY");
+    ASSERT_TRUE(taken) << taken.error().message;
+    EXPECT_EQ(*taken, !overwritten) << (overwritten ? "the object holds another host's token" : "its own token");
+    const auto heads = server.requests();
+    ASSERT_EQ(heads.size(), 2U);
+    EXPECT_EQ(heads[0].rfind("PUT ", 0), 0U) << heads[0];
+    EXPECT_EQ(header(heads[0], "if-none-match"), "*") << heads[0];
+    EXPECT_EQ(heads[1].rfind("GET ", 0), 0U) << heads[1];
+  }
 }
 
 }  // namespace
