@@ -46,7 +46,7 @@ step() {
 
 # The binaries built here name the kcache command by its path in the build
 # tree (KCACHE_CLI_PATH): make that path lead to the stripped copy.
-ci_cli=/work/main/build/ci/bin/kcache
+ci_cli=$(cat "$dev/ci-cli-path")
 if [ ! -x "$ci_cli" ]; then
   mkdir -p "$(dirname "$ci_cli")" && ln -sf "$dev/bin/kcache" "$ci_cli"
 fi

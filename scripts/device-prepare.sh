@@ -26,6 +26,9 @@ for b in bench_pool bench_remote_lease bench_miss; do
   copy_bin "build/ci/bench/$b" "$b"
 done
 copy_bin build/release/bin/kcache kcache
+# The benchmarks start the kcache command by its path in this build tree
+# (KCACHE_CLI_PATH): device-check.sh makes that path lead to the copy.
+realpath build/ci/bin/kcache >"$dev/ci-cli-path"
 strip -o "$dev/lib/kcache/libkcache-interpose.so" build/release/lib/kcache/libkcache-interpose.so
 
 # Libraries a CUDA image is unlikely to have (Google Benchmark, hiredis for ccache).
