@@ -238,7 +238,7 @@ int run_ping(const Context& ctx, bool no_write) {
   return rc;
 }
 
-int run_ls(const Context& ctx) {
+int run_remote_ls(const Context& ctx) {
   Config config;
   std::vector<Target> targets;
   if (int rc = open_targets(ctx, config, targets); rc != k_exit_ok) {
@@ -384,7 +384,7 @@ void register_remote(CLI::App& app, Context& ctx, std::function<int()>& run) {
                                            "Cluster: SCAN in batches; S3: ListObjectsV2 by prefix; HTTP remotes cannot "
                                            "be listed)");
   ls->footer("Exit 0 when listed, 2 when a backend cannot list (HTTP), 1 when a remote failed.");
-  ls->callback([&ctx, &run] { run = [&ctx] { return run_ls(ctx); }; });
+  ls->callback([&ctx, &run] { run = [&ctx] { return run_remote_ls(ctx); }; });
   CLI::App* rm = sub->add_subcommand("rm", "Remove the objects of KEY... from every configured writable remote");
   static std::vector<std::string> keys;
   rm->add_option("KEY", keys, "Keys (64 hex characters)")->required();

@@ -121,7 +121,7 @@ inline int report_output_error(const Error& e) {
   return k_exit_error;
 }
 
-inline int exit_code_for(const Error& e) {
+inline int compile_exit_code_for(const Error& e) {
   switch (e.code) {
     case ErrorCode::compile_failed:
       return k_exit_compile;
@@ -145,7 +145,7 @@ inline int report_error(const Error& e, std::string_view hint = {}) {
   if (!hint.empty()) {
     std::fprintf(stderr, "kcache: hint: %.*s\n", static_cast<int>(hint.size()), hint.data());
   }
-  return exit_code_for(e);
+  return compile_exit_code_for(e);
 }
 
 // Reads an input file named on the command line (a source, a link input, a
