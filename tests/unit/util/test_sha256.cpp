@@ -1,5 +1,6 @@
 // util::hmac_sha256 against the test vectors of RFC 4231 (keys shorter than,
-// equal to and longer than the 64-byte block), and util::equal_constant_time.
+// equal to and longer than the 64-byte block), util::equal_constant_time, and
+// the CPU vector kcache gives the static libcrypto (util/sha256.cpp).
 #include "util/sha256.hpp"
 
 #include <gtest/gtest.h>
@@ -8,8 +9,39 @@
 
 #include "util/hex.hpp"
 
+#if defined(KCACHE_OPENSSL_STATIC) && defined(__x86_64__) && __has_include(<sys/platform/x86.h>)
+#define KCACHE_TEST_CPU_VECTOR 1
+extern "C" {
+extern unsigned int OPENSSL_ia32cap_P[];                       // NOLINT: OpenSSL's names
+unsigned long long OPENSSL_ia32_cpuid(unsigned int* words);  // NOLINT: its CPUID probe
+}
+#endif
+
 namespace kcache::util {
 namespace {
+
+#if defined(KCACHE_TEST_CPU_VECTOR)
+// The vector filled from glibc's features must make SHA-256's assembly take
+// the path OpenSSL's own CPUID probe makes it take on this machine: SHA-NI
+// (word 2 bit 29), else AVX2 + BMI1 + BMI2 (word 2 bits 5, 3, 8), else AVX
+// (word 1 bit 28) on an Intel CPU, else SSSE3 (word 1 bit 9).
+TEST(Sha256, CpuVectorMatchesOpenSslsChoice) {
+  unsigned int own[4] = {0, 0, 0, 0};
+  const unsigned long long low = OPENSSL_ia32_cpuid(own);  // fills own[2], own[3]
+  own[0] = static_cast<unsigned int>(low);
+  own[1] = static_cast<unsigned int>(low >> 32);
+  const unsigned int* ours = OPENSSL_ia32cap_P;
+  EXPECT_NE(ours[0] & (1u << 10), 0u) << "the vector was never filled";
+  EXPECT_EQ(ours[2] & (1u << 29), own[2] & (1u << 29)) << "SHA-NI";
+  const unsigned int avx2_bmi = (1u << 3) | (1u << 5) | (1u << 8);
+  EXPECT_EQ(ours[2] & avx2_bmi, own[2] & avx2_bmi) << "AVX2, BMI1, BMI2";
+  EXPECT_EQ(ours[1] & (1u << 28), own[1] & (1u << 28)) << "AVX";
+  EXPECT_EQ(ours[1] & (1u << 9), own[1] & (1u << 9)) << "SSSE3";
+  // Whatever path was chosen computes SHA-256 (FIPS 180-2 vector "abc").
+  const auto d = sha256("abc");
+  EXPECT_EQ(to_hex(d.data(), d.size()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+#endif
 
 std::string hmac_hex(const std::string& key, const std::string& data) {
   const auto d = hmac_sha256(key, data);
