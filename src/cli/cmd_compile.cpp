@@ -1,6 +1,8 @@
 // kcache compile: CUDA C++ to PTX, cubin or LTO-IR through the cache (docs/jit.md).
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -121,6 +123,28 @@ bool says_what_it_did(const CompileArgs& args) {
 // one another (`s3/k.cu s4/k.cu` both make ./k.cubin) or an input.
 int check_outputs_apart(const CompileArgs& args) {
   namespace fs = std::filesystem;
+  // One input: its output can only overwrite it when both names are one
+  // file already. An output that does not exist, or is another file (device,
+  // inode), is apart without resolving every component of both paths
+  // (two getcwd and a readlink per component: a tenth of a cache hit's
+  // system calls). The same file under two names (a hard link) is judged by
+  // the paths below, as before.
+  if (args.files.size() == 1) {
+    const std::string out = output_path(args, args.files.front());
+    struct stat out_st {};
+    struct stat in_st {};
+    if (out == "-") {
+      return k_exit_ok;
+    }
+    if (::stat(out.c_str(), &out_st) != 0) {
+      if (errno == ENOENT) {
+        return k_exit_ok;
+      }
+    } else if (::stat(args.files.front().c_str(), &in_st) != 0 || in_st.st_dev != out_st.st_dev ||
+               in_st.st_ino != out_st.st_ino) {
+      return k_exit_ok;
+    }
+  }
   std::map<std::string, std::string> input_of;  // output, as a normalised absolute path -> input
   for (const auto& file : args.files) {
     std::error_code ec;

@@ -132,6 +132,12 @@ TEST_F(CliOutput, CompileRefusesTwoInputsWithOneOutputNamingBoth) {
   EXPECT_EQ(over.rc, 2) << over.err;
   EXPECT_NE(over.err.find("would overwrite the input x.ptx"), std::string::npos) << over.err;
   EXPECT_EQ(read_file(dir() / "x.ptx"), kernel);
+  // The input under another name (a symlink given as -o) is the input too.
+  fs::create_symlink("x.ptx", dir() / "link.ptx");
+  const ShellRun via_link = sh("\"$K\" compile x.ptx --target ptx --arch sm_90 -o link.ptx");
+  EXPECT_EQ(via_link.rc, 2) << via_link.err;
+  EXPECT_NE(via_link.err.find("would overwrite the input x.ptx"), std::string::npos) << via_link.err;
+  EXPECT_EQ(read_file(dir() / "x.ptx"), kernel);
 }
 
 TEST_F(CliOutput, CompilePrintsOneLineOnATerminalAndNothingElsewhere) {
