@@ -103,6 +103,11 @@ TEST(PassportGrammar, RefusesARepeatedMember) {
         const auto at = s.find("\"labels\":{") + 10;
         return s.insert(at, "\"model\":\"y\",");
       }(),                                                                      // in a map
+      [&] {
+        std::string s = good;
+        const auto at = s.find("\"fields\":[{") + 11;
+        return s.insert(at, "\"name\":\"x\",");
+      }(),                                                                      // in an array's object
   };
   for (const auto& text : repeated) {
     ASSERT_TRUE(json::accept(text)) << text;
