@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache/store_warnings.hpp"
@@ -391,8 +394,112 @@ void register_compile(CLI::App& app, Context& ctx, std::function<int()>& run) {
   cmd->callback([&ctx, &run, args] { run = [&ctx, args] { return run_compile(ctx, *args); }; });
 }
 
+// The quick parser of `kcache compile` (command.hpp): it takes the words
+// only when CLI11, given the same words, would set the same CompileArgs and
+// global options, and otherwise leaves them to CLI11 (errors, help, `--x=y`,
+// joined short options, `--`, a value that starts with '-', an option given
+// twice, `--set` / `--remote`, global options before the command). A value
+// of -I, -D, -e or -X followed by a plain word is left to CLI11 too: CLI11
+// gives such options every plain word up to the next option.
+// Test: CliQuickParser.* runs each spelling both ways and compares.
+bool parse_compile_quickly(const std::vector<std::string_view>& words, Context& ctx, std::function<int()>& run) {
+  auto args = std::make_shared<CompileArgs>();
+  std::set<std::string_view> seen;  // options that take one value or are flags: once each
+  const auto once = [&seen](std::string_view name) { return seen.insert(name).second; };
+  const auto plain = [](std::string_view w) { return !w.empty() && w.front() != '-'; };
+  std::map<std::string, std::string> overrides;
+  bool verbose = false;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string_view w = words[i];
+    if (plain(w)) {
+      if (commands().contains(std::string(w))) {
+        return false;  // CLI11 may take it for a command
+      }
+      args->files.emplace_back(w);
+      continue;
+    }
+    // Flags.
+    bool* flag = w == "--no-cache" ? &args->no_cache
+                 : w == "--json"   ? &args->json
+                 : (w == "-q" || w == "--quiet") ? &args->quiet
+                 : w == "--explain" ? &args->explain
+                 : (w == "-v" || w == "--verbose") ? &verbose
+                                                   : nullptr;
+    if (flag != nullptr) {
+      if (!once(w == "-q" ? "--quiet" : w == "-v" ? "--verbose" : w)) {
+        return false;
+      }
+      *flag = true;
+      continue;
+    }
+    // Options with one value: the next word, which must be plain.
+    if (i + 1 >= words.size() || !plain(words[i + 1])) {
+      return false;
+    }
+    const std::string value(words[i + 1]);
+    std::vector<std::string>* list = (w == "-I" || w == "--include-path")         ? &args->include_dirs
+                                     : (w == "-D" || w == "--define-macro")       ? &args->defines
+                                     : (w == "-e" || w == "--name-expression")    ? &args->name_expressions
+                                     : (w == "-X" || w == "--option")             ? &args->extra_options
+                                                                                  : nullptr;
+    if (list != nullptr) {
+      if (i + 2 < words.size() && plain(words[i + 2])) {
+        return false;  // CLI11 would give the option that word too
+      }
+      list->push_back(value);
+      ++i;
+      continue;
+    }
+    std::string* single = w == "--target"                      ? &args->target
+                          : (w == "--arch" || w == "-a")       ? &args->arch
+                          : (w == "-o" || w == "--output")     ? &args->output
+                          : w == "--extra-digest"              ? &args->extra_digest
+                          : w == "--cache-dir"                 ? &overrides["cache_dir"]
+                          : w == "--max-size"                  ? &overrides["max_size"]
+                                                               : nullptr;
+    const std::string_view canonical = w == "-a" ? "--arch" : w == "-o" ? "--output" : w;
+    if (single != nullptr) {
+      if (!once(canonical) || (w == "--target" && value != "ptx" && value != "cubin" && value != "ltoir")) {
+        return false;
+      }
+      *single = value;
+      ++i;
+      continue;
+    }
+    if (w == "-j" || w == "--jobs") {
+      // Plain decimal only (CLI11 reads 010 as octal and 0x10 as hex).
+      if (!once("--jobs") || value.size() > 9 || (value.size() > 1 && value.front() == '0') ||
+          value.find_first_not_of("0123456789") != std::string::npos) {
+        return false;
+      }
+      args->jobs = static_cast<unsigned>(std::stoul(value));
+      ++i;
+      continue;
+    }
+    if (w == "--config") {
+      if (!once(w)) {
+        return false;
+      }
+      ctx.config_file = value;
+      ++i;
+      continue;
+    }
+    return false;  // an option the quick parser does not know
+  }
+  if (args->files.empty()) {
+    return false;  // CLI11 says what is missing
+  }
+  for (auto& [key, value] : overrides) {
+    ctx.overrides[key] = std::move(value);
+  }
+  ctx.verbose = verbose;
+  run = [&ctx, args] { return run_compile(ctx, *args); };
+  return true;
+}
+
 }  // namespace
 
 KCACHE_COMMAND(compile, register_compile);
+KCACHE_QUICK_PARSER(compile, parse_compile_quickly);
 
 }  // namespace kcache::cli

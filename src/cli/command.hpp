@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -54,7 +55,21 @@ using Registration = std::function<void(CLI::App& app, Context& ctx, std::functi
 bool register_command(const std::string& name, Registration registration);
 const std::map<std::string, Registration>& commands();
 
+// A command's quick parser: for the plainest spellings of its arguments (the
+// words after the command's name), sets `run` as its CLI11 registration would
+// and returns true; returns false, having changed nothing, for anything else,
+// which then goes through CLI11 as always. Building CLI11's options costs a
+// fifth of a whole cache hit's instructions (docs/performance.md, "Process
+// start"), and `kcache compile` is the command a build runs thousands of times.
+// KCACHE_CLI_PARSER=full skips the quick parsers; =quick makes arguments a
+// quick parser does not take a usage error (both for tests, docs/cli.md).
+using QuickParser = bool (*)(const std::vector<std::string_view>& words, Context& ctx, std::function<int()>& run);
+bool register_quick_parser(const std::string& name, QuickParser parser);
+const std::map<std::string, QuickParser>& quick_parsers();
+
 }  // namespace kcache::cli
 
 #define KCACHE_COMMAND(name, fn) \
   static const bool kcache_command_registered_##name = ::kcache::cli::register_command(#name, fn)
+#define KCACHE_QUICK_PARSER(name, fn) \
+  static const bool kcache_quick_parser_registered_##name = ::kcache::cli::register_quick_parser(#name, fn)

@@ -3,10 +3,13 @@
 // command-line mistakes to exit code 2 with a pointer to --help.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -79,10 +82,69 @@ bool register_command(const std::string& name, Registration registration) {
 
 const std::map<std::string, Registration>& commands() { return registry(); }
 
+namespace {
+std::map<std::string, QuickParser>& quick_registry() {
+  static std::map<std::string, QuickParser> r;
+  return r;
+}
+
+// What the process ends with once a command ran, however it was parsed.
+int finish_command(const std::function<int()>& run) {
+  const int status = run();
+  // A warning held back in case the failing tier said it better (store_warnings.hpp).
+  kcache::store_warnings::flush();
+  // Every command's printed output counts: a lost line is a failure (exit 1).
+  if (!finish_standard_output() && status == k_exit_ok) {
+    return k_exit_error;
+  }
+  return status;
+}
+
+// `kcache <command> ...` taken by the command's quick parser, when it has one
+// and KCACHE_CLI_PARSER allows it: the exit status, or nothing for CLI11.
+std::optional<int> run_quickly(int argc, char** argv, Context& ctx) {
+  if (argc < 2) {
+    return std::nullopt;
+  }
+  const auto it = quick_registry().find(argv[1]);
+  const char* mode = std::getenv("KCACHE_CLI_PARSER");
+  const std::string_view how = mode == nullptr ? "" : mode;
+  if (it == quick_registry().end() || how == "full") {
+    return std::nullopt;
+  }
+  std::vector<std::string_view> words(argv + 2, argv + argc);
+  std::function<int()> run;
+  if (!it->second(words, ctx, run)) {
+    if (how == "quick") {
+      std::fprintf(stderr, "kcache: error: KCACHE_CLI_PARSER=quick: the quick parser of `%s` does not take these "
+                           "arguments\nkcache: hint: unset KCACHE_CLI_PARSER\n", argv[1]);
+      return k_exit_usage;
+    }
+    return std::nullopt;
+  }
+  return finish_command(run);
+}
+}  // namespace
+
+bool register_quick_parser(const std::string& name, QuickParser parser) {
+  quick_registry().emplace(name, parser);
+  return true;
+}
+
+const std::map<std::string, QuickParser>& quick_parsers() { return quick_registry(); }
+
 }  // namespace kcache::cli
 
 int main(int argc, char** argv) {
   using namespace kcache::cli;
+  // `kcache worker` talks to its pool over pipes and ends on its own when the pool is gone.
+  prepare_standard_streams(/*handle_sigpipe=*/first_word(argc, argv) != "worker");
+  {
+    Context quick_ctx;
+    if (const auto status = run_quickly(argc, argv, quick_ctx)) {
+      return *status;
+    }
+  }
   CLI::App app{"kcache: compile GPU code once, and never return a wrong binary.\n"
                "Settings: `kcache config`. Exit codes: 0 ok, 1 failed, 2 bad usage or setting, 3 miss,\n"
                "4 damaged entries, 5 compile failed, 6 CUDA toolkit missing, 7 plan entry failed.",
@@ -127,8 +189,6 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("-v,--verbose", ctx.verbose, "Say more on stderr");
   app.add_flag("--json", ctx.json, "Machine-readable output (ls, stats, config, verify, put, prune, clear)");
-  // `kcache worker` talks to its pool over pipes and ends on its own when the pool is gone.
-  prepare_standard_streams(/*handle_sigpipe=*/first_word(argc, argv) != "worker");
   std::function<int()> run;
   // Building every command's options costs more than a whole cache hit
   // (docs/performance.md, "Process start"): when the command is known, only
@@ -172,12 +232,5 @@ int main(int argc, char** argv) {
     std::fputs("kcache: error: no command given\nkcache: hint: see `kcache --help`\n", stderr);
     return k_exit_usage;
   }
-  const int status = run();
-  // A warning held back in case the failing tier said it better (store_warnings.hpp).
-  kcache::store_warnings::flush();
-  // Every command's printed output counts: a lost line is a failure (exit 1).
-  if (!finish_standard_output() && status == k_exit_ok) {
-    return k_exit_error;
-  }
-  return status;
+  return finish_command(run);
 }
