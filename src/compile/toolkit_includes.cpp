@@ -180,14 +180,25 @@ std::string parent_of(const std::string& path) {
   return slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
 }
 
+// The toolkits scanned in this process, by their id.
+struct IncludesMemo {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const ToolkitIncludes>> known;
+};
+
+IncludesMemo& includes_memo() {
+  static auto* m = new IncludesMemo();  // NOLINT: process lifetime
+  return *m;
+}
+
 }  // namespace
 
 std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, const std::string& fingerprint,
                                                         const fs::path& memo_dir, const fs::path& fallback_dir) {
-  static std::mutex mutex;
-  static auto* memo = new std::map<std::string, std::shared_ptr<const ToolkitIncludes>>();  // NOLINT: process lifetime
+  IncludesMemo& m = includes_memo();
+  auto* memo = &m.known;
   const std::string id = util::sha256_hex("kcache-toolkit-includes-1\n" + root.string() + "\n" + fingerprint);
-  std::lock_guard lock(mutex);  // one scan per toolkit, even with many threads asking at once
+  std::lock_guard lock(m.mutex);  // one scan per toolkit, even with many threads asking at once
   if (const auto it = memo->find(id); it != memo->end()) {
     return it->second;
   }
@@ -211,6 +222,12 @@ std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, co
   auto t = build(*raw);
   (*memo)[id] = t;
   return t;
+}
+
+void forget_toolkit_includes() {
+  IncludesMemo& m = includes_memo();
+  std::lock_guard lock(m.mutex);
+  m.known.clear();
 }
 
 const std::vector<MacroDefinition>* ToolkitIncludes::find_define(std::string_view name) const {

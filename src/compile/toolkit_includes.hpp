@@ -79,4 +79,8 @@ std::shared_ptr<const ToolkitIncludes> toolkit_includes(const std::filesystem::p
                                                         const std::filesystem::path& memo_dir,
                                                         const std::filesystem::path& fallback_dir = {});
 
+// Forgets the toolkits scanned in this process (the memo files are read
+// again on next use); for tests and benchmarks that act as a new process.
+void forget_toolkit_includes();
+
 }  // namespace kcache::jit

@@ -14,6 +14,7 @@
 
 #include "compile/header_scanner.hpp"
 #include "compile/predefined_macros.hpp"
+#include "compile/toolkit_includes.hpp"
 #include "kcache/compiler.hpp"
 #include "kcache/toolkit.hpp"
 #include "support/files.hpp"
@@ -149,6 +150,7 @@ protected:
   std::string key_in(const std::string& cache, std::vector<HeaderDependency>* headers = nullptr) {
     forget_scan_memos();
     forget_predefined_answers();
+    forget_toolkit_includes();  // another test in this process may have scanned the toolkit already
     Toolkit::instance().set_memo_dir(cache.empty() ? fs::path() : tmp.path() / cache / "v1" / "toolkit");
     CompileRequest r;
     r.backend = "nvrtc";
