@@ -337,14 +337,17 @@ int main(int argc, char** argv) {
 
   if (!env("KCACHE_BENCH_CUPY").empty() && program_kernels > 0) {
     const int n = program_kernels;
+    // A child that stops early (an error, a kernel that unexpectedly hit)
+    // would make its side look fast: every child must report its figures.
+    bool failed = false;
     auto timed = [&](const std::string& mode, bool one_process) {
       const std::string cache = (dir / ("program" + std::to_string(serial++))).string();
       const auto t = Clock::now();
       if (one_process) {
-        run_child(mode, "cupy", 0, n, cache);
+        failed = run_child(mode, "cupy", 0, n, cache)[0] < 0 || failed;
       } else {
         for (int i = 0; i < n; ++i) {
-          run_child(mode, "cupy", i, 1, cache);
+          failed = run_child(mode, "cupy", i, 1, cache)[0] < 0 || failed;
         }
       }
       return us_since(t) / 1e3;
@@ -356,6 +359,9 @@ int main(int argc, char** argv) {
     std::printf("cupy program, %d kernels: one process plain %.0f ms, kcache %.0f ms (%.2fx); "
                 "%d processes plain %.0f ms, kcache %.0f ms (%.2fx)\n",
                 n, plain1, kc1, kc1 / plain1, n, plainn, kcn, kcn / plainn);
+    if (failed) {
+      std::printf("cupy program: a child failed (see stderr above): these figures are not comparable\n");
+    }
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
