@@ -124,8 +124,12 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   }
   const mode_t fmode = store::file_mode(impl->options.sharing);
   impl->counters = store::SharedCounters::open(impl->stats_fd.get(), fmode);
+  // In a stats/ made just now the check table is made by its first use: a
+  // cold compile into a new directory checks no payload and makes none.
   impl->checks = store::FileCheckTable::open(impl->stats_fd.get(), fmode,
-                                             store::FileCheckTable::slots_for_cap(impl->options.max_size_bytes));
+                                             store::FileCheckTable::slots_for_cap(impl->options.max_size_bytes),
+                                             made_v1 ? store::FileCheckTable::TableFile::on_first_use
+                                                     : store::FileCheckTable::TableFile::now);
   // New counters over old entries (removed or damaged counters): count them.
   // Not over entries/ made just now: it holds nothing yet, and a put of
   // another process counts itself in the counters it opened.
