@@ -106,6 +106,37 @@ TEST(CliCompile, BackgroundPutIsPublishedBeforeTheProcessExits) {
   EXPECT_EQ(verify.status, 0) << verify.out;
 }
 
+// A cold compile into a new cache directory makes what the entry needs and
+// nothing a later process makes when it needs it (docs/performance.md, "Cold
+// CLI compile"): no check table (the first hit makes it), no evict lock (a put
+// under the cap takes none), no temp left; the hit that follows checks the
+// payload and makes the table.
+TEST(CliCompile, AColdCompileIntoANewDirectoryMakesNoCheckTableOrEvictLock) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto cache = tmp.path() / "cache";
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  const std::string args = "compile " + src + " --target cubin --arch sm_90 --json -o " + (tmp.path() / "k.cubin").string();
+  auto cold = run_cli(cache, args);
+  ASSERT_EQ(cold.status, 0) << cold.out;
+  const auto j = nlohmann::json::parse(cold.out);
+  ASSERT_TRUE(j["stored"].get<bool>());
+  const std::string key = j["key"].get<std::string>();
+  const auto stats = cache / "v1" / "stats";
+  EXPECT_TRUE(fs::exists(cache / "v1" / "entries" / key.substr(0, 2) / key));
+  EXPECT_TRUE(fs::exists(cache / "v1" / "entries" / key.substr(0, 2) / (key + ".pass")));
+  EXPECT_TRUE(fs::exists(stats / "counters"));
+  EXPECT_FALSE(fs::exists(stats / "checks"));
+  EXPECT_FALSE(fs::exists(stats / "evict.lock"));
+  EXPECT_TRUE(fs::is_empty(cache / "v1" / "tmp"));
+  auto warm = run_cli(cache, args);
+  ASSERT_EQ(warm.status, 0) << warm.out;
+  EXPECT_TRUE(nlohmann::json::parse(warm.out)["hit"].get<bool>());
+  EXPECT_TRUE(fs::exists(stats / "checks")) << "the first hit checks the payload and makes the table";
+  auto verify = run_cli(cache, "verify");
+  EXPECT_EQ(verify.status, 0) << verify.out;
+}
+
 TEST(CliCompile, HeaderEditedBetweenProcessesMissesAndWhyMissNamesIt) {
   KCACHE_REQUIRE_TOOLKIT();
   test::TempDir tmp;
