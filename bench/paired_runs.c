@@ -1,6 +1,6 @@
 /* Paired whole-process runs for the benchmark scripts (scripts/bench-process-start.sh).
  *
- * Usage: paired_runs ROUNDS SPEC... where each SPEC is
+ * Usage: paired_runs ROUNDS [--warmup=N] SPEC... where each SPEC is
  *          [--prep=SHELL-COMMAND] [VAR=VALUE]... PROGRAM [ARG]... ;
  *        (a lone `;` argument ends a SPEC).
  * Each round runs every SPEC once, in an order rotated by one each round (so
@@ -11,6 +11,8 @@
  * fork to the reaped exit (CLOCK_MONOTONIC) and cpu is the child's user +
  * system time (wait4's rusage: every thread of the child, and its waited-for
  * children). Standard output and error of the commands go to /dev/null.
+ * --warmup=N runs N rounds first that are not printed (the first processes
+ * over a new source directory fill the per-user memos and are slower).
  * Exit status: 0, or 1 when a command fails or cannot be run (it says which).
  * Plain C with libc only, so the scripts build it with `cc` in a second. */
 #define _GNU_SOURCE
@@ -92,9 +94,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int rounds = atoi(argv[1]);
+  int warmup = 0;
+  int first = 2;
+  if (strncmp(argv[2], "--warmup=", 9) == 0) {
+    warmup = atoi(argv[2] + 9);
+    first = 3;
+  }
   struct spec specs[MAX_SPECS];
   int n = 0;
-  for (int i = 2; i < argc && n < MAX_SPECS;) {
+  for (int i = first; i < argc && n < MAX_SPECS;) {
     struct spec* s = &specs[n];
     memset(s, 0, sizeof *s);
     if (strncmp(argv[i], "--prep=", 7) == 0) {
@@ -126,12 +134,15 @@ int main(int argc, char** argv) {
   }
   long long wall[MAX_SPECS];
   long long cpu[MAX_SPECS];
-  for (int r = 0; r < rounds; ++r) {
+  for (int r = -warmup; r < rounds; ++r) {
     for (int k = 0; k < n; ++k) {
-      const int j = (r + k) % n;
+      const int j = ((r % n + n) + k) % n;
       if (run_prep(specs[j].prep) != 0 || run_one(&specs[j], &wall[j], &cpu[j]) != 0) {
         return 1;
       }
+    }
+    if (r < 0) {
+      continue;
     }
     for (int j = 0; j < n; ++j) {
       printf(j == 0 ? "%lld %lld" : " %lld %lld", wall[j], cpu[j]);
