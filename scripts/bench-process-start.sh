@@ -7,13 +7,15 @@
 # The commands take turns: each batch runs every command `runs` times in a
 # row, and the figure printed is the median over `batches` batch means, so a
 # burst of load on this shared machine moves one batch, not the result.
-# Usage: scripts/bench-process-start.sh [runs] [batches] [cold_runs]
-#        (after `cmake --preset release && cmake --build --preset release`)
+# Usage: scripts/bench-process-start.sh [runs] [batches] [cold_rounds]
+#        (after `cmake --preset release && cmake --build --preset release`);
+#        KCACHE_COLD_ONLY=1 runs only the cold overhead (its rounds are cheap:
+#        ~0.2 s each, so 101 or more give a steady median).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
 batches=${2:-5}
-cold_runs=${3:-10}
+cold_runs=${3:-101}
 kcache=${KCACHE_BIN:-build/release/bin/kcache}
 cuda=${KCACHE_CUDA_HOME:-${CUDA_HOME:-/usr/local/cuda}}
 work=$(mktemp -d)
@@ -27,6 +29,9 @@ cc -O2 -o "$work/hello" "$work/hello.c"
 # shellcheck source=scripts/bench-batch.sh
 . scripts/bench-batch.sh
 
+mkdir "$work/src" "$work/out"
+cp bench/corpus/trivial.cu "$work/src/trivial.cu"
+if [ -z "${KCACHE_COLD_ONLY:-}" ]; then
 declare -A cmd
 names=("/bin/true" "hello (libc only)" "kcache --version")
 cmd["/bin/true"]="/bin/true"
@@ -35,7 +40,6 @@ cmd["kcache --version"]="$kcache --version"
 # Sources and outputs in separate directories: an output written beside its
 # source changes the source directory, which the header scanner then cannot
 # trust for 2 s (a racy timestamp) and re-checks on every run.
-mkdir "$work/src" "$work/out"
 for k in trivial medium heavy_cub; do
   cp "bench/corpus/$k.cu" "$work/src/$k.cu"
   cmd["kcache hit, $k"]="$kcache compile $work/src/$k.cu --target cubin --arch sm_90 -I $cuda/include/cccl -o $work/out/$k.cubin"
@@ -75,39 +79,80 @@ for k in trivial medium heavy_cub; do
   printf 'ccache+nvcc / kcache, %-10s %5.2fx\n' "$k" \
     "$(ratio "$(median_of "ccache nvcc hit, $k")" "$(median_of "kcache hit, $k")")"
 done
+else
+  sleep 2.5  # past the racy window of the source just copied
+fi  # KCACHE_COLD_ONLY
 
 # Cold overhead of the CLI: a cold compile into an empty cache directory (new
 # each run: the check table, counters and header memos are made, the entry
 # written; the per-user toolkit memo is warm, as on any machine after its first compile)
-# against the same compile with the cache disabled; turns alternate.
-cold_overhead() {  # label binary: prints the medians and the median of the paired differences
-  local i s turn du_kib=0 pairs=$work/pairs
-  : >"$pairs"
-  for i in $(seq "$cold_runs"); do
-    rm -rf "$work/cold"
-    local off_us on_us
-    for turn in $((i % 2)) $((1 - i % 2)); do  # the two take turns going first
-      s=$(date +%s%N)
-      if [ "$turn" = 0 ]; then
-        KCACHE_DISABLE=1 "$2" compile "$work/src/trivial.cu" --target cubin --arch sm_90 -o "$work/out/off.cubin" >/dev/null
-        off_us=$((($(date +%s%N) - s) / 1000))
-      else
-        KCACHE_DIR=$work/cold "$2" compile "$work/src/trivial.cu" --target cubin --arch sm_90 -o "$work/out/on.cubin" >/dev/null
-        on_us=$((($(date +%s%N) - s) / 1000))
-      fi
-    done
-    echo "$off_us $on_us" >>"$pairs"
-    [ "$i" = 1 ] && du_kib=$(du -sk "$work/cold" | cut -f1)
-  done
-  sort -n -k1 "$pairs" | awk '{v[NR]=$1} END {printf "%d ", v[int((NR+1)/2)]}' >"$work/off"
-  sort -n -k2 "$pairs" | awk '{v[NR]=$2} END {printf "%d ", v[int((NR+1)/2)]}' >"$work/on"
-  awk '{print ($2 - $1) * 100 / $1}' "$pairs" | sort -g | awk '{v[NR]=$1} END {printf "%+.2f", v[int((NR+1)/2)]}' >"$work/d"
-  printf '%s cold trivial compile (median of %d pairs): cache off %s us, cache on (empty dir) %s us; overhead, median of the paired differences: %s%%; the one-entry directory: %s KiB (du)\n' \
-    "$1" "$cold_runs" "$(cat "$work/off")" "$(cat "$work/on")" "$(cat "$work/d")" "$du_kib"
-}
-cold_overhead kcache "$kcache"
-# The same with the put's fsyncs (`fsync = file`, the default before issue 23).
-KCACHE_FSYNC=file cold_overhead "kcache (fsync=file)" "$kcache"
+# against the same compile with the cache disabled. bench/paired_runs.c runs
+# the commands in rounds, in an order rotated each round, and reports each
+# child's wall time and CPU time (user + system of every thread, wait4), so
+# each figure is a median of paired differences with its quartiles: the wall
+# difference, and kcache's CPU difference (cache on minus cache off), which
+# the machine's load moves far less. The same rounds hold the put with
+# `fsync = file` (the default before issue 23) and, with KCACHE_BASELINE_BIN,
+# that build's pair.
+cc -O2 -o "$work/paired_runs" bench/paired_runs.c
+cold_args=("$work/src/trivial.cu" --target cubin --arch sm_90)
+specs=(KCACHE_DISABLE=1 "$kcache" compile "${cold_args[@]}" -o "$work/out/off.cubin" ";"
+       "--prep=rm -rf $work/cold" "KCACHE_DIR=$work/cold" "$kcache" compile "${cold_args[@]}" -o "$work/out/on.cubin" ";"
+       "--prep=rm -rf $work/cold-fsync" "KCACHE_DIR=$work/cold-fsync" KCACHE_FSYNC=file "$kcache" compile
+       "${cold_args[@]}" -o "$work/out/on-fsync.cubin" ";")
+# A plain NVRTC process (bench/run_nvrtc_program.cpp: dlopen, compile, no
+# kcache at all) where it is built beside the binary: the CPU floor that
+# `KCACHE_DISABLE=1` itself sits above (it still derives a key, without memos).
+plain=$(dirname "$kcache")/../bench/run_nvrtc_program
+# (It reads the same $work/src/trivial.cu: nothing is written into $work/src
+# here, which would make the header scanner distrust that directory for 2 s.)
+if [ -x "$plain" ]; then
+  specs+=("$plain" "$work/src" "$cuda" trivial.cu ";")
+fi
 if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
-  cold_overhead baseline "$KCACHE_BASELINE_BIN"
+  specs+=(KCACHE_DISABLE=1 "$KCACHE_BASELINE_BIN" compile "${cold_args[@]}" -o "$work/out/base-off.cubin" ";"
+          "--prep=rm -rf $work/cold-base" "KCACHE_DIR=$work/cold-base" "$KCACHE_BASELINE_BIN" compile
+          "${cold_args[@]}" -o "$work/out/base-on.cubin" ";")
+fi
+pairs=$work/cold-pairs
+# The first cache-on compiles over a new source directory write its per-user
+# header memos (compile/), which later processes distrust while they are
+# younger than the racy window (2 s) and redo: 5-9 ms more each, for a few
+# seconds. One compile and a pause first, then 5 rounds that are not counted.
+KCACHE_DIR=$work/cold-warm "$kcache" compile "${cold_args[@]}" -o "$work/out/warm.cubin" >/dev/null
+sleep 2.5
+"$work/paired_runs" "$cold_runs" --warmup=5 "${specs[@]}" >"$pairs"
+# Columns of $pairs: wall and CPU (us) of each spec, in the order above.
+# summary OFF_WALL_COL ON_WALL_COL [OFF_LABEL ON_LABEL]: medians and the paired differences
+# (ON minus OFF) with their quartiles.
+summary() {
+  awk -v o="$1" -v n="$2" -v ol="${3:-cache off}" -v nl="${4:-cache on (empty dir)}" '
+    function sorted_at(a, cnt, q,   i, j, t) {
+      for (i = 2; i <= cnt; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+      return a[int((cnt - 1) * q + 1.5)]
+    }
+    { ow[NR] = $o; nw[NR] = $n; oc[NR] = $(o + 1); nc[NR] = $(n + 1)
+      dw[NR] = ($n - $o) * 100 / $o; dc[NR] = $(n + 1) - $(o + 1); dcp[NR] = ($(n + 1) - $(o + 1)) * 100 / $(o + 1) }
+    END {
+      printf "%s %d us (CPU %d us), %s %d us (CPU %d us); ", ol, sorted_at(ow, NR, 0.5), sorted_at(oc, NR, 0.5), \
+        nl, sorted_at(nw, NR, 0.5), sorted_at(nc, NR, 0.5)
+      printf "difference, median of the paired differences [quartiles]: wall %+.2f%% [%+.2f, %+.2f], ", \
+        sorted_at(dw, NR, 0.5), sorted_at(dw, NR, 0.25), sorted_at(dw, NR, 0.75)
+      printf "CPU %+d us [%+d, %+d] = %+.2f%% [%+.2f, %+.2f]\n", \
+        sorted_at(dc, NR, 0.5), sorted_at(dc, NR, 0.25), sorted_at(dc, NR, 0.75), \
+        sorted_at(dcp, NR, 0.5), sorted_at(dcp, NR, 0.25), sorted_at(dcp, NR, 0.75)
+    }' "$pairs"
+}
+KCACHE_DIR=$work/cold-du "$kcache" compile "${cold_args[@]}" -o "$work/out/du.cubin" >/dev/null
+printf 'kcache cold trivial compile (%d rounds): %s' "$cold_runs" "$(summary 1 3)"
+printf '; the one-entry directory: %s KiB (du)\n' "$(du -sk "$work/cold-du" | cut -f1)"
+printf 'kcache (fsync=file) cold trivial compile (%d rounds): %s\n' "$cold_runs" "$(summary 1 5 "cache off" "cache on (empty dir, fsync=file)")"
+next=7
+if [ -x "$plain" ]; then
+  printf 'against a plain NVRTC process (%d rounds), cache off: %s\n' "$cold_runs" "$(summary "$next" 1 "plain NVRTC" "cache off")"
+  printf 'against a plain NVRTC process (%d rounds), cache on:  %s\n' "$cold_runs" "$(summary "$next" 3 "plain NVRTC")"
+  next=$((next + 2))
+fi
+if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
+  printf 'baseline cold trivial compile (%d rounds): %s\n' "$cold_runs" "$(summary "$next" $((next + 2)))"
 fi

@@ -290,7 +290,8 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
   if (const int status = check_outputs_apart(args); status != k_exit_ok) {
     return status;
   }
-  auto env = open_compile_environment(ctx, args.no_cache, BadSettings::compile_without_cache);
+  auto env = open_compile_environment(ctx, args.no_cache, BadSettings::compile_without_cache, "compiling",
+                                      args.files.size() == 1 ? OneOutput::yes : OneOutput::no);
   if (!env) {
     return report_error(env.error());
   }

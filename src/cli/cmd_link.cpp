@@ -34,7 +34,8 @@ std::string kind_of(const std::string& file) {
 }
 
 int run_link(const Context& ctx, const LinkArgs& args) {
-  auto env = open_compile_environment(ctx, args.no_cache, BadSettings::compile_without_cache, "linking");
+  auto env = open_compile_environment(ctx, args.no_cache, BadSettings::compile_without_cache, "linking",
+                                      OneOutput::yes);
   if (!env) {
     return report_error(env.error());
   }

@@ -205,8 +205,15 @@ inline void warn_bad_settings(const std::vector<Error>& problems, std::string_vi
                line.c_str());
 }
 
+// Where a command that makes one output puts it (see open_compile_environment).
+enum class OneOutput {
+  no,   // several outputs: `put` as configured (background: queued, published behind)
+  yes,  // one output: the local put is published on the calling thread
+};
+
 inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, bool no_cache, BadSettings bad,
-                                                           std::string_view doing = "compiling") {
+                                                           std::string_view doing = "compiling",
+                                                           OneOutput one_output = OneOutput::no) {
   CompileEnvironment env;
   std::vector<Error> problems;
   auto config = ctx.config(bad == BadSettings::compile_without_cache ? &problems : nullptr);
@@ -239,6 +246,18 @@ inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, b
     // copy each payload once more before the process ends.
     Config store_config = env.config;
     store_config.memory_size_bytes = 0;
+    // A command that makes one output waits for its one put before it exits
+    // anyway: a background thread would only add its start (~0.3-0.5 ms of
+    // CPU: a thread, its stack and malloc arena) to a cold compile and
+    // overlap nothing but the output's write. So the local put is published
+    // on this thread, before the output is written (`fsync = none` by
+    // default: a few hundred microseconds), as `kcache run` does in a
+    // single-threaded program. Remote uploads keep their own queue and
+    // thread (docs/performance.md, "Cold CLI compile").
+    if (one_output == OneOutput::yes) {
+      env.config.put = PutMode::sync;
+      store_config.put = PutMode::sync;
+    }
     auto store = open_configured_store(store_config);
     if (store) {
       env.store = std::move(*store);

@@ -117,9 +117,13 @@ unsigned FileCheckTable::slots_for_entries(std::uint64_t entries, unsigned max_s
   return slots;
 }
 
-std::unique_ptr<FileCheckTable> FileCheckTable::open(int stats_dir_fd, mode_t mode, unsigned max_slots) {
+std::unique_ptr<FileCheckTable> FileCheckTable::open(int stats_dir_fd, mode_t mode, unsigned max_slots,
+                                                     TableFile when) {
   if (!valid_slots(max_slots)) {
     max_slots = k_min_slots;
+  }
+  if (when == TableFile::on_first_use) {
+    return std::unique_ptr<FileCheckTable>(new FileCheckTable(stats_dir_fd, mode, max_slots, Mapping{}));
   }
   // Another process may have made the table larger (with use, or with another cap): its size wins.
   if (const auto [p, slots] = map_existing(stats_dir_fd); p != nullptr) {
@@ -140,9 +144,39 @@ std::unique_ptr<FileCheckTable> FileCheckTable::open(int stats_dir_fd, mode_t mo
 
 FileCheckTable::FileCheckTable(int dir_fd, mode_t mode, unsigned max_slots, Mapping first)
     : m_dir_fd(dir_fd), m_mode(mode), m_max_slots(max_slots) {
-  m_mappings.push_back(first);
-  m_current.store(&m_mappings.back(), std::memory_order_release);
+  if (first.data != nullptr) {
+    m_mappings.push_back(first);
+    m_current.store(&m_mappings.back(), std::memory_order_release);
+  }
 }
+
+const FileCheckTable::Mapping* FileCheckTable::map_or_make() const noexcept {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  if (const Mapping* m = m_current.load(std::memory_order_acquire); m != nullptr) {
+    return m;  // another thread made it first
+  }
+  // As open() does: the table another process made (its size wins), else a new, small one.
+  Mapping made;
+  if (const auto [p, slots] = map_existing(m_dir_fd); p != nullptr) {
+    made = Mapping{p, slots};
+  } else if (const unsigned want = m_unmade_slots.load(std::memory_order_relaxed);
+             void* q = map_shared_file(m_dir_fd, format_for(want), m_mode).data) {
+    made = Mapping{q, want};
+  } else if (const auto [r, other_slots] = map_existing(m_dir_fd); r != nullptr) {
+    made = Mapping{r, other_slots};  // another process's table of another size won the race
+  } else {
+    return nullptr;
+  }
+  try {
+    m_mappings.push_back(made);
+  } catch (...) {
+    unmap_shared_file(made.data, format_for(made.slots));
+    return nullptr;
+  }
+  m_current.store(&m_mappings.back(), std::memory_order_release);
+  return &m_mappings.back();
+}
+
 
 FileCheckTable::~FileCheckTable() {
   for (const Mapping& m : m_mappings) {
@@ -162,7 +196,15 @@ bool replaced(const void* mapped) noexcept {
 
 const FileCheckTable::Mapping* FileCheckTable::current() const noexcept {
   const Mapping* m = m_current.load(std::memory_order_acquire);
+  if (m == nullptr) {
+    return map_or_make();
+  }
   return replaced(m->data) ? follow(m) : m;
+}
+
+const FileCheckTable::Mapping* FileCheckTable::mapped() const noexcept {
+  const Mapping* m = m_current.load(std::memory_order_acquire);
+  return m != nullptr && replaced(m->data) ? follow(m) : m;
 }
 
 const FileCheckTable::Mapping* FileCheckTable::follow(const Mapping* seen) const noexcept {
@@ -196,7 +238,15 @@ const FileCheckTable::Mapping* FileCheckTable::follow(const Mapping* seen) const
 
 void FileCheckTable::fit(std::uint64_t entries) noexcept {
   const unsigned want = slots_for_entries(entries, m_max_slots);
-  if (current()->slots >= want) {
+  const Mapping* m = mapped();
+  if (m == nullptr) {
+    // Not made yet: it is made at this size by its first use.
+    unsigned asked = m_unmade_slots.load(std::memory_order_relaxed);
+    while (asked < want && !m_unmade_slots.compare_exchange_weak(asked, want, std::memory_order_relaxed)) {
+    }
+    return;
+  }
+  if (m->slots >= want) {
     return;
   }
   try {
@@ -243,7 +293,11 @@ std::uint64_t* FileCheckTable::slot(const Mapping& m, const Key& key) noexcept {
 }
 
 bool FileCheckTable::find(const Key& key, CheckRecord& out) const noexcept {
-  std::uint64_t* s = slot(*current(), key);
+  const Mapping* m = current();
+  if (m == nullptr) {
+    return false;
+  }
+  std::uint64_t* s = slot(*m, key);
   std::array<std::uint64_t, k_words> w{};
   for (std::size_t i = 0; i < k_words; ++i) {
     w[i] = load(s + i);
@@ -261,7 +315,11 @@ void FileCheckTable::record(const Key& key, const CheckRecord& rec) noexcept {
   std::array<std::uint64_t, k_words> w{kw[0], kw[1], kw[2], kw[3], rec.ino, rec.size, rec.mtime_ns,
                                        rec.ctime_ns, rec.xxh3, rec.sha256_prefix, 0, 0};
   w[10] = seal_of(w);
-  std::uint64_t* s = slot(*current(), key);
+  const Mapping* m = current();
+  if (m == nullptr) {
+    return;
+  }
+  std::uint64_t* s = slot(*m, key);
   store_word(s + 10, 0);  // unseal first so a reader never pairs a new body with the old seal
   for (std::size_t i = 0; i < k_words; ++i) {
     store_word(s + i, w[i]);
@@ -270,6 +328,9 @@ void FileCheckTable::record(const Key& key, const CheckRecord& rec) noexcept {
 
 void FileCheckTable::forget(const Key& key) noexcept {
   const Mapping* m = current();
+  if (m == nullptr) {
+    return;
+  }
   std::uint64_t* s = slot(*m, key);
   const auto kw = key_words(key);
   if (load(s) == kw[0] && load(s + 1) == kw[1] && load(s + 2) == kw[2] && load(s + 3) == kw[3]) {

@@ -82,8 +82,16 @@ class FileCheckTable {
   // never grows past `max_slots` (slots_for_cap of this process's cap; an
   // existing larger table is used as it is). Returns null when the table
   // cannot be used (then every read hashes in full).
+  // With TableFile::on_first_use (a stats directory made just now, which
+  // holds no table yet) nothing is opened or created here: the first find,
+  // record or forget maps the table another process made meanwhile or creates
+  // it (at the size fit() asked for), so a process that never checks a
+  // payload (a cold compile into a new cache directory) makes no table file.
+  // Until then bytes() and slots() are 0.
   // REQUIRES: `stats_dir_fd` stays open while the table lives (it is borrowed).
-  static std::unique_ptr<FileCheckTable> open(int stats_dir_fd, mode_t mode, unsigned max_slots);
+  enum class TableFile { now, on_first_use };
+  static std::unique_ptr<FileCheckTable> open(int stats_dir_fd, mode_t mode, unsigned max_slots,
+                                              TableFile when = TableFile::now);
 
   // Grows the table when it has fewer than slots_for_entries(`entries`)
   // slots: writes the larger table, keeps the records that seal, and puts it
@@ -91,10 +99,16 @@ class FileCheckTable {
   // A failure (no space, read-only) leaves the current table in use.
   void fit(std::uint64_t entries) noexcept;
 
-  // The size of the current table file in bytes (metadata counted in stats).
-  std::size_t bytes() const noexcept { return file_size(current()->slots); }
-  // The current slot count.
-  unsigned slots() const noexcept { return current()->slots; }
+  // The size of the current table file in bytes (metadata counted in stats); 0 before it is made.
+  std::size_t bytes() const noexcept {
+    const Mapping* m = mapped();
+    return m != nullptr ? file_size(m->slots) : 0;
+  }
+  // The current slot count; 0 before the table is made.
+  unsigned slots() const noexcept {
+    const Mapping* m = mapped();
+    return m != nullptr ? m->slots : 0;
+  }
   ~FileCheckTable();
   FileCheckTable(const FileCheckTable&) = delete;
   FileCheckTable& operator=(const FileCheckTable&) = delete;
@@ -110,8 +124,14 @@ class FileCheckTable {
     unsigned slots = 0;
   };
   FileCheckTable(int dir_fd, mode_t mode, unsigned max_slots, Mapping first);
-  // The mapping in use: the newest one, after following a `replaced` flag.
+  // The mapping in use: the newest one, after following a `replaced` flag;
+  // a table opened TableFile::on_first_use is mapped (or made) here first.
+  // Null only when it can be neither mapped nor made (then nothing is recorded).
   const Mapping* current() const noexcept;
+  // The mapping in use without making one: null before the first current().
+  const Mapping* mapped() const noexcept;
+  // Maps the table in place, or creates it: the first current() of a lazy table.
+  const Mapping* map_or_make() const noexcept;
   // Maps the file now in place when `seen` has been replaced. Returns the mapping to use.
   const Mapping* follow(const Mapping* seen) const noexcept;
   static std::uint64_t* slot(const Mapping& m, const Key& key) noexcept;
@@ -125,6 +145,9 @@ class FileCheckTable {
   // growth at least doubles the table).
   mutable std::deque<Mapping> m_mappings;  // a deque: push_back keeps pointers to the others valid
   mutable std::atomic<const Mapping*> m_current{nullptr};
+  // What fit() asked for before the table was made (TableFile::on_first_use):
+  // the size it is made at.
+  std::atomic<unsigned> m_unmade_slots{k_min_slots};
 };
 
 // The first 8 bytes of a 64-hex SHA-256, as a number; 0 when `hex` is malformed.

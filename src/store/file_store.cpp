@@ -81,8 +81,13 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
 
   // Each directory of the layout: one that is something else (a file left
   // there, a symlink) is reported by name with its fix, never used.
+  // A root made just now holds nothing: each directory of the layout is
+  // created, not first looked for, and nothing in it is checked or swept
+  // (a cold compile into a new directory: docs/performance.md, "Cold CLI compile").
   int err = 0;
-  util::Fd v1 = open_subdir(impl->root_fd.get(), store::k_version_dir, dmode, err);
+  bool made_v1 = false;
+  util::Fd v1 = open_subdir(impl->root_fd.get(), store::k_version_dir, dmode, err, &made_v1,
+                            created_root ? ParentDir::made_now : ParentDir::existing);
   if (!v1) {
     if (auto damaged = layout_damaged(impl->root_fd.get(), root, store::k_version_dir, err)) {
       return tl::unexpected(std::move(*damaged));
@@ -90,8 +95,10 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   }
   const int v1_err = err;
   bool made_entries = false;
+  bool made_tmp = false;
   auto open_layout_dir = [&](const char* name, util::Fd& fd, int& why) -> std::optional<Error> {
-    fd = open_subdir(v1.get(), name, dmode, err, name == store::k_entries_dir ? &made_entries : nullptr);
+    bool* made = name == store::k_entries_dir ? &made_entries : name == store::k_tmp_dir ? &made_tmp : nullptr;
+    fd = open_subdir(v1.get(), name, dmode, err, made, made_v1 ? ParentDir::made_now : ParentDir::existing);
     why = v1 ? err : v1_err;
     return fd ? std::nullopt : layout_damaged(v1.get(), root, name, err);
   };
@@ -107,7 +114,7 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   // which make it when a compile needs a lock and remove it when left empty;
   // v1/toolkit to the toolkit probe's fallback memo (compile/toolkit.cpp).
   // Here they are only checked.
-  if (v1) {
+  if (v1 && !made_v1) {
     for (const char* name : {store::k_locks_dir, store::k_toolkit_dir}) {
       struct stat sub {};
       if (io::fstatat(v1.get(), name, &sub, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(sub.st_mode)) {
@@ -117,8 +124,12 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   }
   const mode_t fmode = store::file_mode(impl->options.sharing);
   impl->counters = store::SharedCounters::open(impl->stats_fd.get(), fmode);
+  // In a stats/ made just now the check table is made by its first use: a
+  // cold compile into a new directory checks no payload and makes none.
   impl->checks = store::FileCheckTable::open(impl->stats_fd.get(), fmode,
-                                             store::FileCheckTable::slots_for_cap(impl->options.max_size_bytes));
+                                             store::FileCheckTable::slots_for_cap(impl->options.max_size_bytes),
+                                             made_v1 ? store::FileCheckTable::TableFile::on_first_use
+                                                     : store::FileCheckTable::TableFile::now);
   // New counters over old entries (removed or damaged counters): count them.
   // Not over entries/ made just now: it holds nothing yet, and a put of
   // another process counts itself in the counters it opened.
@@ -128,7 +139,8 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   if (impl->checks) {
     impl->checks->fit(impl->counters->total_entries());  // a table made small grows with the cache
   }
-  if (impl->tmp_fd && impl->options.sweep_on_open == OpenSweep::yes) {
+  // A tmp/ made just now holds no leftover of anyone to sweep.
+  if (impl->tmp_fd && impl->options.sweep_on_open == OpenSweep::yes && !made_tmp) {
     impl->sweep_temps(TempSweep::remove_quick);  // cheap: one kill(2) per young temp
   }
   return std::unique_ptr<FileStore>(new FileStore(std::move(impl)));

@@ -299,11 +299,19 @@ std::optional<Error> layout_damaged(int parent_fd, const std::filesystem::path& 
 // True when `a` and `b` are one unchanged file (device, inode, size, ctime).
 bool same_file(const struct stat& a, const struct stat& b) noexcept;
 
+// What the caller knows of the parent directory of open_subdir's `name`.
+enum class ParentDir {
+  existing,  // anything: `name` is opened first (it exists in every process but the first)
+  made_now,  // this process made it a moment ago: `name` is most likely missing, so it is
+             // created first (one system call less); one made meanwhile by another process is opened
+};
+
 // Creates the directory `name` under `parent_fd` (mode fixed regardless of
 // umask when created here) and opens it without following a symlink. On
 // failure returns an invalid Fd and sets `err`. `created_it`, when given, is
 // set to whether this call made the directory.
-util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err, bool* created_it = nullptr);
+util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err, bool* created_it = nullptr,
+                     ParentDir parent = ParentDir::existing);
 
 std::int64_t now_unix_ms() noexcept;
 // Nanoseconds: compare with file times (a millisecond "now" can be earlier

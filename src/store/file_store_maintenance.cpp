@@ -362,10 +362,6 @@ int FileStore::Impl::make_room(std::uint64_t bytes) {
   if (cap == 0 || !counters->shared() || bytes > cap) {
     return -1;
   }
-  const int lock_fd = evict_lock();
-  if (lock_fd < 0) {
-    return -1;
-  }
   // Bytes published or reserved. The reservations are read first: a put in
   // flight adds its bytes to the total before it frees its room, so one that
   // publishes between the two reads is counted once or twice, never missed
@@ -382,6 +378,13 @@ int FileStore::Impl::make_room(std::uint64_t bytes) {
       return slot;
     }
     counters->release_room(slot);
+  }
+  // The slow path evicts under the evict lock, opened (created) only here: a
+  // put that finds room takes none (the first put into a new directory makes
+  // no stats/evict.lock).
+  const int lock_fd = evict_lock();
+  if (lock_fd < 0) {
+    return -1;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (;;) {

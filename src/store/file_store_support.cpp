@@ -38,14 +38,20 @@ bool same_file(const struct stat& a, const struct stat& b) noexcept {
          a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
 }
 
-util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err, bool* created_it) {
+util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err, bool* created_it, ParentDir parent) {
   if (parent_fd < 0) {
     err = EBADF;
     return {};
   }
   // Open first: the directory exists in every process but the first, and a
-  // failed mkdirat per directory is a system call on every cache hit.
-  util::Fd fd(io::openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  // failed mkdirat per directory is a system call on every cache hit. Under
+  // a parent made just now, create first: the open would fail.
+  util::Fd fd;
+  if (parent == ParentDir::existing) {
+    fd.reset(io::openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  } else {
+    errno = ENOENT;
+  }
   bool created = false;
   if (!fd && errno == ENOENT) {
     int mkdir_err = 0;

@@ -59,12 +59,20 @@ TEST(CliCompile, SecondProcessHitsWithoutLoadingTheToolkitAndWritesSameBytes) {
 // The default `put = background` queues the put; the process publishes it
 // before it exits (the store's destructor), so the entry is complete on disk
 // the moment the command returns and `kcache verify` finds nothing wrong.
-// `--set put=sync` publishes before compile() returns.
+// `--set put=sync` publishes before compile() returns, and so does a compile
+// of one input whatever `put` says: it would only wait for its one put at
+// exit, so it starts no put thread (docs/configuration.md, `put`). Several
+// inputs compiled one after another (-j 1) keep the background queue.
 TEST(CliCompile, BackgroundPutIsPublishedBeforeTheProcessExits) {
   KCACHE_REQUIRE_TOOLKIT();
   test::TempDir tmp;
   const auto cache = tmp.path() / "cache";
   const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  test::write_file((tmp.path() / "second.cu").string(), "extern \"C\" __global__ void second(int* p) { *p = 2; }\n");
+  const auto second = (tmp.path() / "second.cu").string();
+  const auto entry_exists = [&](const std::string& key) {
+    return fs::exists(cache / "v1" / "entries" / key.substr(0, 2) / (key + ".pass"));
+  };
   for (const std::string mode : {"background", "sync"}) {
     const std::string args = "--set put=" + mode + " compile " + src + " --target ptx --arch sm_90 --json" +
                              " --extra-digest " + mode + " -o " + (tmp.path() / (mode + ".ptx")).string();
@@ -73,13 +81,58 @@ TEST(CliCompile, BackgroundPutIsPublishedBeforeTheProcessExits) {
     const auto j = nlohmann::json::parse(cold.out);
     EXPECT_FALSE(j["hit"].get<bool>());
     EXPECT_TRUE(j["stored"].get<bool>());
-    EXPECT_EQ(j["store_queued"].get<bool>(), mode == "background");
+    EXPECT_FALSE(j["store_queued"].get<bool>()) << mode << ": one input is published on the calling thread";
     const std::string key = j["key"].get<std::string>();
-    EXPECT_TRUE(fs::exists(cache / "v1" / "entries" / key.substr(0, 2) / (key + ".pass"))) << mode;
+    EXPECT_TRUE(entry_exists(key)) << mode;
     auto warm = run_cli(cache, args);
     ASSERT_EQ(warm.status, 0) << warm.out;
     EXPECT_TRUE(nlohmann::json::parse(warm.out)["hit"].get<bool>()) << mode;
+    // Two inputs in this process, one after the other: `put` decides.
+    const auto out_dir = tmp.path() / ("two-" + mode);
+    fs::create_directories(out_dir);
+    const std::string two = "--set put=" + mode + " compile " + src + " " + second +
+                            " --target ptx --arch sm_90 -j 1 --json --extra-digest two-" + mode;
+    auto both = run_cli(cache, two, out_dir);
+    ASSERT_EQ(both.status, 0) << both.out;
+    const auto list = nlohmann::json::parse(both.out);
+    ASSERT_EQ(list.size(), 2u) << both.out;
+    for (const auto& r : list) {
+      EXPECT_TRUE(r["stored"].get<bool>()) << mode;
+      EXPECT_EQ(r["store_queued"].get<bool>(), mode == "background");
+      EXPECT_TRUE(entry_exists(r["key"].get<std::string>())) << mode;
+    }
   }
+  auto verify = run_cli(cache, "verify");
+  EXPECT_EQ(verify.status, 0) << verify.out;
+}
+
+// A cold compile into a new cache directory makes what the entry needs and
+// nothing a later process makes when it needs it (docs/performance.md, "Cold
+// CLI compile"): no check table (the first hit makes it), no evict lock (a put
+// under the cap takes none), no temp left; the hit that follows checks the
+// payload and makes the table.
+TEST(CliCompile, AColdCompileIntoANewDirectoryMakesNoCheckTableOrEvictLock) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto cache = tmp.path() / "cache";
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  const std::string args = "compile " + src + " --target cubin --arch sm_90 --json -o " + (tmp.path() / "k.cubin").string();
+  auto cold = run_cli(cache, args);
+  ASSERT_EQ(cold.status, 0) << cold.out;
+  const auto j = nlohmann::json::parse(cold.out);
+  ASSERT_TRUE(j["stored"].get<bool>());
+  const std::string key = j["key"].get<std::string>();
+  const auto stats = cache / "v1" / "stats";
+  EXPECT_TRUE(fs::exists(cache / "v1" / "entries" / key.substr(0, 2) / key));
+  EXPECT_TRUE(fs::exists(cache / "v1" / "entries" / key.substr(0, 2) / (key + ".pass")));
+  EXPECT_TRUE(fs::exists(stats / "counters"));
+  EXPECT_FALSE(fs::exists(stats / "checks"));
+  EXPECT_FALSE(fs::exists(stats / "evict.lock"));
+  EXPECT_TRUE(fs::is_empty(cache / "v1" / "tmp"));
+  auto warm = run_cli(cache, args);
+  ASSERT_EQ(warm.status, 0) << warm.out;
+  EXPECT_TRUE(nlohmann::json::parse(warm.out)["hit"].get<bool>());
+  EXPECT_TRUE(fs::exists(stats / "checks")) << "the first hit checks the payload and makes the table";
   auto verify = run_cli(cache, "verify");
   EXPECT_EQ(verify.status, 0) << verify.out;
 }

@@ -174,6 +174,9 @@ TEST(FileCheckTable, TheStoreGrowsTheTableWithItsEntries) {
     for (std::uint64_t i = 0; i < 40; ++i) {
       ASSERT_TRUE(store->put(test::make_artifact(i, i, 64)).has_value());
     }
+    // A new directory's table is made by its first check, at the size its entries need.
+    EXPECT_FALSE(fs::exists(dir.path() / "cache" / "v1" / "stats" / "checks"));
+    ASSERT_TRUE(store->get(test::test_key(3)).has_value());
     EXPECT_EQ(fs::file_size(dir.path() / "cache" / "v1" / "stats" / "checks"), FileCheckTable::file_size(128));
     EXPECT_EQ(store->stats()->metadata_bytes,
               FileCheckTable::file_size(128) + store::SharedCounters::k_file_size);
@@ -182,6 +185,66 @@ TEST(FileCheckTable, TheStoreGrowsTheTableWithItsEntries) {
   fs::remove(dir.path() / "cache" / "v1" / "stats" / "checks");
   auto store = test::open_store(o);
   EXPECT_EQ(fs::file_size(dir.path() / "cache" / "v1" / "stats" / "checks"), FileCheckTable::file_size(128));
+}
+
+// A cold compile into a new cache directory (open, a lookup that misses, one
+// put) makes no check table and no evict lock: the first check makes the
+// table, and another process's table is shared, not replaced.
+TEST(FileCheckTable, ANewDirectoryMakesItsTableAtTheFirstCheck) {
+  test::TempDir dir;
+  auto o = test::quiet_options(dir.path() / "cache");
+  o.max_size_bytes = 64 << 20;  // a cap: the put reserves room under it
+  const fs::path stats = dir.path() / "cache" / "v1" / "stats";
+  auto writer = test::open_store(o);
+  ASSERT_TRUE(writer->get(test::test_key(1)).has_value());  // a miss
+  ASSERT_TRUE(writer->put(test::make_artifact(1, 1, 4000)).has_value());
+  EXPECT_FALSE(fs::exists(stats / "checks"));
+  EXPECT_FALSE(fs::exists(stats / "evict.lock"));
+  EXPECT_TRUE(fs::exists(stats / "counters"));
+  EXPECT_EQ(writer->stats()->metadata_bytes, store::SharedCounters::k_file_size);
+  {
+    // Another process: the directory exists, its table is made at open and recorded by a hit.
+    auto reader = test::open_store(o);
+    ASSERT_TRUE(fs::exists(stats / "checks"));
+    auto got = reader->get(test::test_key(1));
+    ASSERT_TRUE(got.has_value() && got->has_value());
+  }
+  struct stat before {};
+  ASSERT_EQ(::stat((stats / "checks").c_str(), &before), 0);
+  // The first check of the first store maps that table (its record holds) instead of making one.
+  auto got = writer->get(test::test_key(1));
+  ASSERT_TRUE(got.has_value() && got->has_value());
+  EXPECT_EQ((*got)->payload.size(), 4000U);
+  struct stat after {};
+  ASSERT_EQ(::stat((stats / "checks").c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(writer->stats()->metadata_bytes,
+            FileCheckTable::file_size(FileCheckTable::k_min_slots) + store::SharedCounters::k_file_size);
+}
+
+TEST(FileCheckTable, ALazyTableIsMadeByItsFirstUseAtTheSizeAskedFor) {
+  StatsDir dir;
+  auto table = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::slots_for_cap(0),
+                                    FileCheckTable::TableFile::on_first_use);
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(table->slots(), 0U);
+  EXPECT_EQ(table->bytes(), 0U);
+  table->fit(100);  // 200 entries' worth: 256 slots
+  EXPECT_FALSE(fs::exists(dir.checks()));
+  CheckRecord r;
+  EXPECT_FALSE(table->find(test::test_key(7), r));  // the first use makes it
+  ASSERT_TRUE(fs::exists(dir.checks()));
+  EXPECT_EQ(table->slots(), 256U);
+  table->record(test::test_key(7), record_for(7));
+  auto other = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::slots_for_cap(0));
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(other->find(test::test_key(7), r));
+  EXPECT_EQ(r, record_for(7));
+  // A lazy table over a table another process made uses that one.
+  auto late = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::slots_for_cap(0),
+                                   FileCheckTable::TableFile::on_first_use);
+  ASSERT_TRUE(late->find(test::test_key(7), r));
+  EXPECT_EQ(late->slots(), 256U);
 }
 
 }  // namespace

@@ -366,6 +366,11 @@ TEST(FileStoreLimits, TheCheckTableStartsSmallAndIsCountedInStats) {
   auto o = quiet_options(dir.path() / "small");
   o.max_size_bytes = 1 << 20;
   auto small = open_store(o);
+  // A directory made just now makes its table at the first check; the next
+  // process to open it (a directory that exists) makes it at open.
+  EXPECT_FALSE(fs::exists(dir.path() / "small" / "v1" / "stats" / "checks"));
+  EXPECT_EQ(small->stats()->metadata_bytes, store::SharedCounters::k_file_size);
+  small = open_store(o);
   const auto checks_size = fs::file_size(dir.path() / "small" / "v1" / "stats" / "checks");
   EXPECT_EQ(checks_size, store::FileCheckTable::file_size(32)) << "32 slots for a new cache";
   const auto s = small->stats();
@@ -383,6 +388,7 @@ TEST(FileStoreLimits, TheCheckTableStartsSmallAndIsCountedInStats) {
   auto o3 = quiet_options(dir.path() / "large");
   o3.max_size_bytes = 8ULL << 30;
   auto large = open_store(o3);
+  large = open_store(o3);
   EXPECT_EQ(fs::file_size(dir.path() / "large" / "v1" / "stats" / "checks"), store::FileCheckTable::file_size(32));
   EXPECT_EQ(store::FileCheckTable::slots_for_cap(1 << 20), 64U);
   EXPECT_EQ(store::FileCheckTable::slots_for_cap(64ULL << 20), 4096U);
