@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <thread>
 
@@ -42,6 +43,21 @@ std::string slurp(const fs::path& p) {
 
 // Identities younger than the racy window (2 s) are not remembered.
 void age() { std::this_thread::sleep_for(std::chrono::milliseconds(2100)); }
+
+// A temporary directory `d` holding `files`, old enough to be remembered,
+// and a memo directory beside it.
+struct AgedDirectory {
+  explicit AgedDirectory(std::initializer_list<const char*> files) {
+    fs::create_directories(d);
+    for (const char* f : files) {
+      test::write_file(d + "/" + f, f);
+    }
+    age();
+  }
+  test::TempDir tmp;
+  const std::string d = (tmp.path() / "d").string();
+  const fs::path memo = tmp.path() / "memo";
+};
 
 TEST(DirectoryListings, RoundTripsAndRejectsEveryDeviation) {
   DirectoryListing a;
@@ -120,12 +136,10 @@ TEST(DirectoryListings, ChangedDirectoryIsReadAgainAndRacyOneIsNotRemembered) {
 // second process answers from the file another wrote (and why the identity
 // must hold every timestamp to the nanosecond).
 TEST(DirectoryListings, SecondProcessAnswersFromTheFileAndADamagedFileIsIgnored) {
-  test::TempDir tmp;
-  const auto d = (tmp.path() / "d").string();
-  const auto memo = tmp.path() / "memo";
-  fs::create_directories(d);
-  test::write_file(d + "/real.h", "r");
-  age();
+  AgedDirectory a{"real.h"};
+  const std::string& d = a.d;
+  const fs::path& memo = a.memo;
+  test::TempDir& tmp = a.tmp;
   forget_directory_listings();
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
@@ -178,13 +192,9 @@ TEST(DirectoryListings, SecondProcessAnswersFromTheFileAndADamagedFileIsIgnored)
 // file only, however many listings are remembered (asserted on bytes read),
 // and a save keeps every shard, so the whole memo, within its bounds.
 TEST(DirectoryListings, ALookupReadsOnlyItsOwnListingAmongTwentyThousand) {
-  test::TempDir tmp;
-  const auto d = (tmp.path() / "d").string();
-  const auto memo = tmp.path() / "memo";
-  fs::create_directories(d);
-  test::write_file(d + "/real.h", "r");
-  test::write_file(d + "/new.h", "n");
-  age();
+  AgedDirectory a{"real.h", "new.h"};
+  const std::string& d = a.d;
+  const fs::path& memo = a.memo;
   forget_directory_listings();
   ASSERT_TRUE(directory_listing(d, stat_of(d), memo, now()));
   save_directory_listings(memo);
@@ -246,12 +256,9 @@ TEST(DirectoryListings, ALookupReadsOnlyItsOwnListingAmongTwentyThousand) {
 
 // A version-1 memo (one file of every listing) is not read, and the next save removes it.
 TEST(DirectoryListings, VersionOneFileIsIgnoredAndRemoved) {
-  test::TempDir tmp;
-  const auto d = (tmp.path() / "d").string();
-  const auto memo = tmp.path() / "memo";
-  fs::create_directories(d);
-  test::write_file(d + "/real.h", "r");
-  age();
+  AgedDirectory a{"real.h"};
+  const std::string& d = a.d;
+  const fs::path& memo = a.memo;
   const auto st = stat_of(d);
   const auto stamp = stamp_of(st);
   test::write_file(memo / "listings", "kcache-dir-listings 1\ndir " + std::to_string(stamp.dev) + " " +
