@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <set>
@@ -21,8 +23,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view k_magic = "kcache-dir-listings 1\n";
-constexpr std::string_view k_file_name = "listings";
+constexpr std::string_view k_magic = "kcache-dir-listing 2\n";
+constexpr std::string_view k_dir_name = "listings.2";
+constexpr std::string_view k_v1_file_name = "listings";  // format 1: removed by a save
+constexpr std::size_t k_shard_files = k_max_listings / k_listing_shards;
+constexpr std::size_t k_shard_bytes = k_max_listings_bytes / k_listing_shards;
+constexpr std::int64_t k_stale_temporary_ns = 3600LL * 1000 * 1000 * 1000;
+static_assert(k_max_listing_file_bytes <= k_shard_bytes, "one listing must fit its shard");
 
 using Identity = std::pair<std::uint64_t, std::uint64_t>;  // device, inode
 
@@ -30,7 +37,6 @@ struct Memo {
   std::mutex mutex;
   std::map<Identity, std::shared_ptr<const DirectoryListing>> known;
   std::vector<std::shared_ptr<const DirectoryListing>> fresh;  // read here, not saved yet
-  std::optional<fs::path> loaded;                               // the memo dir read into `known`
 };
 
 Memo& memo() {
@@ -38,39 +44,119 @@ Memo& memo() {
   return *m;
 }
 
+std::atomic<std::uint64_t> g_bytes_read{0};
+
 bool valid_name(std::string_view n) {
   return !n.empty() && n != "." && n != ".." && n.find('/') == std::string_view::npos &&
          n.find('\0') == std::string_view::npos;
 }
 
-std::optional<std::string> read_memo_file(const fs::path& file) {
-  util::Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+std::string file_name(std::uint64_t dev, std::uint64_t ino) { return std::to_string(dev) + '-' + std::to_string(ino); }
+
+// A name a save gives a listing file ("<dev>-<ino>"); anything else in a
+// shard is a temporary (or a stranger), swept once old.
+bool listing_name(std::string_view n) {
+  const auto dash = n.find('-');
+  auto digits = [](std::string_view d) {
+    return !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return dash != std::string_view::npos && digits(n.substr(0, dash)) && digits(n.substr(dash + 1));
+}
+
+std::string shard_name(std::uint64_t dev, std::uint64_t ino) {
+  // A 64-bit mix (splitmix64's finaliser): neighbouring inodes spread evenly.
+  std::uint64_t z = ino + dev * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  constexpr char hex[] = "0123456789abcdef";
+  const auto s = static_cast<unsigned>(z % k_listing_shards);
+  return {hex[(s >> 4) & 15], hex[s & 15]};
+}
+
+// The remembered listing of (dev, ino) from its file; nothing when there is
+// none or it is not exactly right.
+std::optional<DirectoryListing> load_listing(const fs::path& memo_dir, const Identity& id) {
+  if (memo_dir.empty()) {
+    return std::nullopt;
+  }
+  util::Fd fd(::open(listing_file(memo_dir, id.first, id.second).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
     return std::nullopt;
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-      static_cast<std::uint64_t>(st.st_size) > k_max_listings_bytes) {
+      static_cast<std::uint64_t>(st.st_size) > k_max_listing_file_bytes) {
     return std::nullopt;
   }
   std::string text;
-  if (util::io::read_bounded(fd.get(), k_max_listings_bytes, text, static_cast<std::size_t>(st.st_size)) != 0 ||
-      text.size() > k_max_listings_bytes) {
+  const int err =
+      util::io::read_bounded(fd.get(), k_max_listing_file_bytes, text, static_cast<std::size_t>(st.st_size));
+  g_bytes_read.fetch_add(text.size(), std::memory_order_relaxed);
+  if (err != 0) {
     return std::nullopt;
   }
-  return text;
+  auto l = parse_directory_listing(text);
+  if (!l || l->stamp.dev != id.first || l->stamp.ino != id.second) {
+    return std::nullopt;  // a file under another directory's name is not believed
+  }
+  return l;
 }
 
-std::vector<DirectoryListing> load_file(const fs::path& memo_dir) {
-  if (memo_dir.empty()) {
-    return {};
+// Keeps shard directory `dir` within k_shard_files and k_shard_bytes (the
+// oldest listing files go first) and sweeps temporaries an hour old.
+void bound_shard(const fs::path& dir, std::int64_t now_ns) {
+  util::Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) {
+    return;
   }
-  const auto text = read_memo_file(memo_dir / k_file_name);
-  if (!text) {
-    return {};
+  const int copy = ::dup(fd.get());
+  if (copy < 0) {
+    return;
   }
-  auto parsed = parse_directory_listings(*text);
-  return parsed ? std::move(*parsed) : std::vector<DirectoryListing>{};
+  DIR* d = ::fdopendir(copy);
+  if (d == nullptr) {
+    ::close(copy);
+    return;
+  }
+  struct Entry {
+    std::int64_t mtime_ns;
+    std::uint64_t bytes;
+    std::string name;
+  };
+  std::vector<Entry> files;
+  std::uint64_t total = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view n = e->d_name;
+    struct stat st {};
+    if (n == "." || n == ".." || ::fstatat(fd.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      continue;
+    }
+    const std::int64_t mtime_ns = std::int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+    if (!listing_name(n) || !S_ISREG(st.st_mode)) {
+      if (now_ns - mtime_ns > k_stale_temporary_ns) {
+        (void)::unlinkat(fd.get(), e->d_name, 0);
+      }
+      continue;
+    }
+    files.push_back({mtime_ns, static_cast<std::uint64_t>(st.st_size), std::string(n)});
+    total += static_cast<std::uint64_t>(st.st_size);
+  }
+  ::closedir(d);
+  if (files.size() <= k_shard_files && total <= k_shard_bytes) {
+    return;
+  }
+  std::sort(files.begin(), files.end(), [](const Entry& a, const Entry& b) { return a.mtime_ns < b.mtime_ns; });
+  std::size_t left = files.size();
+  for (const auto& f : files) {
+    if (left <= k_shard_files && total <= k_shard_bytes) {
+      break;
+    }
+    if (::unlinkat(fd.get(), f.name.c_str(), 0) == 0) {
+      --left;
+      total -= f.bytes;
+    }
+  }
 }
 
 // Reads directory `path`; the stamp is zero when it changed while being read.
@@ -124,18 +210,20 @@ std::shared_ptr<const DirectoryListing> directory_listing(const std::string& pat
   Memo& m = memo();
   {
     std::lock_guard lock(m.mutex);
-    if (!m.loaded || *m.loaded != memo_dir) {
-      // Another cache directory: what this process learnt stays (it describes
-      // the same directories), the file of the new one is added.
-      m.loaded = memo_dir;
-      for (auto& l : load_file(memo_dir)) {
-        const Identity lid{l.stamp.dev, l.stamp.ino};
-        m.known[lid] = std::make_shared<const DirectoryListing>(std::move(l));
-      }
-    }
     if (const auto it = m.known.find(id); it != m.known.end() && it->second->stamp == want) {
       return it->second;
     }
+  }
+  // Only this directory's file is read: a lookup costs the same however many
+  // listings are remembered.
+  if (auto l = load_listing(memo_dir, id); l && l->stamp == want) {
+    auto shared = std::make_shared<const DirectoryListing>(std::move(*l));
+    std::lock_guard lock(m.mutex);
+    if (m.known.size() >= k_max_listings) {
+      m.known.clear();
+    }
+    m.known[id] = shared;
+    return shared;
   }
   auto listing = read_listing(path);
   if (!listing) {
@@ -166,95 +254,78 @@ void save_directory_listings(const fs::path& memo_dir) {
   if (fresh.empty() || memo_dir.empty()) {
     return;
   }
-  // What the file holds now (other processes' additions), less the
-  // directories read again here, then this process's listings.
-  std::set<Identity> replaced;
+  (void)::unlink((memo_dir / k_v1_file_name).c_str());  // format 1, never read again
+  std::set<fs::path> shards;
   for (const auto& l : fresh) {
-    replaced.insert({l->stamp.dev, l->stamp.ino});
-  }
-  std::vector<DirectoryListing> all;
-  for (auto& l : load_file(memo_dir)) {
-    if (!replaced.contains({l.stamp.dev, l.stamp.ino})) {
-      all.push_back(std::move(l));
+    const std::string text = serialize_directory_listing(*l);
+    if (text.size() > k_max_listing_file_bytes) {
+      continue;  // read again by every scan, as a racy one
+    }
+    const fs::path file = listing_file(memo_dir, l->stamp.dev, l->stamp.ino);
+    std::error_code ec;
+    fs::create_directories(file.parent_path(), ec);
+    if (util::write_file_atomically(file, text, 0600, util::FileSync::none)) {
+      shards.insert(file.parent_path());
     }
   }
-  for (const auto& l : fresh) {
-    all.push_back(*l);
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  for (const auto& dir : shards) {
+    bound_shard(dir, now);
   }
-  std::size_t first = all.size() > k_max_listings ? all.size() - k_max_listings : 0;
-  std::string text;
-  while (true) {
-    text = serialize_directory_listings(
-        std::vector<DirectoryListing>(all.begin() + static_cast<std::ptrdiff_t>(first), all.end()));
-    if (text.size() <= k_max_listings_bytes || first == all.size()) {
-      break;
-    }
-    first += std::max<std::size_t>(1, (all.size() - first) / 8);  // drop the oldest eighth
-    first = std::min(first, all.size());
-  }
-  if (text.size() > k_max_listings_bytes) {
-    return;
-  }
-  std::error_code ec;
-  fs::create_directories(memo_dir, ec);
-  (void)util::write_file_atomically(memo_dir / k_file_name, text, 0600, util::FileSync::none);
 }
 
 void forget_directory_listings() {
   std::lock_guard lock(memo().mutex);
   memo().known.clear();
   memo().fresh.clear();
-  memo().loaded.reset();
 }
 
-std::string serialize_directory_listings(const std::vector<DirectoryListing>& listings) {
+fs::path listing_file(const fs::path& memo_dir, std::uint64_t dev, std::uint64_t ino) {
+  return memo_dir / k_dir_name / shard_name(dev, ino) / file_name(dev, ino);
+}
+
+std::uint64_t listing_bytes_read() { return g_bytes_read.load(std::memory_order_relaxed); }
+
+std::string serialize_directory_listing(const DirectoryListing& l) {
   std::string out(k_magic);
-  for (const auto& l : listings) {
-    out += "dir " + std::to_string(l.stamp.dev) + ' ' + std::to_string(l.stamp.ino) + ' ' +
-           std::to_string(l.stamp.size) + ' ' + std::to_string(l.stamp.mtime_ns) + ' ' +
-           std::to_string(l.stamp.ctime_ns) + ' ' + std::to_string(l.names.size()) + '\n';
-    for (const auto& n : l.names) {
-      out += std::to_string(n.size());
-      out += ':';
-      out += n;
-      out += '\n';
-    }
+  out += "dir " + std::to_string(l.stamp.dev) + ' ' + std::to_string(l.stamp.ino) + ' ' +
+         std::to_string(l.stamp.size) + ' ' + std::to_string(l.stamp.mtime_ns) + ' ' +
+         std::to_string(l.stamp.ctime_ns) + ' ' + std::to_string(l.names.size()) + '\n';
+  for (const auto& n : l.names) {
+    out += std::to_string(n.size());
+    out += ':';
+    out += n;
+    out += '\n';
   }
   out += "end\n";
   return out;
 }
 
-std::optional<std::vector<DirectoryListing>> parse_directory_listings(std::string_view text) {
-  if (text.size() > k_max_listings_bytes) {
+std::optional<DirectoryListing> parse_directory_listing(std::string_view text) {
+  if (text.size() > k_max_listing_file_bytes) {
     return std::nullopt;
   }
   MemoReader c(text);
-  if (!c.lit(k_magic)) {
+  DirectoryListing l;
+  std::size_t count = 0;
+  if (!c.lit(k_magic) || !c.lit("dir ") || !c.stamp(l.stamp) || !c.lit(" ") || !c.num(count) || !c.lit("\n") ||
+      count > k_max_listing_names || l.stamp.size < 0 || l.stamp.mtime_ns < 0 || l.stamp.ctime_ns < 0) {
     return std::nullopt;
   }
-  std::vector<DirectoryListing> out;
-  while (c.peek("dir ")) {
-    DirectoryListing l;
-    std::size_t count = 0;
-    if (!c.lit("dir ") || !c.stamp(l.stamp) || !c.lit(" ") || !c.num(count) || !c.lit("\n") ||
-        count > k_max_listing_names || out.size() >= k_max_listings || l.stamp.size < 0 || l.stamp.mtime_ns < 0 ||
-        l.stamp.ctime_ns < 0) {
-      return std::nullopt;
+  l.names.reserve(std::min<std::size_t>(count, text.size() / 4));
+  for (std::size_t i = 0; i < count; ++i) {
+    std::string n;
+    if (!c.str(n) || !c.lit("\n") || !valid_name(n) || (!l.names.empty() && l.names.back() >= n)) {
+      return std::nullopt;  // names are valid, sorted and unique
     }
-    l.names.reserve(count);
-    for (std::size_t i = 0; i < count; ++i) {
-      std::string n;
-      if (!c.str(n) || !c.lit("\n") || !valid_name(n) || (!l.names.empty() && l.names.back() >= n)) {
-        return std::nullopt;  // names are valid, sorted and unique
-      }
-      l.names.push_back(std::move(n));
-    }
-    out.push_back(std::move(l));
+    l.names.push_back(std::move(n));
   }
   if (!c.lit("end\n") || !c.at_end()) {
     return std::nullopt;
   }
-  return out;
+  return l;
 }
 
 }  // namespace kcache::jit

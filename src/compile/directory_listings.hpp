@@ -16,21 +16,33 @@
 // the same timestamp tick could keep the identity). A younger directory is
 // read again by every scan until it is older.
 //
-// Listings live in memory (per process) and in `<memo dir>/listings`
-// (`$KCACHE_DIR/v1/headers/listings`), shared by every process using the
-// cache directory. The file is untrusted: read without following a symlink,
-// at most k_max_listings_bytes, strictly parsed; any deviation and it is
-// ignored as a whole (and replaced by the next save). Format version 1:
-//   file    := "kcache-dir-listings 1\n" listing* "end\n"
+// Listings live in memory (per process) and on disk, ONE FILE PER DIRECTORY
+// (device, inode) under `<memo dir>/listings.2/` (per user:
+// `$XDG_CACHE_HOME/kcache-toolkit/listings.2/`), shared by every process
+// using that memo dir. A lookup reads only the file of the directory asked
+// for, so its cost does not grow with the number of listings remembered (the
+// version-1 layout was one file of every listing, parsed whole by the first
+// lookup of each process: 5-7 ms once it held a few thousand). Layout:
+//   listings.2/<s0s1>/<dev>-<ino>    s0s1 = listing_shard(dev, ino), 2 hex
+// Each file is untrusted: opened without following a symlink, at most
+// k_max_listing_file_bytes, strictly parsed, and believed only when it holds
+// exactly one listing whose device and inode are those of its name; any
+// deviation and it is ignored (and replaced by the next save). Format
+// version 2:
+//   file    := "kcache-dir-listing 2\n" listing "end\n"
 //   listing := "dir " stamp " " count "\n" (str "\n"){count}
 //   stamp   := dev " " ino " " size " " mtime_ns " " ctime_ns   (decimal)
 //   str     := length ":" bytes          (a name: not empty, no '/' or NUL,
 //                                         not "." or ".."; sorted, unique)
-// Oldest first; a save appends this process's new listings to what the file
-// holds then (another process's additions are kept), drops the oldest to stay
-// within k_max_listings and k_max_listings_bytes, and writes it atomically
-// (temporary + rename, mode 0600). Two processes saving at once may lose one
-// another's additions: they are read again next time, nothing is wrong.
+// A save writes each listing this process read (and may remember) to its
+// file atomically (temporary + rename, mode 0600, no fsync); then, in each
+// shard it wrote to, the oldest files (by mtime) go until the shard holds at
+// most k_max_listings / 256 files and k_max_listings_bytes / 256 bytes, so
+// the whole memo stays within k_max_listings and k_max_listings_bytes.
+// Temporaries left by a killed writer are swept by the same pass once an
+// hour old. Two processes saving the same directory at once: the last rename
+// wins, both files are right. A version-1 file (`<memo dir>/listings`) is
+// ignored, and removed by the next save.
 //
 // Thread-safety: every function is thread-safe (one mutex).
 #pragma once
@@ -49,8 +61,10 @@
 
 namespace kcache::jit {
 
-inline constexpr std::size_t k_max_listings = 20000;
-inline constexpr std::size_t k_max_listings_bytes = 8u << 20;
+inline constexpr std::size_t k_listing_shards = 256;
+inline constexpr std::size_t k_max_listings = 20480;              // 80 per shard
+inline constexpr std::size_t k_max_listings_bytes = 32u << 20;    // 128 KiB per shard
+inline constexpr std::size_t k_max_listing_file_bytes = 128u << 10;
 inline constexpr std::size_t k_max_listing_names = 100000;
 
 struct DirectoryListing {
@@ -70,15 +84,23 @@ std::shared_ptr<const DirectoryListing> directory_listing(const std::string& pat
                                                           const std::filesystem::path& memo_dir,
                                                           std::int64_t now_ns);
 
-// Writes the listings read in this process since the last save to
-// `<memo_dir>/listings` (best effort: a failure only loses the memo).
+// Writes the listings read in this process since the last save, one file
+// each, under `<memo_dir>/listings.2/`, and bounds the shards written to
+// (best effort: a failure only loses the memo).
 void save_directory_listings(const std::filesystem::path& memo_dir);
 
-// Forgets the in-process listings (the file is read again on next use); for tests and benchmarks.
+// Forgets the in-process listings (the files are read again on next use); for tests and benchmarks.
 void forget_directory_listings();
 
-// The text of a listings file, and its parse (nothing when it is not exactly a version-1 file).
-std::string serialize_directory_listings(const std::vector<DirectoryListing>& listings);
-std::optional<std::vector<DirectoryListing>> parse_directory_listings(std::string_view text);
+// The file that holds (or would hold) the listing of directory (dev, ino).
+std::filesystem::path listing_file(const std::filesystem::path& memo_dir, std::uint64_t dev, std::uint64_t ino);
+
+// Bytes read from listing files by this process (all threads); for tests
+// that check a lookup reads only its own directory's file.
+std::uint64_t listing_bytes_read();
+
+// The text of one listing file, and its parse (nothing when it is not exactly a version-2 file).
+std::string serialize_directory_listing(const DirectoryListing& listing);
+std::optional<DirectoryListing> parse_directory_listing(std::string_view text);
 
 }  // namespace kcache::jit

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "compile/header_scanner.hpp"
+#include "compile/memo_reader.hpp"
 #include "kcache/compiler.hpp"
 #include "support/temp_dir.hpp"
 #include "util/hex.hpp"
@@ -38,6 +39,58 @@ HeaderManifest sample() {
   m.file_macros = {"AT", "HERE"};
   m.dirs.push_back({"inc", {6, 7, 8, 9, 10}, {{"cuda", 'n'}, {"sub", 'x'}}});
   return m;
+}
+
+// The memo reader's numbers (eight digits at a time where it can): every
+// canonical decimal reads back exactly, at every length and with a non-digit
+// at every position; anything not canonical is refused.
+TEST(HeaderManifest, MemoReaderReadsNumbersExactlyAsWritten) {
+  std::vector<std::uint64_t> values = {0, 1, 9, 10, 12345678, 99999999, 100000000, 123456789012345678ULL,
+                                       1764170000123456789ULL, 9999999999999999999ULL,
+                                       std::numeric_limits<std::uint64_t>::max()};
+  for (std::uint64_t v = 1; v < std::numeric_limits<std::uint64_t>::max() / 7; v = v * 7 + 3) {
+    values.push_back(v);
+  }
+  for (const auto v : values) {
+    const std::string text = std::to_string(v) + " x";
+    MemoReader r(text);
+    std::uint64_t got = 1;
+    ASSERT_TRUE(r.num(got)) << text;
+    EXPECT_EQ(got, v);
+    EXPECT_TRUE(r.lit(" x"));
+    // Cut short by a non-digit at every position: reads the digits before it.
+    const std::string digits = std::to_string(v);
+    for (std::size_t at = 1; at < digits.size(); ++at) {
+      for (const char stop : {' ', '/', ':', 'a', '\0', '\xff'}) {
+        std::string t = digits;
+        t[at] = stop;
+        MemoReader c(t);
+        std::uint64_t n = 0;
+        const bool canonical = !(digits[0] == '0' && at > 1);
+        EXPECT_EQ(c.num(n), canonical) << t;
+        if (canonical) {
+          EXPECT_EQ(n, std::stoull(digits.substr(0, at))) << t;
+          EXPECT_EQ(c.pos(), at);
+        }
+      }
+    }
+  }
+  for (const std::string bad : {"18446744073709551616", "99999999999999999999", "01", "0012345678", "", "x1", "-1"}) {
+    MemoReader r(bad);
+    std::uint64_t n = 0;
+    EXPECT_FALSE(r.num(n)) << bad;
+  }
+  for (const std::string ok : {"-9223372036854775808", "9223372036854775807", "-1", "-1234567890123456"}) {
+    MemoReader r(ok);
+    std::int64_t n = 0;
+    EXPECT_TRUE(r.num(n)) << ok;
+    EXPECT_EQ(n, std::stoll(ok));
+  }
+  for (const std::string bad : {"9223372036854775808", "-9223372036854775809", "-", "-01"}) {
+    MemoReader r(bad);
+    std::int64_t n = 0;
+    EXPECT_FALSE(r.num(n)) << bad;
+  }
 }
 
 TEST(HeaderManifest, RoundTripsExactly) {
