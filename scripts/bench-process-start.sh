@@ -8,6 +8,8 @@
 # row, and the figure printed is the median over `batches` batch means, so a
 # burst of load on this shared machine moves one batch, not the result.
 # Usage: scripts/bench-process-start.sh [runs] [batches] [cold_rounds]
+#        (the cold part also measures a miss into a cache directory in use,
+#        a new source each round)
 #        (after `cmake --preset release && cmake --build --preset release`);
 #        KCACHE_COLD_ONLY=1 runs only the cold overhead (its rounds are cheap:
 #        ~0.2 s each, so 101 or more give a steady median).
@@ -155,4 +157,31 @@ if [ -x "$plain" ]; then
 fi
 if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
   printf 'baseline cold trivial compile (%d rounds): %s\n' "$cold_runs" "$(summary "$next" $((next + 2)))"
+fi
+
+# A miss into a cache directory in use, a build's common case: the same
+# directory every round and the source changed before each command (a comment
+# appended to a copy in a directory of its own, so that the directories the
+# header scanner checks do not change), against the same compile with the
+# cache disabled; with KCACHE_BASELINE_BIN, that build's pair in the same rounds.
+mkdir "$work/src-new"
+cp "$work/src/trivial.cu" "$work/src-new/v.cu"
+new_args=("$work/src-new/v.cu" --target cubin --arch sm_90)
+edit="--prep=echo // \$\$ \$(date +%s%N) >> $work/src-new/v.cu"
+specs=("$edit" KCACHE_DISABLE=1 "$kcache" compile "${new_args[@]}" -o "$work/out/new-off.cubin" ";"
+       "$edit" "KCACHE_DIR=$work/in-use" "$kcache" compile "${new_args[@]}" -o "$work/out/new-on.cubin" ";")
+if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
+  specs+=("$edit" KCACHE_DISABLE=1 "$KCACHE_BASELINE_BIN" compile "${new_args[@]}" -o "$work/out/new-base-off.cubin" ";"
+          "$edit" "KCACHE_DIR=$work/in-use-base" "$KCACHE_BASELINE_BIN" compile "${new_args[@]}"
+          -o "$work/out/new-base-on.cubin" ";")
+fi
+KCACHE_DIR=$work/in-use "$kcache" compile "${new_args[@]}" -o "$work/out/in-use.cubin" >/dev/null
+sleep 2.5
+pairs=$work/in-use-pairs
+"$work/paired_runs" "$cold_runs" --warmup=5 "${specs[@]}" >"$pairs"
+printf 'kcache miss into a cache directory in use, a new source each round (%d rounds): %s\n' "$cold_runs" \
+  "$(summary 1 3 "cache off" "cache on (directory in use)")"
+if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
+  printf 'baseline miss into a cache directory in use (%d rounds): %s\n' "$cold_runs" \
+    "$(summary 5 7 "cache off" "cache on (directory in use)")"
 fi
