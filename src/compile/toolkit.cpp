@@ -136,7 +136,7 @@ bool add_stat_identity(util::Sha256& h, const fs::path& p, std::int64_t now) {
   const std::int64_t v[] = {ok ? 1 : 0, static_cast<std::int64_t>(st.st_dev), static_cast<std::int64_t>(st.st_ino),
                             static_cast<std::int64_t>(st.st_size), st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
                             st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
-  h.update(p.string());
+  h.update(p.native());
   h.update(v, sizeof v);
   return !ok || !jit::stat_is_racy(st, now);
 }
@@ -149,8 +149,10 @@ bool add_stat_identity(util::Sha256& h, const fs::path& p, std::int64_t now) {
 // directory's mtime and ctime, and a changed directory is listed again.
 using FingerprintInputs = jit::ToolkitMemo::Listing;
 
-FingerprintInputs list_fingerprint_inputs(const fs::path& home, const fs::path& nvrtc_dir, jit::ToolkitMemo& memo,
-                                          std::int64_t now) {
+// The remembered lists when they still describe the directories (valid
+// until `memo` changes), else `fresh`, filled now (and remembered when steady).
+const FingerprintInputs& list_fingerprint_inputs(const fs::path& home, const fs::path& nvrtc_dir,
+                                                 jit::ToolkitMemo& memo, std::int64_t now, FingerprintInputs& fresh) {
   util::Sha256 dirs;
   dirs.update("kcache-toolkit-listing-1");
   bool steady = add_stat_identity(dirs, home, now);
@@ -158,10 +160,10 @@ FingerprintInputs list_fingerprint_inputs(const fs::path& home, const fs::path& 
   steady = add_stat_identity(dirs, nvrtc_dir, now) && steady;
   const auto d = dirs.finish();
   const std::string digest = util::to_hex(d.data(), 16);
-  if (auto remembered = memo.listing(digest)) {
-    return std::move(*remembered);
+  if (const FingerprintInputs* remembered = memo.listing(digest)) {
+    return *remembered;
   }
-  FingerprintInputs out;
+  FingerprintInputs& out = fresh;
   std::error_code ec;
   if (!home.empty()) {
     out.inputs.push_back(home / "version.json");
@@ -518,11 +520,13 @@ Result<std::string> Toolkit::headers_fingerprint() {
   // so a new process does not re-read them.
   auto& memo = m_impl->memo_locked();
   const std::int64_t now = now_ns();
-  auto [inputs, builtins] = list_fingerprint_inputs(home, nvrtc_dir, memo, now);
+  // (Read before the memo changes below: the lists may be the memo's own.)
+  FingerprintInputs fresh;
+  const auto& [inputs, builtins] = list_fingerprint_inputs(home, nvrtc_dir, memo, now, fresh);
   util::Sha256 stamp;
   bool steady = true;
-  for (const auto& group : {inputs, builtins}) {
-    for (const auto& p : group) {
+  for (const auto* group : {&inputs, &builtins}) {
+    for (const auto& p : *group) {
       steady = add_stat_identity(stamp, p, now) && steady;
     }
   }

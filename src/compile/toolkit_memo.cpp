@@ -236,9 +236,9 @@ void ToolkitMemo::set_version(std::string_view lib, const std::string& id, const
   }
 }
 
-std::optional<ToolkitMemo::Listing> ToolkitMemo::listing(const std::string& dirs_digest) const {
+const ToolkitMemo::Listing* ToolkitMemo::listing(const std::string& dirs_digest) const {
   const Record* r = find("listing", dirs_digest);
-  return r != nullptr ? std::optional(r->listing) : std::nullopt;
+  return r != nullptr ? &r->listing : nullptr;
 }
 
 void ToolkitMemo::set_listing(const std::string& dirs_digest, const Listing& listing) {

@@ -69,7 +69,8 @@ public:
   std::optional<std::string> version(std::string_view lib, const std::string& id) const;
   void set_version(std::string_view lib, const std::string& id, const std::string& version);
 
-  std::optional<Listing> listing(const std::string& dirs_digest) const;
+  // The remembered listing, valid until this memo is changed; null when none.
+  const Listing* listing(const std::string& dirs_digest) const;
   void set_listing(const std::string& dirs_digest, const Listing& listing);
 
   std::optional<std::string> fingerprint(const std::string& inputs_digest) const;
