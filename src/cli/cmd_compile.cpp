@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -366,6 +367,8 @@ int run_compile(const Context& ctx, const CompileArgs& args) {
   return status;
 }
 
+// (parse_compile_quickly() below knows these names: a change here is checked
+// by CliQuickParserTest.*.)
 void register_compile(CLI::App& app, Context& ctx, std::function<int()>& run) {
   auto args = std::make_shared<CompileArgs>();
   auto* cmd = app.add_subcommand("compile", "Compile CUDA C++ with NVRTC through the cache");
@@ -402,13 +405,14 @@ void register_compile(CLI::App& app, Context& ctx, std::function<int()>& run) {
 // twice, `--set` / `--remote`, global options before the command). A value
 // of -I, -D, -e or -X followed by a plain word is left to CLI11 too: CLI11
 // gives such options every plain word up to the next option.
-// Test: CliQuickParser.* runs each spelling both ways and compares.
+// Test: CliQuickParserTest.* runs each spelling both ways and compares.
 bool parse_compile_quickly(const std::vector<std::string_view>& words, Context& ctx, std::function<int()>& run) {
   auto args = std::make_shared<CompileArgs>();
   std::set<std::string_view> seen;  // options that take one value or are flags: once each
   const auto once = [&seen](std::string_view name) { return seen.insert(name).second; };
   const auto plain = [](std::string_view w) { return !w.empty() && w.front() != '-'; };
   std::map<std::string, std::string> overrides;
+  std::optional<std::string> config_file;
   bool verbose = false;
   for (std::size_t i = 0; i < words.size(); ++i) {
     const std::string_view w = words[i];
@@ -481,7 +485,7 @@ bool parse_compile_quickly(const std::vector<std::string_view>& words, Context& 
       if (!once(w)) {
         return false;
       }
-      ctx.config_file = value;
+      config_file = value;
       ++i;
       continue;
     }
@@ -490,8 +494,12 @@ bool parse_compile_quickly(const std::vector<std::string_view>& words, Context& 
   if (args->files.empty()) {
     return false;  // CLI11 says what is missing
   }
+  // Taken: only now is `ctx` changed.
   for (auto& [key, value] : overrides) {
     ctx.overrides[key] = std::move(value);
+  }
+  if (config_file) {
+    ctx.config_file = std::move(*config_file);
   }
   ctx.verbose = verbose;
   run = [&ctx, args] { return run_compile(ctx, *args); };

@@ -65,7 +65,6 @@ const std::map<std::string, Registration>& commands();
 // quick parser does not take a usage error (both for tests, docs/cli.md).
 using QuickParser = bool (*)(const std::vector<std::string_view>& words, Context& ctx, std::function<int()>& run);
 bool register_quick_parser(const std::string& name, QuickParser parser);
-const std::map<std::string, QuickParser>& quick_parsers();
 
 }  // namespace kcache::cli
 

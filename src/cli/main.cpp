@@ -131,8 +131,6 @@ bool register_quick_parser(const std::string& name, QuickParser parser) {
   return true;
 }
 
-const std::map<std::string, QuickParser>& quick_parsers() { return quick_registry(); }
-
 }  // namespace kcache::cli
 
 int main(int argc, char** argv) {

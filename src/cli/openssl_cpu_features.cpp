@@ -39,9 +39,6 @@ void OPENSSL_cpuid_setup(void) {
   std::uint32_t w3 = leaf7->cpuid_array[ecx];
   w0 = (w0 & ~((1u << 20) | (1u << 28) | (1u << 30))) | (1u << 10);
   constexpr std::uint32_t avx_bit = 1u << 28, fma_bit = 1u << 12, f16c_bit = 1u << 29;
-  if (CPU_FEATURE_ACTIVE(AVX) == 0) {
-    w1 &= ~(avx_bit | fma_bit | f16c_bit);
-  }
   // Leaf 7 EBX: AVX2 (5) and the AVX-512 bits (16, 17, 21, 26, 27, 28, 30, 31).
   constexpr std::uint32_t avx2_bit = 1u << 5;
   constexpr std::uint32_t avx512_ebx =
@@ -50,15 +47,16 @@ void OPENSSL_cpuid_setup(void) {
   // VPCLMULQDQ (10), VNNI (11), BITALG (12), VPOPCNTDQ (14).
   constexpr std::uint32_t avx512_ecx = (1u << 1) | (1u << 6) | (1u << 11) | (1u << 12) | (1u << 14);
   constexpr std::uint32_t vector_aes_ecx = (1u << 9) | (1u << 10);
+  if (CPU_FEATURE_ACTIVE(AVX) == 0) {
+    w1 &= ~(avx_bit | fma_bit | f16c_bit);
+    w3 &= ~vector_aes_ecx;
+  }
   if (CPU_FEATURE_ACTIVE(AVX2) == 0) {
     w2 &= ~avx2_bit;
   }
   if (CPU_FEATURE_ACTIVE(AVX512F) == 0) {
     w2 &= ~avx512_ebx;
     w3 &= ~avx512_ecx;
-  }
-  if (CPU_FEATURE_ACTIVE(AVX) == 0) {
-    w3 &= ~vector_aes_ecx;
   }
   OPENSSL_ia32cap_P[0] = w0;
   OPENSSL_ia32cap_P[1] = w1;

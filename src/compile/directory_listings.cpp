@@ -1,6 +1,5 @@
 #include "compile/directory_listings.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -110,15 +109,6 @@ void bound_shard(const fs::path& dir, std::int64_t now_ns) {
   if (!fd) {
     return;
   }
-  const int copy = ::dup(fd.get());
-  if (copy < 0) {
-    return;
-  }
-  DIR* d = ::fdopendir(copy);
-  if (d == nullptr) {
-    ::close(copy);
-    return;
-  }
   struct Entry {
     std::int64_t mtime_ns;
     std::uint64_t bytes;
@@ -126,23 +116,21 @@ void bound_shard(const fs::path& dir, std::int64_t now_ns) {
   };
   std::vector<Entry> files;
   std::uint64_t total = 0;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view n = e->d_name;
+  util::io::for_each_dir_entry(fd.get(), [&](std::string_view n, unsigned char /*type*/) {
     struct stat st {};
-    if (n == "." || n == ".." || ::fstatat(fd.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      continue;
+    if (::fstatat(fd.get(), n.data(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return;
     }
     const std::int64_t mtime_ns = std::int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
     if (!listing_name(n) || !S_ISREG(st.st_mode)) {
       if (now_ns - mtime_ns > k_stale_temporary_ns) {
-        (void)::unlinkat(fd.get(), e->d_name, 0);
+        (void)::unlinkat(fd.get(), n.data(), 0);
       }
-      continue;
+      return;
     }
     files.push_back({mtime_ns, static_cast<std::uint64_t>(st.st_size), std::string(n)});
     total += static_cast<std::uint64_t>(st.st_size);
-  }
-  ::closedir(d);
+  });
   if (files.size() <= k_shard_files && total <= k_shard_bytes) {
     return;
   }
@@ -169,23 +157,13 @@ std::shared_ptr<DirectoryListing> read_listing(const std::string& path) {
   if (::fstat(fd.get(), &before) != 0) {
     return nullptr;
   }
-  const int copy = ::dup(fd.get());
-  if (copy < 0) {
-    return nullptr;
-  }
-  DIR* d = ::fdopendir(copy);
-  if (d == nullptr) {
-    ::close(copy);
-    return nullptr;
-  }
   auto listing = std::make_shared<DirectoryListing>();
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view n = e->d_name;
-    if (n != "." && n != "..") {
-      listing->names.emplace_back(n);
-    }
+  // A listing read only in part must not say a name is absent: none then.
+  if (util::io::for_each_dir_entry(fd.get(), [&](std::string_view n, unsigned char /*type*/) {
+        listing->names.emplace_back(n);
+      }) != 0) {
+    return nullptr;
   }
-  ::closedir(d);
   struct stat after {};
   if (::fstat(fd.get(), &after) != 0) {
     return nullptr;

@@ -25,6 +25,7 @@
 #include "store/file_layout.hpp"
 #include "store/shared_counters.hpp"
 #include "util/fd.hpp"
+#include "util/posix_io.hpp"
 #include "util/process_identity.hpp"
 
 namespace kcache {
@@ -284,9 +285,7 @@ struct FileStore::Impl {
 // through one bounded buffer. Returns 0, EPIPE when the file is shorter, or an errno.
 int sha256_hex_of_file(int fd, std::uint64_t size, std::string& hex);
 
-// Calls `fn(name, d_type)` for every entry of the directory `dir_fd` except "." and "..".
-// Returns 0 or an errno.
-int for_each_dir_entry(int dir_fd, const std::function<void(std::string_view, unsigned char)>& fn);
+using util::io::for_each_dir_entry;  // (util/posix_io.hpp)
 
 // "a regular file", "a symbolic link", "a FIFO" ... for the type bits of `mode`.
 const char* describe_file_type(mode_t mode) noexcept;

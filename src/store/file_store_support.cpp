@@ -135,34 +135,6 @@ ShardLock::~ShardLock() {
   }
 }
 
-int for_each_dir_entry(int dir_fd, const std::function<void(std::string_view, unsigned char)>& fn) {
-  const int fd = io::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY);
-  if (fd < 0) {
-    return errno;
-  }
-  DIR* dir = ::fdopendir(fd);
-  if (dir == nullptr) {
-    const int err = errno;
-    ::close(fd);
-    return err;
-  }
-  for (;;) {
-    errno = 0;
-    const dirent* ent = ::readdir(dir);
-    if (ent == nullptr) {
-      break;
-    }
-    const std::string_view name(ent->d_name);
-    if (name == "." || name == "..") {
-      continue;
-    }
-    fn(name, ent->d_type);
-  }
-  const int err = errno;
-  ::closedir(dir);
-  return err;
-}
-
 // ---------------------------------------------------------------- Impl helpers
 
 util::Fd FileStore::Impl::open_shard(unsigned shard, CreateShard create, int& err) const {

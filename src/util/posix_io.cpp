@@ -1,5 +1,6 @@
 #include "util/posix_io.hpp"
 
+#include <dirent.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -202,6 +203,34 @@ int lock(int fd, int operation) noexcept {
       return errno;
     }
   }
+}
+
+int for_each_dir_entry(int dir_fd, const std::function<void(std::string_view, unsigned char)>& fn) {
+  const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY);
+  if (fd < 0) {
+    return errno;
+  }
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    return err;
+  }
+  for (;;) {
+    errno = 0;
+    const dirent* ent = ::readdir(dir);
+    if (ent == nullptr) {
+      break;
+    }
+    const std::string_view name(ent->d_name);
+    if (name == "." || name == "..") {
+      continue;
+    }
+    fn(name, ent->d_type);
+  }
+  const int err = errno;
+  ::closedir(dir);
+  return err;
 }
 
 }  // namespace kcache::util::io

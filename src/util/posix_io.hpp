@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,5 +55,11 @@ std::optional<std::string> read_small_file(const std::string& path, std::size_t 
 
 // flock() retried on EINTR. Returns 0 or an errno (EWOULDBLOCK with LOCK_NB).
 int lock(int fd, int operation) noexcept;
+
+// Calls `fn(name, d_type)` for every entry of the directory `dir_fd` except
+// "." and ".." (`name` views the entry's NUL-terminated name). The directory
+// is read through a new open of "." under `dir_fd`, so `dir_fd`'s own offset
+// is untouched and it can be read again. Returns 0 or an errno.
+int for_each_dir_entry(int dir_fd, const std::function<void(std::string_view, unsigned char)>& fn);
 
 }  // namespace kcache::util::io

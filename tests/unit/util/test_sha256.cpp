@@ -14,6 +14,7 @@
 extern "C" {
 extern unsigned int OPENSSL_ia32cap_P[];                       // NOLINT: OpenSSL's names
 unsigned long long OPENSSL_ia32_cpuid(unsigned int* words);  // NOLINT: its CPUID probe
+void OPENSSL_cpuid_setup(void);                               // NOLINT: ours, or OpenSSL's
 }
 #endif
 
@@ -37,6 +38,17 @@ TEST(Sha256, CpuVectorMatchesOpenSslsChoice) {
   EXPECT_EQ(ours[2] & avx2_bmi, own[2] & avx2_bmi) << "AVX2, BMI1, BMI2";
   EXPECT_EQ(ours[1] & (1u << 28), own[1] & (1u << 28)) << "AVX";
   EXPECT_EQ(ours[1] & (1u << 9), own[1] & (1u << 9)) << "SSSE3";
+  // The setup linked is kcache's: OpenSSL's runs once per process and
+  // leaves a vector cleared after it untouched; kcache's fills it again.
+  const unsigned int saved[4] = {ours[0], ours[1], ours[2], ours[3]};
+  for (int i = 0; i < 4; ++i) {
+    OPENSSL_ia32cap_P[i] = 0;
+  }
+  OPENSSL_cpuid_setup();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(OPENSSL_ia32cap_P[i], saved[i]) << "word " << i << ": OpenSSL's own setup is linked, not kcache's";
+    OPENSSL_ia32cap_P[i] = saved[i];
+  }
   // Whatever path was chosen computes SHA-256 (FIPS 180-2 vector "abc").
   const auto d = sha256("abc");
   EXPECT_EQ(to_hex(d.data(), d.size()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
