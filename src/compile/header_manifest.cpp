@@ -57,30 +57,43 @@ std::optional<std::vector<std::pair<std::string, char>>> parse_names(std::string
   return names;
 }
 
-// Whether directory `d` (the `i`th of `m`), whose stat is `st` (`found`: the
-// stat succeeded), still decides its names as recorded.
-bool dir_still_applies(const HeaderManifest& m, std::size_t i, bool found, const struct stat& st) {
-  const ManifestDir& d = m.dirs[i];
-  if (!found || !S_ISDIR(st.st_mode)) {
-    return false;
-  }
-  if (stamp_of(st) == d.stamp) {
-    return true;
-  }
-  // A lookup parse left the names unparsed: only a changed directory's are read.
-  std::optional<std::vector<std::pair<std::string, char>>> lazy;
-  if (!m.has_details && i < m.name_ranges.size()) {
-    const auto [at, len] = m.name_ranges[i];
-    lazy = parse_names(std::string_view(m.names_block).substr(at, len));
-    if (!lazy) {
-      return false;
-    }
-  }
-  const auto& names = lazy ? *lazy : d.names;
+std::atomic<std::uint64_t> g_dir_listings{0};
+
+}  // namespace
+
+std::uint64_t manifest_dir_listings() { return g_dir_listings.load(std::memory_order_relaxed); }
+
+bool names_still_apply(const char* dir, const std::vector<std::pair<std::string, char>>& names, NameCheck how) {
   if (names.empty()) {
     return false;
   }
-  util::Fd dfd(::open(d.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (how == NameCheck::each_name) {
+    // What the compiler does: a lookup of each name (search permission is
+    // enough, as for its own opens).
+    const util::Fd dfd(::open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dfd) {
+      return false;
+    }
+    for (const auto& [name, what] : names) {
+      struct stat es {};
+      if (what == 'n') {
+        // Any entry, a dangling symbolic link included, is a name that exists.
+        if (::fstatat(dfd.get(), name.c_str(), &es, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) {
+          return false;  // there, or cannot tell: not the recorded answer
+        }
+        continue;
+      }
+      // 'x' / 'f': what the name resolves to (an entry that resolves to
+      // nothing decides nothing, as in a listing).
+      if (::fstatat(dfd.get(), name.c_str(), &es, 0) == 0 &&
+          (what == 'x' ? S_ISREG(es.st_mode) : S_ISDIR(es.st_mode))) {
+        return false;
+      }
+    }
+    return true;
+  }
+  g_dir_listings.fetch_add(1, std::memory_order_relaxed);
+  util::Fd dfd(::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dfd) {
     return false;
   }
@@ -109,6 +122,37 @@ bool dir_still_applies(const HeaderManifest& m, std::size_t i, bool found, const
   }
   ::closedir(listing);
   return ok;
+}
+
+namespace {
+
+// Whether directory `d` (the `i`th of `m`), whose stat is `st` (`found`: the
+// stat succeeded), still decides its names as recorded.
+bool dir_still_applies(const HeaderManifest& m, std::size_t i, bool found, const struct stat& st) {
+  const ManifestDir& d = m.dirs[i];
+  if (!found || !S_ISDIR(st.st_mode)) {
+    return false;
+  }
+  if (stamp_of(st) == d.stamp) {
+    return true;
+  }
+  // A lookup parse left the names unparsed: only a changed directory's are read.
+  std::optional<std::vector<std::pair<std::string, char>>> lazy;
+  if (!m.has_details && i < m.name_ranges.size()) {
+    const auto [at, len] = m.name_ranges[i];
+    lazy = parse_names(std::string_view(m.names_block).substr(at, len));
+    if (!lazy) {
+      return false;
+    }
+  }
+  const auto& names = lazy ? *lazy : d.names;
+  // A lookup of each name where they are few against the directory's size
+  // (a build's working directory: thousands of entries, a handful of names).
+  const NameCheck how =
+      names.size() <= std::max(k_names_looked_up, static_cast<std::size_t>(st.st_size) / k_dir_bytes_per_lookup)
+          ? NameCheck::each_name
+          : NameCheck::listing;
+  return names_still_apply(d.path.c_str(), names, how);
 }
 
 // Keeps a shard within its caps by removing its oldest manifests.

@@ -157,6 +157,28 @@ struct HeaderManifest {
 // fewer components walked), and each header relative to its directory.
 bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs = nullptr);
 
+// How a directory whose identity changed is judged by its names: a lookup of
+// each recorded name (what the compiler itself does), or one listing of the
+// directory. Both give the same verdict. A lookup costs one system call, a
+// listing ~4 plus one per ~1 000 entries read, and a directory's size in
+// bytes is about 20-32 per entry (ext4, tmpfs, btrfs); so a check looks each
+// name up where there are at most k_names_looked_up of them or at most the
+// directory's size / k_dir_bytes_per_lookup (a build's working directory of
+// 5 000 files and its handful of names), and lists it otherwise.
+enum class NameCheck { each_name, listing };
+inline constexpr std::size_t k_names_looked_up = 8;
+inline constexpr std::size_t k_dir_bytes_per_lookup = 512;
+
+// Whether every recorded name of directory `dir` is still as recorded ('n':
+// no entry of that name, a dangling symbolic link included; 'x': does not
+// resolve to a regular file; 'f': does not resolve to a directory); false
+// when `names` is empty or the directory cannot be opened (searched, for
+// each_name; read, for listing).
+bool names_still_apply(const char* dir, const std::vector<std::pair<std::string, char>>& names, NameCheck how);
+
+// How many directories names_still_apply() listed in this process; for tests.
+std::uint64_t manifest_dir_listings();
+
 // What a derivation re-checks within this process for a manifest's result to
 // hold again: the manifest (shared, not copied) without the directories
 // `trusted_dirs` flags.

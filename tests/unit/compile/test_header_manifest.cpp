@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include <fcntl.h>
@@ -166,6 +167,78 @@ TEST(HeaderManifest, DirectoryStillAppliesWhileItsNamesStayAsTheyWere) {
   fs::remove(dir + "/sub");
   test::write_file(dir + "/sub", "now a file");
   EXPECT_FALSE(manifest_still_applies(m)) << "a directory became a regular file";
+}
+
+// A changed directory's names are judged by a lookup of each or by a
+// listing; both give the recorded verdict in every case: absent, a regular
+// file, a directory, a symbolic link to either, a dangling one.
+TEST(HeaderManifest, ADirectorysNamesJudgeAlikeLookedUpOrListed) {
+  test::TempDir tmp;
+  const fs::path d = tmp.path() / "d";
+  fs::create_directories(d);
+  for (int i = 0; i < 40; ++i) {
+    test::write_file((d / ("other" + std::to_string(i) + ".h")).string(), "x");  // unrelated entries
+  }
+  test::write_file((tmp.path() / "file").string(), "x");
+  fs::create_directories(tmp.path() / "dir");
+  const auto clear = [&] { fs::remove_all(d / "a"); };
+  struct Case {
+    const char* what;
+    std::function<void()> make;
+    bool n, x, f;  // the verdict for a recorded 'n', 'x', 'f'
+  };
+  const std::vector<Case> cases = {
+      {"absent", [] {}, true, true, true},
+      {"a regular file", [&] { test::write_file((d / "a").string(), "x"); }, false, false, true},
+      {"a directory", [&] { fs::create_directories(d / "a"); }, false, true, false},
+      {"a link to a file", [&] { fs::create_symlink(tmp.path() / "file", d / "a"); }, false, false, true},
+      {"a link to a directory", [&] { fs::create_directory_symlink(tmp.path() / "dir", d / "a"); }, false, true, false},
+      {"a dangling link", [&] { fs::create_symlink(tmp.path() / "nothing", d / "a"); }, false, true, true},
+  };
+  for (const auto& c : cases) {
+    clear();
+    c.make();
+    for (const auto& [what, expected] : {std::pair{'n', c.n}, std::pair{'x', c.x}, std::pair{'f', c.f}}) {
+      const std::vector<std::pair<std::string, char>> names = {{"0.h", 'n'}, {"a", what}, {"zz", 'x'}};
+      EXPECT_EQ(names_still_apply(d.c_str(), names, NameCheck::each_name), expected) << c.what << ", " << what;
+      EXPECT_EQ(names_still_apply(d.c_str(), names, NameCheck::listing), expected) << c.what << ", " << what;
+    }
+  }
+  clear();
+  for (const auto how : {NameCheck::each_name, NameCheck::listing}) {
+    EXPECT_FALSE(names_still_apply(d.c_str(), {}, how)) << "no names decide nothing";
+    EXPECT_FALSE(names_still_apply((d / "missing").c_str(), {{"a", 'n'}}, how)) << "no directory";
+  }
+}
+
+// A check looks up the few names of a large changed directory (a build's
+// working directory) instead of listing it, and lists a small one whose
+// names are many; the verdicts are those above.
+TEST(HeaderManifest, AChangedDirectoryIsListedOnlyWhereItsNamesAreMany) {
+  test::TempDir tmp;
+  const fs::path big = tmp.path() / "big";
+  const fs::path small = tmp.path() / "small";
+  fs::create_directories(big);
+  fs::create_directories(small);
+  for (int i = 0; i < 3000; ++i) {
+    test::write_file((big / ("output" + std::to_string(i) + ".ptx")).string(), "x");
+  }
+  HeaderManifest m;
+  m.input = k_input;
+  m.dirs.push_back({big.string(), {}, {{"a.h", 'n'}, {"b.h", 'n'}}});  // zero stamps: the names decide
+  std::vector<std::pair<std::string, char>> many;
+  for (int i = 0; i < 400; ++i) {
+    many.emplace_back("n" + std::to_string(1000 + i) + ".h", 'n');
+  }
+  m.dirs.push_back({small.string(), {}, many});
+  auto listings = manifest_dir_listings();
+  EXPECT_TRUE(manifest_still_applies(m));
+  EXPECT_EQ(manifest_dir_listings() - listings, 1u) << "the small directory with 400 names is listed, the big one not";
+  test::write_file((big / "b.h").string(), "x");
+  EXPECT_FALSE(manifest_still_applies(m)) << "a name of the big directory appeared";
+  fs::remove(big / "b.h");
+  test::write_file((small / "n1399.h").string(), "x");
+  EXPECT_FALSE(manifest_still_applies(m)) << "a name of the small directory appeared";
 }
 
 // A lookup copies the name records unparsed and reads a directory's own
