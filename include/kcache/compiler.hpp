@@ -31,7 +31,9 @@
 // locked; backend calls are serialised per library where it requires it).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +54,43 @@ struct HeaderDependency {
   friend bool operator==(const HeaderDependency&, const HeaderDependency&) = default;
 };
 
+// The disk headers in a key: an immutable list, shared (never copied) by the
+// derivation that found it and every CompileInfo that reports it. A hit over
+// a large tree (CuPy's: ~900 headers) would otherwise copy two strings per
+// header into each CompileInfo. Reads like a const std::vector.
+//
+// Thread-safety: a value; copies share the list, which never changes.
+class HeaderList {
+ public:
+  using value_type = HeaderDependency;
+  using const_iterator = std::vector<HeaderDependency>::const_iterator;
+
+  HeaderList() = default;
+  // Takes `headers` (moved in: no copy of the strings).
+  HeaderList(std::vector<HeaderDependency> headers)  // NOLINT(google-explicit-constructor): a list reads as one
+      : m_list(headers.empty() ? nullptr
+                               : std::make_shared<const std::vector<HeaderDependency>>(std::move(headers))) {}
+
+  const std::vector<HeaderDependency>& vector() const { return m_list ? *m_list : empty_list(); }
+  const_iterator begin() const { return vector().begin(); }
+  const_iterator end() const { return vector().end(); }
+  std::size_t size() const { return m_list ? m_list->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const HeaderDependency& operator[](std::size_t i) const { return (*m_list)[i]; }
+  const HeaderDependency& front() const { return m_list->front(); }
+  const HeaderDependency& back() const { return m_list->back(); }
+
+  friend bool operator==(const HeaderList& a, const HeaderList& b) { return a.vector() == b.vector(); }
+  friend bool operator==(const HeaderList& a, const std::vector<HeaderDependency>& b) { return a.vector() == b; }
+
+ private:
+  static const std::vector<HeaderDependency>& empty_list() {
+    static const std::vector<HeaderDependency> none;
+    return none;
+  }
+  std::shared_ptr<const std::vector<HeaderDependency>> m_list;
+};
+
 // What a compile() call did, for --explain, --json and stats.
 struct CompileInfo {
   Key key;
@@ -65,7 +104,7 @@ struct CompileInfo {
   bool store_queued = false;
   bool toolkit_loaded = false;  // this call loaded a toolkit library (a miss on a cold process)
   std::string store_warning;    // a store error that was skipped (the compile still succeeded)
-  std::vector<HeaderDependency> headers;  // disk headers in the key
+  HeaderList headers;  // disk headers in the key (shared with the derivation: see HeaderList)
   std::uint64_t key_us = 0;      // time to derive the key (headers included)
   std::uint64_t lookup_us = 0;   // store get
   std::uint64_t compile_us = 0;  // backend
@@ -82,6 +121,8 @@ struct CompileInfo {
 // bound: not cacheable), toolkit_missing, io (a header vanished while being read).
 Result<KeyBuilder> derive_key(const CompileRequest& request,
                               std::vector<HeaderDependency>* headers = nullptr);
+// The same; `headers` receives the list shared, not copied.
+Result<KeyBuilder> derive_key(const CompileRequest& request, HeaderList* headers);
 
 // Runs the backend for `request` (loads the toolkit on first use) and returns
 // the artifact. Its passport holds the key of derive_key(request), the key

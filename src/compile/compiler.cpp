@@ -524,7 +524,7 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
 
 }  // namespace
 
-Result<KeyBuilder> derive_key(const CompileRequest& request, std::vector<HeaderDependency>* headers) {
+Result<KeyBuilder> derive_key(const CompileRequest& request, HeaderList* headers) {
   auto d = derive_shared(request);
   if (!d) {
     return tl::unexpected(d.error());
@@ -533,9 +533,18 @@ Result<KeyBuilder> derive_key(const CompileRequest& request, std::vector<HeaderD
     return make_error(ErrorCode::unsupported, "not cacheable: " + (*d)->not_cacheable);
   }
   if (headers != nullptr) {
-    *headers = (*d)->headers;
+    *headers = (*d)->headers;  // shared, not copied
   }
   return (*d)->key;
+}
+
+Result<KeyBuilder> derive_key(const CompileRequest& request, std::vector<HeaderDependency>* headers) {
+  HeaderList list;
+  auto key = derive_key(request, headers != nullptr ? &list : nullptr);
+  if (key && headers != nullptr) {
+    *headers = list.vector();
+  }
+  return key;
 }
 
 Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* info) {
@@ -615,7 +624,7 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
         }
       }
       if (ok) {
-        inf.headers = (*shared)->headers;
+        inf.headers = (*shared)->headers;  // shared: no copy of the list on a hit
         inf.hit = true;
         inf.toolkit_loaded = Toolkit::instance().load_count() != loads_before;
         return std::move(a);

@@ -18,7 +18,7 @@ struct ManifestChecks;
 struct Derivation {
   KeyBuilder key{"none"};
   Key key_value;                          // key.key(), computed once
-  std::vector<HeaderDependency> headers;  // disk headers in the key
+  HeaderList headers;  // disk headers in the key (shared by copies: a hit reports them without copying)
   std::string not_cacheable;              // non-empty: compile without the cache
   std::vector<std::string> options;       // canonical options passed to the backend
   std::string arch;

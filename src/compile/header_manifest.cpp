@@ -140,7 +140,7 @@ bool dir_still_applies(const HeaderManifest& m, std::size_t i, bool found, const
   std::optional<std::vector<std::pair<std::string, char>>> lazy;
   if (!m.has_details && i < m.name_ranges.size()) {
     const auto [at, len] = m.name_ranges[i];
-    lazy = parse_names(std::string_view(m.names_block).substr(at, len));
+    lazy = parse_names(m.names_block.substr(at, len));
     if (!lazy) {
       return false;
     }
@@ -651,20 +651,26 @@ std::optional<HeaderManifest> parse_text(std::string_view text, std::string_view
   return m;
 }
 
-// Reads exactly `n` bytes at the current offset of `fd` into `out` from `at`.
-bool read_exactly(int fd, std::string& out, std::size_t at, std::size_t n) {
+// Reads exactly `n` bytes at the current offset of `fd` into `out`.
+bool read_exactly(int fd, char* out, std::size_t n) {
   while (n > 0) {
-    const ssize_t got = util::io::read(fd, out.data() + at, n);
+    const ssize_t got = util::io::read(fd, out, n);
     if (got < 0 && errno == EINTR) {
       continue;
     }
     if (got <= 0) {
       return false;
     }
-    at += static_cast<std::size_t>(got);
+    out += got;
     n -= static_cast<std::size_t>(got);
   }
   return true;
+}
+
+// `n` bytes, not initialised: a lookup reads over all of them (a std::string
+// would zero-fill the ~370 KB of CuPy's identity part first).
+std::shared_ptr<char[]> uninitialised(std::size_t n) {
+  return std::shared_ptr<char[]>(new char[n]);  // default-initialised: no fill
 }
 
 }  // namespace
@@ -674,7 +680,10 @@ std::optional<HeaderManifest> parse_manifest(std::string_view text, std::string_
   auto m = parse_text(text, input, part, block_at);
   if (m && part == ManifestPart::lookup) {
     const std::size_t size = m->name_ranges.empty() ? 0 : m->name_ranges.back().first + m->name_ranges.back().second;
-    m->names_block.assign(text.substr(block_at, size));
+    std::shared_ptr<char[]> copy = uninitialised(size);
+    std::memcpy(copy.get(), text.data() + block_at, size);
+    m->names_block = std::string_view(copy.get(), size);
+    m->names_text = std::move(copy);
   }
   return m;
 }
@@ -694,8 +703,8 @@ std::optional<HeaderManifest> load_manifest(const fs::path& dir, const std::stri
     return std::nullopt;
   }
   const auto size = static_cast<std::size_t>(st.st_size);
-  std::string text;
   if (part == ManifestPart::with_details) {
+    std::string text;
     if (util::io::read_bounded(fd.get(), k_max_manifest_bytes, text, size) != 0 || text.size() > k_max_manifest_bytes) {
       return std::nullopt;
     }
@@ -704,28 +713,29 @@ std::optional<HeaderManifest> load_manifest(const fs::path& dir, const std::stri
   }
   // A lookup reads the first line, then exactly the identity and "details\n"
   // (in one read where the first 64 KiB hold them).
-  text.resize(std::min<std::size_t>(size, 64u << 10));
-  if (!read_exactly(fd.get(), text, 0, text.size())) {
+  const std::size_t first = std::min<std::size_t>(size, 64u << 10);
+  std::shared_ptr<char[]> buf = uninitialised(first);
+  if (!read_exactly(fd.get(), buf.get(), first)) {
     return std::nullopt;
   }
-  MemoReader first(text);
-  const auto identity = identity_length(first);
+  MemoReader head(std::string_view(buf.get(), first));
+  const auto identity = identity_length(head);
   if (!identity) {
     return std::nullopt;
   }
-  const std::size_t want = first.pos() + *identity + k_details.size();
+  const std::size_t want = head.pos() + *identity + k_details.size();
   if (want >= size) {
     return std::nullopt;  // no room left for the facts' "end\n"
   }
-  const std::size_t have = text.size();
-  if (want > have) {
-    text.resize(want);
-    if (!read_exactly(fd.get(), text, have, want - have)) {
+  if (want > first) {
+    std::shared_ptr<char[]> all = uninitialised(want);
+    std::memcpy(all.get(), buf.get(), first);
+    if (!read_exactly(fd.get(), all.get() + first, want - first)) {
       return std::nullopt;
     }
-  } else {
-    text.resize(want);
+    buf = std::move(all);
   }
+  const std::string_view text(buf.get(), want);
   std::size_t block_at = 0;
   auto m = parse_text(text, input, part, block_at);
   if (m) {
@@ -733,7 +743,8 @@ std::optional<HeaderManifest> load_manifest(const fs::path& dir, const std::stri
     for (auto& [at, len] : m->name_ranges) {
       at += block_at;
     }
-    m->names_block = std::move(text);
+    m->names_block = text;
+    m->names_text = std::move(buf);
   }
   return m;
 }

@@ -142,9 +142,12 @@ struct HeaderManifest {
   // looked up, sorted, unique (compile/scan_inputs.hpp: the family's roots).
   std::vector<std::string> looked_up;
   bool has_details = true;  // false: parsed with ManifestPart::lookup (no directives, no dirs[].names)
-  // With has_details false: the unparsed name records (possibly within a
-  // longer text), and each dir's range in `names_block`.
-  std::string names_block;
+  // With has_details false: the unparsed name records (a view into
+  // `names_text`, possibly within a longer text: the whole part a lookup
+  // read, kept as read, never copied or zero-filled), and each dir's range in
+  // `names_block`.
+  std::string_view names_block;
+  std::shared_ptr<const char[]> names_text;
   std::vector<std::pair<std::size_t, std::size_t>> name_ranges;
 };
 
