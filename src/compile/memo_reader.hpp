@@ -51,8 +51,9 @@ public:
   }
 
   // Decimal as kcache writes it (std::to_string: no '+', no leading zero; a
-  // '-' only for signed types), in one tight loop: a manifest holds five
-  // numbers per header, read on every hit.
+  // '-' only for signed types): the digit run is measured eight bytes at a
+  // time, then converted eight digits at a time, with no test per digit (a
+  // manifest holds five numbers per header, read on every hit).
   template <typename T>
   bool num(T& v) {
     static_assert(std::is_integral_v<T>);
@@ -63,31 +64,31 @@ public:
     if (negative) {
       ++p;
     }
-    const char* digits = p;
+    const std::size_t len = digit_run(p, e);
+    if (len == 0 || (*p == '0' && len > 1)) {
+      return false;  // canonical only: no leading zero, as kcache writes numbers
+    }
+    const char* end = p + len;
     U n = 0;
     // No overflow is possible within the first digits10 digits.
-    const char* unchecked = p + std::min<std::ptrdiff_t>(e - p, std::numeric_limits<U>::digits10);
-    // Eight digits at a time while they are all digits (a stamp's times
-    // have 19), then one at a time: the same digits, the same result.
-    for (std::uint64_t eight = 0; unchecked - p >= 8 && eight_digits(p, eight); p += 8) {
-      n = static_cast<U>(n * 100000000u + eight);
+    const char* unchecked = p + std::min<std::size_t>(len, std::numeric_limits<U>::digits10);
+    for (; unchecked - p >= 8; p += 8) {
+      n = static_cast<U>(n * 100000000u + eight_digits(p));
     }
-    while (p != unchecked && static_cast<unsigned>(*p - '0') < 10u) {
-      n = n * 10 + static_cast<U>(*p - '0');
-      ++p;
+    for (; p != unchecked; ++p) {
+      n = static_cast<U>(n * 10 + static_cast<U>(*p - '0'));
     }
-    while (p != e && static_cast<unsigned>(*p - '0') < 10u) {
+    for (; p != end; ++p) {
       if (__builtin_mul_overflow(n, U{10}, &n) || __builtin_add_overflow(n, static_cast<U>(*p - '0'), &n)) {
         return false;
       }
-      ++p;
     }
     const U limit = static_cast<U>(std::numeric_limits<T>::max()) + (negative ? 1u : 0u);
-    if (p == digits || n > limit || (*digits == '0' && p - digits > 1)) {
-      return false;  // canonical only: no leading zero, as kcache writes numbers
+    if (n > limit) {
+      return false;
     }
     v = negative ? static_cast<T>(U{0} - n) : static_cast<T>(n);
-    m_i = static_cast<std::size_t>(p - m_t.data());
+    m_i = static_cast<std::size_t>(end - m_t.data());
     return true;
   }
 
@@ -96,7 +97,7 @@ public:
     if (!num(n) || !lit(":") || n > m_t.size() - m_i) {
       return false;
     }
-    s.assign(m_t.substr(m_i, n));
+    s = std::string(m_t.substr(m_i, n));  // constructed: cheaper than assign() into an empty string
     m_i += n;
     return true;
   }
@@ -113,7 +114,7 @@ public:
         return false;
       }
     }
-    s.assign(h);
+    s = std::string(h);
     m_i += 64;
     return true;
   }
@@ -139,40 +140,59 @@ public:
   std::size_t pos() const { return m_i; }
 
 private:
-  // The value of the 8 ASCII digits at `p` (which must have 8 readable
-  // bytes), or false when any of them is not a digit (SWAR, as fast_float).
-  static bool eight_digits(const char* p, std::uint64_t& out) {
+  // Bit 7 of each byte of `v` set where that byte is in [lo, hi] and below
+  // 0x80 (SWAR: with b below 0x80, (b | 0x80) - lo keeps bit 7 exactly when
+  // b >= lo, and (hi | 0x80) - b keeps it exactly when b <= hi; only a byte
+  // of 0x80 or more, itself never "in", may borrow from the byte above it:
+  // callers judge the bytes up to the first one not in range, or all).
+  static std::uint64_t bytes_in(std::uint64_t v, unsigned lo, unsigned hi) {
+    constexpr std::uint64_t ones = 0x0101010101010101ULL;
+    constexpr std::uint64_t high = 0x80 * ones;
+    return ((v | high) - lo * ones) & (((hi * ones) | high) - v) & ~v & high;
+  }
+
+  // The 8 bytes at `p`, the first in the low byte (so that a borrow in
+  // bytes_in() only reaches bytes after the one that caused it).
+  static std::uint64_t load8(const char* p) {
     std::uint64_t v = 0;
     std::memcpy(&v, p, 8);
-    if ((((v & 0xF0F0F0F0F0F0F0F0ULL) | (((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) !=
-         0x3333333333333333ULL)) {
-      return false;
-    }
     if constexpr (std::endian::native == std::endian::big) {
       v = __builtin_bswap64(v);
     }
+    return v;
+  }
+
+  // How many ASCII digits start at `p` (before `e`), eight bytes at a time.
+  static std::size_t digit_run(const char* p, const char* e) {
+    constexpr std::uint64_t high = 0x8080808080808080ULL;
+    std::size_t n = 0;
+    for (; e - p - static_cast<std::ptrdiff_t>(n) >= 8; n += 8) {
+      if (const std::uint64_t other = ~bytes_in(load8(p + n), '0', '9') & high; other != 0) {
+        // The first byte that is no digit (those before it are judged right).
+        return n + static_cast<std::size_t>(std::countr_zero(other)) / 8;
+      }
+    }
+    while (p + n != e && static_cast<unsigned>(p[n] - '0') < 10u) {
+      ++n;
+    }
+    return n;
+  }
+
+  // The value of the 8 ASCII digits at `p` (SWAR, as fast_float).
+  static std::uint64_t eight_digits(const char* p) {
+    std::uint64_t v = load8(p);
     v -= 0x3030303030303030ULL;
     v = (v * 10) + (v >> 8);
     v = (((v & 0x000000FF000000FFULL) * 0x000F424000000064ULL) +
          (((v >> 16) & 0x000000FF000000FFULL) * 0x0000271000000001ULL)) >>
         32;
-    out = v;
-    return true;
+    return v;
   }
 
-  // Whether the 8 bytes at `p` are all lowercase hex digits ('0'-'9',
-  // 'a'-'f'), without a branch per byte (SWAR: with every byte below 0x80,
-  // (b | 0x80) - lo keeps the high bit exactly when b >= lo, and
-  // (hi | 0x80) - b keeps it exactly when b <= hi; no borrow crosses bytes).
+  // Whether the 8 bytes at `p` are all lowercase hex digits ('0'-'9', 'a'-'f').
   static bool eight_hex(const char* p) {
-    constexpr std::uint64_t ones = 0x0101010101010101ULL;
-    constexpr std::uint64_t high = 0x80 * ones;
-    std::uint64_t v = 0;
-    std::memcpy(&v, p, 8);
-    const auto in = [v](unsigned lo, unsigned hi) {
-      return ((v | high) - lo * ones) & (((hi * ones) | high) - v) & high;
-    };
-    return (v & high) == 0 && (in('0', '9') | in('a', 'f')) == high;
+    const std::uint64_t v = load8(p);
+    return (bytes_in(v, '0', '9') | bytes_in(v, 'a', 'f')) == 0x8080808080808080ULL;
   }
 
   std::string_view m_t;

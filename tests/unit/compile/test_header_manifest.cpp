@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include <fcntl.h>
@@ -333,6 +335,68 @@ TEST(HeaderManifest, ALookupReadsOnlyTheIdentityPartItsFirstLineCounts) {
   EXPECT_FALSE(manifest_still_applies(*read)) << "d2's own name appeared";
 }
 
+// An identity part longer than the first read (64 KiB): the rest is read
+// after it, into one buffer that the lookup keeps (not zero-filled, never
+// copied); a copy of the manifest shares it, and a cut short file is refused.
+TEST(HeaderManifest, ALookupPastTheFirstReadKeepsItsNamesWhereTheyWereRead) {
+  test::TempDir tmp;
+  const fs::path memo = tmp.path() / "memo";
+  HeaderManifest m = two_changed_directories(tmp.path());
+  m.dirs[0].names.clear();
+  for (int i = 0; i < 6000; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "n%05d.h", i);
+    m.dirs[0].names.emplace_back(name, 'n');
+  }
+  const std::string text = serialize_manifest(m);
+  ASSERT_GT(text.find("details\n"), std::size_t{64} << 10);
+  fs::create_directories(memo / k_input.substr(0, 2));
+  const fs::path file = memo / k_input.substr(0, 2) / k_input;
+  test::write_file(file, text);
+  std::optional<HeaderManifest> copy;
+  {
+    auto read = load_manifest(memo, k_input, ManifestPart::lookup);
+    ASSERT_TRUE(read);
+    EXPECT_EQ(read->dirs.size(), 2u);
+    copy = *read;  // shares the text read; the original goes away
+  }
+  EXPECT_TRUE(manifest_still_applies(*copy));
+  test::write_file(tmp.path() / "d2" / "n00001.h", "x");  // a name only d1 must lack
+  EXPECT_TRUE(manifest_still_applies(*copy));
+  test::write_file(tmp.path() / "d2" / "c.h", "x");
+  EXPECT_FALSE(manifest_still_applies(*copy)) << "d2's own name, found past the first 64 KiB";
+  fs::remove(tmp.path() / "d2" / "c.h");
+  test::write_file(tmp.path() / "d1" / "n05999.h", "x");
+  EXPECT_FALSE(manifest_still_applies(*copy)) << "d1's last name";
+  for (const std::size_t cut : {std::size_t{64} << 10, text.find("details\n"), text.find("details\n") + 8}) {
+    test::write_file(file, text.substr(0, cut));
+    EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::lookup)) << cut;
+  }
+}
+
+// Digests are judged eight bytes at a time: exactly 64 lowercase hex digits
+// are taken, any other byte at any position is refused.
+TEST(HeaderManifest, MemoReaderTakesOnlyLowercaseHexDigests) {
+  const std::string good = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  for (std::size_t at = 0; at < 64; ++at) {
+    for (int b = 0; b < 256; ++b) {
+      std::string t = good;
+      t[at] = static_cast<char>(b);
+      MemoReader r(t);
+      std::string got;
+      const bool hex = (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f');
+      ASSERT_EQ(r.hex64(got), hex) << at << " " << b;
+      if (hex) {
+        EXPECT_EQ(got, t);
+        EXPECT_TRUE(r.at_end());
+      }
+    }
+  }
+  MemoReader shorter(std::string_view(good).substr(0, 63));
+  std::string got;
+  EXPECT_FALSE(shorter.hex64(got));
+}
+
 // Directories are resolved from an opened directory above them as the kernel
 // resolves the whole path: "link/.." is the symlink target's parent, never
 // the lexical one.
@@ -612,6 +676,15 @@ TEST(HeaderManifest, AHitOverATreeMissesOnEveryHeaderChange) {
     auto a = compile(c.r, &store, &info);  // the manifests read from disk; remembered from here on
     ASSERT_TRUE(a);
     EXPECT_TRUE(info.hit) << c.root;
+    // The hit reports the derivation's header list: the same headers, shared, not copied.
+    std::vector<HeaderDependency> copied;
+    HeaderList shared;
+    ASSERT_TRUE(derive_key(c.r, &copied));
+    ASSERT_TRUE(derive_key(c.r, &shared));
+    ASSERT_EQ(copied.size(), 2u);
+    EXPECT_TRUE(info.headers == copied);
+    EXPECT_TRUE(shared == info.headers);
+    EXPECT_EQ(&shared[0], &info.headers[0]) << "one list, shared by the derivation and the hit";
   }
   for (auto& c : cases) {
     const fs::path inc2 = c.root / "inc2";
