@@ -54,18 +54,22 @@ TEST(HeaderManifest, MemoReaderReadsNumbersExactlyAsWritten) {
   for (std::uint64_t v = 1; v < std::numeric_limits<std::uint64_t>::max() / 7; v = v * 7 + 3) {
     values.push_back(v);
   }
+  // Without and with 24 bytes or more after the number (a manifest's line:
+  // read with no loop), both ways.
+  for (const std::string& tail : {std::string(), std::string(" ") + std::string(30, 'y')}) {
   for (const auto v : values) {
-    const std::string text = std::to_string(v) + " x";
+    const std::string text = std::to_string(v) + " x" + tail;
     MemoReader r(text);
     std::uint64_t got = 1;
     ASSERT_TRUE(r.num(got)) << text;
     EXPECT_EQ(got, v);
     EXPECT_TRUE(r.lit(" x"));
+    EXPECT_EQ(r.pos(), text.size() - tail.size());
     // Cut short by a non-digit at every position: reads the digits before it.
     const std::string digits = std::to_string(v);
     for (std::size_t at = 1; at < digits.size(); ++at) {
       for (const char stop : {' ', '/', ':', 'a', '\0', '\xff'}) {
-        std::string t = digits;
+        std::string t = digits + tail;
         t[at] = stop;
         MemoReader c(t);
         std::uint64_t n = 0;
@@ -78,21 +82,33 @@ TEST(HeaderManifest, MemoReaderReadsNumbersExactlyAsWritten) {
       }
     }
   }
-  for (const std::string bad : {"18446744073709551616", "99999999999999999999", "01", "0012345678", "", "x1", "-1"}) {
-    MemoReader r(bad);
+  for (const std::string bad : {"18446744073709551616", "99999999999999999999", "01", "0012345678", "", "x1", "-1",
+                                "123456789012345678901234567890", "00"}) {
+    const std::string t = bad + tail;
+    MemoReader r(t);
     std::uint64_t n = 0;
     EXPECT_FALSE(r.num(n)) << bad;
   }
-  for (const std::string ok : {"-9223372036854775808", "9223372036854775807", "-1", "-1234567890123456"}) {
-    MemoReader r(ok);
+  for (const std::string ok : {"-9223372036854775808", "9223372036854775807", "-1", "-1234567890123456", "0"}) {
+    const std::string t = ok + tail;
+    MemoReader r(t);
     std::int64_t n = 0;
     EXPECT_TRUE(r.num(n)) << ok;
+    EXPECT_EQ(r.pos(), ok.size());
     EXPECT_EQ(n, std::stoll(ok));
   }
-  for (const std::string bad : {"9223372036854775808", "-9223372036854775809", "-", "-01"}) {
-    MemoReader r(bad);
+  for (const std::string bad : {"9223372036854775808", "-9223372036854775809", "-", "-01", "9999999999999999999"}) {
+    const std::string t = bad + tail;
+    MemoReader r(t);
     std::int64_t n = 0;
     EXPECT_FALSE(r.num(n)) << bad;
+  }
+  for (const std::string over : {"4294967296", "4294967295"}) {  // a narrower type: its own limit
+    const std::string t = over + tail;
+    MemoReader r(t);
+    std::uint32_t n = 0;
+    EXPECT_EQ(r.num(n), over == "4294967295") << over;
+  }
   }
 }
 
