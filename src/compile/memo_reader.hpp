@@ -28,8 +28,9 @@ public:
   explicit MemoReader(std::string_view t) : m_t(t) {}
 
   // (Compared byte by byte, with no call: the literals are a few bytes, and
-  // a manifest is read with five of them per header on every hit.)
-  bool lit(std::string_view s) {
+  // a manifest is read with five of them per header on every hit. The small
+  // readers are always inlined: a call per field costs more than the field.)
+  [[gnu::always_inline]] bool lit(std::string_view s) {
     if (!peek(s)) {
       return false;
     }
@@ -37,7 +38,17 @@ public:
     return true;
   }
 
-  bool peek(std::string_view s) const {
+  // A literal's length known when compiled (no strlen per call).
+  template <std::size_t N>
+  [[gnu::always_inline]] bool lit(const char (&s)[N]) {
+    return lit(std::string_view(s, N - 1));
+  }
+  template <std::size_t N>
+  [[gnu::always_inline]] bool peek(const char (&s)[N]) const {
+    return peek(std::string_view(s, N - 1));
+  }
+
+  [[gnu::always_inline]] bool peek(std::string_view s) const {
     if (m_t.size() - m_i < s.size()) {
       return false;
     }
@@ -168,7 +179,7 @@ private:
   // b >= lo, and (hi | 0x80) - b keeps it exactly when b <= hi; only a byte
   // of 0x80 or more, itself never "in", may borrow from the byte above it:
   // callers judge the bytes up to the first one not in range, or all).
-  static std::uint64_t bytes_in(std::uint64_t v, unsigned lo, unsigned hi) {
+  [[gnu::always_inline]] static std::uint64_t bytes_in(std::uint64_t v, unsigned lo, unsigned hi) {
     constexpr std::uint64_t ones = 0x0101010101010101ULL;
     constexpr std::uint64_t high = 0x80 * ones;
     return ((v | high) - lo * ones) & (((hi * ones) | high) - v) & ~v & high;
@@ -176,7 +187,7 @@ private:
 
   // The 8 bytes at `p`, the first in the low byte (so that a borrow in
   // bytes_in() only reaches bytes after the one that caused it).
-  static std::uint64_t load8(const char* p) {
+  [[gnu::always_inline]] static std::uint64_t load8(const char* p) {
     std::uint64_t v = 0;
     std::memcpy(&v, p, 8);
     if constexpr (std::endian::native == std::endian::big) {
@@ -245,7 +256,7 @@ private:
   static std::uint64_t eight_digits(const char* p) { return digits_value(load8(p)); }
 
   // The value of eight ASCII digits loaded by load8().
-  static std::uint64_t digits_value(std::uint64_t v) {
+  [[gnu::always_inline]] static std::uint64_t digits_value(std::uint64_t v) {
     v -= 0x3030303030303030ULL;
     v = (v * 10) + (v >> 8);
     v = (((v & 0x000000FF000000FFULL) * 0x000F424000000064ULL) +
