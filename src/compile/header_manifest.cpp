@@ -549,12 +549,15 @@ std::optional<HeaderManifest> parse_text(std::string_view text, std::string_view
   // one allocation instead of a dozen regrowths on a large tree.
   m.headers.reserve(std::min<std::size_t>(*identity / 160, 1u << 16));
   while (r.peek("header ")) {
-    ManifestHeader h;
-    if (!r.lit("header ") || !r.stamp(h.stamp) || !r.lit(" ") || !r.hex64(h.sha256) || !r.lit(" ") ||
-        !r.str(h.path) || !r.lit("\n") || h.path.empty()) {
+    FileStamp stamp;
+    std::string_view sha256;
+    std::string_view path;
+    if (!r.lit("header ") || !r.stamp(stamp) || !r.lit(" ") || !r.hex64(sha256) || !r.lit(" ") || !r.str(path) ||
+        !r.lit("\n") || path.empty()) {
       return std::nullopt;
     }
-    m.headers.push_back(std::move(h));
+    // Built in place: the two strings are the only allocations per header.
+    m.headers.emplace_back(std::string(path), stamp, std::string(sha256), FileDirectives{});
   }
   std::vector<std::pair<std::size_t, std::size_t>> ranges;
   while (r.peek("dir ")) {

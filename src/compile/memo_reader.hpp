@@ -86,17 +86,28 @@ public:
     return long_num(v);
   }
 
-  bool str(std::string& s) {
+  // A str, as a view into the text (the caller builds its string in place).
+  bool str(std::string_view& s) {
     std::size_t n = 0;
     if (!num(n) || !lit(":") || n > m_t.size() - m_i) {
       return false;
     }
-    s = std::string(m_t.substr(m_i, n));  // constructed: cheaper than assign() into an empty string
+    s = m_t.substr(m_i, n);
     m_i += n;
     return true;
   }
 
-  bool hex64(std::string& s) {
+  bool str(std::string& s) {
+    std::string_view v;
+    if (!str(v)) {
+      return false;
+    }
+    s = std::string(v);  // constructed: cheaper than assign() into an empty string
+    return true;
+  }
+
+  // 64 lowercase hex digits, as a view into the text.
+  bool hex64(std::string_view& s) {
     if (m_t.size() - m_i < 64) {
       return false;
     }
@@ -108,8 +119,17 @@ public:
         return false;
       }
     }
-    s = std::string(h);
+    s = h;
     m_i += 64;
+    return true;
+  }
+
+  bool hex64(std::string& s) {
+    std::string_view v;
+    if (!hex64(v)) {
+      return false;
+    }
+    s = std::string(v);
     return true;
   }
 
