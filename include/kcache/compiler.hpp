@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -55,11 +56,13 @@ struct HeaderDependency {
 };
 
 // The disk headers in a key: an immutable list, shared (never copied) by the
-// derivation that found it and every CompileInfo that reports it. A hit over
-// a large tree (CuPy's: ~900 headers) would otherwise copy two strings per
-// header into each CompileInfo. Reads like a const std::vector.
+// derivation that found it and every CompileInfo that reports it, and made
+// only when first read: a hit over a large tree (CuPy's: ~900 headers) whose
+// caller never looks at the list builds no string of it. Reads like a const
+// std::vector.
 //
-// Thread-safety: a value; copies share the list, which never changes.
+// Thread-safety: a value; copies share the list, which is made at most once
+// (whichever copy reads it first) and never changes.
 class HeaderList {
  public:
   using value_type = HeaderDependency;
@@ -67,28 +70,27 @@ class HeaderList {
 
   HeaderList() = default;
   // Takes `headers` (moved in: no copy of the strings).
-  HeaderList(std::vector<HeaderDependency> headers)  // NOLINT(google-explicit-constructor): a list reads as one
-      : m_list(headers.empty() ? nullptr
-                               : std::make_shared<const std::vector<HeaderDependency>>(std::move(headers))) {}
+  HeaderList(std::vector<HeaderDependency> headers);  // NOLINT(google-explicit-constructor): a list reads as one
+  // A list of `size` headers that `make` returns when one is first read
+  // (`make` runs at most once, on the thread that reads first).
+  HeaderList(std::size_t size, std::function<std::vector<HeaderDependency>()> make);
 
-  const std::vector<HeaderDependency>& vector() const { return m_list ? *m_list : empty_list(); }
+  const std::vector<HeaderDependency>& vector() const;
   const_iterator begin() const { return vector().begin(); }
   const_iterator end() const { return vector().end(); }
-  std::size_t size() const { return m_list ? m_list->size() : 0; }
-  bool empty() const { return size() == 0; }
-  const HeaderDependency& operator[](std::size_t i) const { return (*m_list)[i]; }
-  const HeaderDependency& front() const { return m_list->front(); }
-  const HeaderDependency& back() const { return m_list->back(); }
+  std::size_t size() const { return m_size; }  // known without making the list
+  bool empty() const { return m_size == 0; }
+  const HeaderDependency& operator[](std::size_t i) const { return vector()[i]; }
+  const HeaderDependency& front() const { return vector().front(); }
+  const HeaderDependency& back() const { return vector().back(); }
 
   friend bool operator==(const HeaderList& a, const HeaderList& b) { return a.vector() == b.vector(); }
   friend bool operator==(const HeaderList& a, const std::vector<HeaderDependency>& b) { return a.vector() == b; }
 
  private:
-  static const std::vector<HeaderDependency>& empty_list() {
-    static const std::vector<HeaderDependency> none;
-    return none;
-  }
-  std::shared_ptr<const std::vector<HeaderDependency>> m_list;
+  struct State;
+  std::shared_ptr<State> m_state;
+  std::size_t m_size = 0;
 };
 
 // What a compile() call did, for --explain, --json and stats.

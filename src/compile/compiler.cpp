@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <random>
 
@@ -262,7 +263,7 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
       if (!verdict) {
         std::string why = jit::paths_reach_output_because(r, *canon);
         if (why.empty()) {
-          why = jit::files_name_their_location(r, scanned->headers, base);
+          why = jit::files_name_their_location(r, scanned->headers.vector(), base);
         }
         verdict = why.empty() ? std::string("relative") : "absolute: " + why;
         jit::remember_verdict(rel_hex, scan.memo_dir, *verdict);
@@ -523,6 +524,39 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
 }
 
 }  // namespace
+
+struct HeaderList::State {
+  std::once_flag made;
+  std::function<std::vector<HeaderDependency>()> make;  // empty once made
+  std::vector<HeaderDependency> list;
+};
+
+HeaderList::HeaderList(std::vector<HeaderDependency> headers) : m_size(headers.size()) {
+  if (!headers.empty()) {
+    m_state = std::make_shared<State>();
+    m_state->list = std::move(headers);
+    std::call_once(m_state->made, [] {});
+  }
+}
+
+HeaderList::HeaderList(std::size_t size, std::function<std::vector<HeaderDependency>()> make) : m_size(size) {
+  if (size != 0) {
+    m_state = std::make_shared<State>();
+    m_state->make = std::move(make);
+  }
+}
+
+const std::vector<HeaderDependency>& HeaderList::vector() const {
+  static const std::vector<HeaderDependency> none;
+  if (!m_state) {
+    return none;
+  }
+  std::call_once(m_state->made, [this] {
+    m_state->list = m_state->make();
+    m_state->make = nullptr;
+  });
+  return m_state->list;
+}
 
 Result<KeyBuilder> derive_key(const CompileRequest& request, HeaderList* headers) {
   auto d = derive_shared(request);

@@ -18,17 +18,25 @@ namespace kcache::jit {
 
 namespace {
 
-ScanResult result_of(const HeaderManifest& m, bool reused) {
+ScanResult result_of(const std::shared_ptr<const HeaderManifest>& shared, bool reused) {
+  const HeaderManifest& m = *shared;
   ScanResult r;
   r.not_cacheable = m.not_cacheable;
   r.name_directory_seen = m.name_directory_seen;
   r.file_macros = m.file_macros;
   r.reused = reused;
   r.headers_list = m.list;
-  r.headers.reserve(m.headers.size());
-  for (const auto& h : m.headers) {
-    r.headers.push_back({h.path, h.sha256});
-  }
+  // Made from the manifest (kept alive by the list) only when read: a large
+  // tree keys by `headers_list` and its size, so a hit whose caller never
+  // reads the list copies none of its ~2 strings per header.
+  r.headers = HeaderList(m.headers.size(), [shared] {
+    std::vector<HeaderDependency> list;
+    list.reserve(shared->headers.size());
+    for (const auto& h : shared->headers) {
+      list.emplace_back(h.path, h.sha256);
+    }
+    return list;
+  });
   return r;
 }
 
@@ -98,7 +106,7 @@ std::optional<ScanResult> reuse_manifest(const ScanInput& input, const std::stri
   if (m && defer && std::none_of(m->headers.begin(), m->headers.end(),
                                  [](const ManifestHeader& h) { return h.stamp == FileStamp{}; })) {
     used = m;
-    ScanResult r = result_of(*m, true);
+    ScanResult r = result_of(m, true);
     r.checked = false;
     return r;
   }
@@ -110,7 +118,7 @@ std::optional<ScanResult> reuse_manifest(const ScanInput& input, const std::stri
     remember_manifest(key, m);
   }
   used = m;
-  return result_of(*m, true);
+  return result_of(m, true);
 }
 
 // The result of a family member with the same roots as `req` whose manifest
@@ -136,7 +144,7 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
   std::shared_ptr<const HeaderManifest> previous = remembered_manifest(key);
   if (previous && manifest_still_applies(*previous)) {
     used = previous;
-    return result_of(*previous, true);
+    return result_of(previous, true);
   }
   if (previous && !previous->has_details) {
     previous.reset();
@@ -149,7 +157,7 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
         auto shared = std::make_shared<const HeaderManifest>(std::move(*m));
         remember_manifest(key, shared);
         used = shared;
-        return result_of(*shared, true);
+        return result_of(shared, true);
       }
       // Out of date: its per-header facts still spare re-reading the headers that did not change.
       if (auto full = load_either(input, key, ManifestPart::with_details)) {
@@ -180,10 +188,10 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
   HeaderManifest& m = *scanned;
   m.input = key;
   m.list = header_list_digest(m.headers);
-  ScanResult result = result_of(m, false);
   // Kept even when some identity was too recent to trust: it is recorded as
   // zero, so such a header is re-read next time, and the others are not.
   auto shared = std::make_shared<const HeaderManifest>(std::move(m));
+  ScanResult result = result_of(shared, false);
   if (!input.memo_dir.empty()) {
     const std::string roots =
         roots_key(input, req.source_directives(), shared->looked_up, req.predefined_id(with_predefined));

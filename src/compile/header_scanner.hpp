@@ -94,7 +94,9 @@ struct HeaderManifest;
 struct ManifestChecks;
 
 struct ScanResult {
-  std::vector<HeaderDependency> headers;  // sorted by path, unique
+  // Sorted by path, unique; from a manifest, made from it when first read
+  // (HeaderList): a hit whose caller never reads them copies none.
+  HeaderList headers;
   std::string not_cacheable;              // non-empty: a directive kcache cannot resolve (where and why)
   // Why the program name's directory can reach NVRTC's output through what
   // the closure holds (compile/name_directory.hpp); empty when it cannot.

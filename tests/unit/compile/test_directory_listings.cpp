@@ -331,8 +331,8 @@ protected:
     auto without = scan_headers(input({}));
     forget_scan_memos();
     EXPECT_TRUE(with && without);
-    return {with ? with->headers : std::vector<HeaderDependency>{},
-            without ? without->headers : std::vector<HeaderDependency>{}};
+    return {with ? with->headers.vector() : std::vector<HeaderDependency>{},
+            without ? without->headers.vector() : std::vector<HeaderDependency>{}};
   }
 
   test::TempDir m_tmp;
