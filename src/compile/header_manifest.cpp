@@ -146,6 +146,14 @@ bool dir_still_applies(const HeaderManifest& m, std::size_t i, bool found, const
     }
   }
   const auto& names = lazy ? *lazy : d.names;
+  if (names.empty()) {
+    // Nothing was looked up in it: the record says only which directory the
+    // path names (an include directory, a symlink that may move into or out
+    // of the toolkit). Its content changing (an output written there) or
+    // being too recent to trust decides nothing; another directory does.
+    return d.stamp.ino != 0 && static_cast<std::uint64_t>(st.st_dev) == d.stamp.dev &&
+           static_cast<std::uint64_t>(st.st_ino) == d.stamp.ino;
+  }
   // A lookup of each name where they are few against the directory's size
   // (a build's working directory: thousands of entries, a handful of names).
   const NameCheck how =

@@ -20,9 +20,13 @@
 // The manifest applies while every recorded identity is unchanged (stat
 // follows symlinks, as the compiler's open does). Identities that are too
 // recent to be trusted (racy: changed within k_racy_window_ns of the scan)
-// are recorded as zero, which never matches: a file written twice within one
+// are recorded as zero (a directory's keeps its device and inode, with zero
+// size and times), which never matches: a file written twice within one
 // timestamp tick would otherwise look unchanged (a racy directory is then
-// always listed, a racy header always re-read).
+// always judged by its names, a racy header always re-read). A directory
+// recorded with no names (nothing was looked up in it: an include directory
+// of a source that includes nothing from it) applies while the path names
+// the same directory (device and inode), whatever its content.
 //
 // On disk (`<memo dir>/<k0k1>/<key>`, format version 4; strictly parsed,
 // at most k_max_manifest_bytes, anything else is ignored):

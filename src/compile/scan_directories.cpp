@@ -20,6 +20,10 @@ std::string base_of(const std::string& path) {
 
 namespace {
 
+// A directory's identity without the parts a later change moves (size,
+// times): its zero ctime never matches a real stat.
+FileStamp which_directory(const FileStamp& s) { return FileStamp{s.dev, s.ino, 0, 0, 0}; }
+
 void add_name(ScanDirectories::Names* names, const std::string& name, char what) {
   if (names != nullptr && !name.empty() && name.find('/') == std::string::npos) {
     names->emplace(name, what);
@@ -49,8 +53,10 @@ ScanDirectories::Names* ScanDirectories::note_dir(const std::string& dir) {
   }
   auto& rec = m_records[dir];
   const FileStamp stamp = stamp_of(s.st);
-  // A stamp too recent to trust is kept as zero, which never matches.
-  rec.first = s.changed || is_racy(stamp, m_now) ? FileStamp{} : stamp;
+  // A stamp too recent to trust keeps only which directory it is (device and
+  // inode), which never matches a whole stamp: its names decide, or, with no
+  // names, that it is the same directory (header_manifest.hpp).
+  rec.first = s.changed || is_racy(stamp, m_now) ? which_directory(stamp) : stamp;
   return &rec.second;
 }
 
@@ -65,7 +71,7 @@ const DirectoryListing* ScanDirectories::listing_of(const std::string& dir) {
     if (s.listing && !(s.listing->stamp == stamp_of(s.st))) {
       s.changed = true;  // changed since the stat: record no identity that could match later
       if (const auto it = m_records.find(dir); it != m_records.end()) {
-        it->second.first = FileStamp{};
+        it->second.first = which_directory(it->second.first);
       }
     }
   }

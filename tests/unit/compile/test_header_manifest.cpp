@@ -259,6 +259,70 @@ TEST(HeaderManifest, AChangedDirectoryIsListedOnlyWhereItsNamesAreMany) {
   EXPECT_FALSE(manifest_still_applies(m)) << "a name of the small directory appeared";
 }
 
+// A directory recorded with no names (nothing was looked up in it) stands
+// for which directory the path names: it applies while that is the same
+// directory, whatever is written in it or however recently, and not once
+// the path names another directory, a file or nothing.
+TEST(HeaderManifest, ADirectoryWithNoNamesAppliesWhileItIsTheSameDirectory) {
+  test::TempDir tmp;
+  const fs::path d = tmp.path() / "inc";
+  fs::create_directories(d);
+  struct stat st {};
+  ASSERT_EQ(::stat(d.c_str(), &st), 0);
+  HeaderManifest m;
+  m.input = k_input;
+  m.dirs.push_back({d.string(), stamp_of(st), {}});
+  EXPECT_TRUE(manifest_still_applies(m));
+  test::write_file((d / "output.ptx").string(), "x");  // its identity changes
+  EXPECT_TRUE(manifest_still_applies(m)) << "its content decides nothing";
+  m.dirs[0].stamp = FileStamp{m.dirs[0].stamp.dev, m.dirs[0].stamp.ino, 0, 0, 0};  // as a racy one is recorded
+  EXPECT_TRUE(manifest_still_applies(m));
+  EXPECT_TRUE(manifest_still_applies(*parse_manifest(serialize_manifest(m), k_input, ManifestPart::lookup)));
+  fs::rename(d, tmp.path() / "old");
+  fs::create_directories(d);
+  EXPECT_FALSE(manifest_still_applies(m)) << "another directory at the path";
+  fs::remove(d);
+  fs::create_directory_symlink(tmp.path() / "old", d);
+  EXPECT_TRUE(manifest_still_applies(m)) << "a symbolic link to the same directory resolves as the compiler's open does";
+  fs::remove(d);
+  EXPECT_FALSE(manifest_still_applies(m)) << "no directory";
+  test::write_file(d.string(), "x");
+  EXPECT_FALSE(manifest_still_applies(m)) << "a file";
+  m.dirs[0].stamp = FileStamp{};
+  fs::remove(d);
+  fs::create_directories(d);
+  EXPECT_FALSE(manifest_still_applies(m)) << "an all-zero stamp (older manifests) never matches";
+}
+
+// A source that includes nothing, in a directory just written (the racy
+// window): the next scan takes the manifest (its include directory has no
+// names), also after the directory changed again; not once the include
+// directory is another one.
+TEST(HeaderScanner, AnIncludeDirectoryNothingWasLookedUpInDoesNotRescan) {
+  test::TempDir tmp;
+  const auto inc = (tmp.path() / "inc").string();
+  fs::create_directories(inc);
+  ScanInput in;
+  in.source = "extern \"C\" __global__ void k(int* p) { *p = 1; }\n";
+  in.program_name = (tmp.path() / "k.cu").string();
+  in.include_dirs = {inc};
+  in.memo_dir = tmp.path() / "memo";
+  auto first = scan_headers(in);
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(first->reused);
+  forget_scan_memos();
+  test::write_file(inc + "/k.ptx", "an output written beside");
+  auto second = scan_headers(in);
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(second->reused) << "within the racy window, after a change: the same directory";
+  forget_scan_memos();
+  fs::rename(inc, tmp.path() / "elsewhere");
+  fs::create_directories(inc);
+  auto third = scan_headers(in);
+  ASSERT_TRUE(third);
+  EXPECT_FALSE(third->reused) << "another directory: scanned again";
+}
+
 // A lookup copies the name records unparsed and reads a directory's own
 // records only when its identity changed; they decide as a whole parse does.
 // Directories `tmp`/d1 (must lack a.h and b.h) and `tmp`/d2 (must lack c.h),
