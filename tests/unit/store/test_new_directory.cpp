@@ -1,0 +1,229 @@
+// A cache directory made by its first process (issue 23, a cold compile into
+// a new directory): the layout made without fchmod where mkdir gave the exact
+// mode, the stats files made unnamed (O_TMPFILE) and linked once written, and
+// a first put killed at any step leaving a directory that works.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "file_store_test_util.hpp"
+#include "store/shared_counters.hpp"
+#include "store/shared_file.hpp"
+#include "support/child.hpp"
+#include "support/temp_dir.hpp"
+#include "util/fault.hpp"
+#include "util/fd.hpp"
+
+namespace kcache::test {
+namespace {
+
+namespace fault = util::fault;
+
+struct FaultReset {
+  ~FaultReset() { fault::reset(); }
+};
+
+mode_t mode_of(const std::filesystem::path& p) {
+  struct stat st {};
+  ::lstat(p.c_str(), &st);
+  return st.st_mode & 07777;
+}
+
+std::set<std::string> names_in(const std::filesystem::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.insert(e.path().filename().string());
+  }
+  return names;
+}
+
+store::SharedFileFormat test_format() {
+  store::SharedFileFormat f;
+  f.name = "t";
+  std::memcpy(f.magic.data(), "KCTEST01", 8);
+  f.version = 1;
+  f.count = 1;
+  f.size = 4096;
+  return f;
+}
+
+// The modes of a new directory hold under every umask, whether mkdir gave
+// the root its exact mode (then its layout directories are not fchmod-ed)
+// or not (then each is).
+TEST(NewDirectory, LayoutModesHoldUnderEveryUmask) {
+  for (Sharing sharing : {Sharing::private_to_user, Sharing::group}) {
+    for (mode_t mask : {0000, 0022, 0027, 0077, 0277, 0070}) {
+      TempDir dir;
+      const mode_t old = ::umask(mask);
+      auto o = quiet_options(dir.path() / "cache");
+      o.sharing = sharing;
+      auto store = open_store(o);
+      const bool put = store && store->put(make_artifact(1, 1, 100)).has_value();
+      ::umask(old);
+      ASSERT_TRUE(put) << "umask " << mask;
+      const mode_t want_dir = sharing == Sharing::private_to_user ? 0700 : 02770;
+      std::size_t dirs = 0;
+      EXPECT_EQ(mode_of(dir.path() / "cache"), want_dir) << "umask " << mask;
+      for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path() / "cache")) {
+        if (e.is_directory()) {
+          ++dirs;
+          EXPECT_EQ(mode_of(e.path()), want_dir) << e.path() << " umask " << mask;
+        }
+      }
+      EXPECT_EQ(dirs, 5U) << "v1, entries, tmp, stats and the shard";
+    }
+  }
+}
+
+// A missing stats file is made unnamed and linked once written: its
+// directory holds its name and nothing else (no staged name, even for a
+// moment that a listing could see afterwards), with the whole header.
+TEST(NewDirectory, SharedFileMadeUnnamedLeavesOnlyItsName) {
+  TempDir dir;
+  util::Fd fd(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(fd);
+  const auto format = test_format();
+  auto made = store::map_shared_file(fd.get(), format, 0600);
+  ASSERT_NE(made.data, nullptr);
+  EXPECT_TRUE(made.fresh);
+  EXPECT_EQ(names_in(dir.path()), std::set<std::string>{"t"});
+  EXPECT_EQ(std::filesystem::file_size(dir.path() / "t"), 4096U);
+  EXPECT_EQ(mode_of(dir.path() / "t"), 0600);
+  EXPECT_EQ(std::memcmp(made.data, "KCTEST01", 8), 0);
+  // Written through the first mapping, read through a second one.
+  static_cast<unsigned char*>(made.data)[100] = 42;
+  auto again = store::map_shared_file(fd.get(), format, 0600);
+  ASSERT_NE(again.data, nullptr);
+  EXPECT_FALSE(again.fresh);
+  EXPECT_EQ(static_cast<unsigned char*>(again.data)[100], 42);
+  store::unmap_shared_file(made.data, format);
+  store::unmap_shared_file(again.data, format);
+}
+
+// Where an unnamed file cannot be made (no O_TMPFILE) or linked (another
+// process linked its file first, then found unusable here), the named way
+// makes it; nothing is left beside it.
+TEST(NewDirectory, SharedFileFallsBackToTheNamedWay) {
+  FaultReset guard;
+  for (const char* rule : {"op=open,nth=2,err=EACCES", "op=link,nth=1,err=EEXIST", "op=link,nth=1,err=ENOENT",
+                           "op=write,nth=1,err=ENOSPC"}) {
+    TempDir dir;
+    util::Fd fd(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(fd);
+    const auto format = test_format();
+    ASSERT_TRUE(fault::configure(rule));
+    auto made = store::map_shared_file(fd.get(), format, 0600);
+    const auto injected = fault::injected();
+    fault::reset();
+    EXPECT_EQ(injected, 1U) << rule;
+    ASSERT_NE(made.data, nullptr) << rule;
+    EXPECT_TRUE(made.fresh) << rule;
+    EXPECT_EQ(names_in(dir.path()), std::set<std::string>{"t"}) << rule;
+    EXPECT_EQ(std::memcmp(made.data, "KCTEST01", 8), 0) << rule;
+    store::unmap_shared_file(made.data, format);
+  }
+}
+
+// Many threads make the same missing file at once: one file wins, and every
+// mapping is of it (a word written through one is seen through all).
+TEST(NewDirectory, SharedFileRaceEndsWithOneFile) {
+  for (int round = 0; round < 20; ++round) {
+    TempDir dir;
+    util::Fd fd(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(fd);
+    const auto format = test_format();
+    std::vector<void*> maps(6, nullptr);
+    std::atomic<int> fresh{0};
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < maps.size(); ++i) {
+      threads.emplace_back([&, i] {
+        auto m = store::map_shared_file(fd.get(), format, 0600);
+        maps[i] = m.data;
+        fresh += m.fresh ? 1 : 0;
+      });
+    }
+    for (auto& t : threads) {
+      t.join();
+    }
+    EXPECT_EQ(fresh.load(), 1) << "one file made";
+    ASSERT_NE(maps[0], nullptr);
+    static_cast<unsigned char*>(maps[0])[200] = static_cast<unsigned char>(round + 1);
+    for (void* m : maps) {
+      ASSERT_NE(m, nullptr);
+      EXPECT_EQ(static_cast<unsigned char*>(m)[200], round + 1);
+      store::unmap_shared_file(m, format);
+    }
+    EXPECT_EQ(names_in(dir.path()), std::set<std::string>{"t"});
+  }
+}
+
+// The first put into a directory that does not exist yet, SIGKILLed at each
+// of its I/O steps in turn (the layout's mkdirs, the counters, the shard, the
+// entry's files): the directory then works, holds a miss or the exact value,
+// accounts for exactly what is on disk, and nothing is left over.
+TEST(NewDirectory, FirstPutKilledAtEveryIoStepLeavesAWorkingDirectory) {
+  TempDir dir;
+  bool completed = false;
+  int killed = 0;
+  for (int n = 1; n < 200 && !completed; ++n) {
+    const auto root = dir.path() / ("c" + std::to_string(n));
+    const std::uint64_t seed = 500 + static_cast<std::uint64_t>(n);
+    std::string out;
+    const int status = run_program({KCACHE_STORE_TOOL_PATH, "put", root.string(), std::to_string(seed),
+                                    std::to_string(seed), "5000", "none"},
+                                   {{"KCACHE_FAULT", "op=any,nth=" + std::to_string(n) + ",action=kill"}}, &out);
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+      ++killed;
+    } else {
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_status(status) << out;
+      ASSERT_NE(out.find("ACK stored"), std::string::npos) << out;
+      completed = true;
+    }
+    auto o = quiet_options(root);
+    o.max_size_bytes = 1 << 20;
+    auto store = open_store(o);
+    ASSERT_TRUE(store) << "step " << n;
+    auto got = store->get(test_key(seed));
+    ASSERT_TRUE(got.has_value()) << "step " << n;
+    if (got->has_value()) {
+      EXPECT_EQ(check_payload((*got)->payload), seed) << "step " << n;
+    } else {
+      EXPECT_FALSE(completed) << "acknowledged, then lost";
+    }
+    ASSERT_TRUE(store->put(make_artifact(seed + 10000, 1, 3000)).has_value()) << "step " << n;
+    ASSERT_TRUE(store->verify(Repair::yes).has_value());
+    EXPECT_EQ(count_leftovers(root), 0U) << "step " << n;
+    const auto stats = store->stats();
+    ASSERT_TRUE(stats.has_value());
+    std::size_t passports = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(root / "v1" / "entries")) {
+      passports += e.path().extension() == ".pass" ? 1 : 0;
+    }
+    EXPECT_EQ(stats->entries, passports) << "step " << n << ": the accounting holds what is on disk";
+    // Another process's view (a second open) agrees, and nothing staged is left in stats/.
+    auto other = open_store(o);
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->stats()->entries, passports) << "step " << n;
+    for (const auto& name : names_in(root / "v1" / "stats")) {
+      EXPECT_EQ(name.find(".tmp"), std::string::npos) << "step " << n << ": " << name;
+    }
+  }
+  std::printf("[new directory] killed at %d steps of a first put, then completed: %d\n", killed, completed ? 1 : 0);
+  EXPECT_TRUE(completed);
+  EXPECT_GE(killed, 8) << "a first put into a new directory has at least this many I/O steps";
+}
+
+}  // namespace
+}  // namespace kcache::test
