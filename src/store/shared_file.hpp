@@ -7,8 +7,8 @@
 //
 // and is written in full when created (no holes: a store into a hole of a
 // full filesystem would SIGBUS), then linked in place, so a reader never maps
-// a partial file. A missing file is made unnamed (O_TMPFILE) and linked
-// once written; where the filesystem or /proc cannot, under a staged name. It is not fsynced: after a crash a file that is empty,
+// a partial file. A missing file is mapped from the descriptor it was
+// written through before it is linked (not reopened). It is not fsynced: after a crash a file that is empty,
 // short or zeroed fails the size or header check and is rebuilt. Thread-safety: the functions are thread-safe.
 #pragma once
 
