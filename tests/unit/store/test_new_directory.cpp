@@ -87,6 +87,23 @@ TEST(NewDirectory, LayoutModesHoldUnderEveryUmask) {
   }
 }
 
+// The root is made with one mkdir when its parent exists, and with its
+// parents when they do not (made only after that mkdir fails).
+TEST(NewDirectory, RootUnderMissingParentsIsMadeWithThem) {
+  TempDir dir;
+  const auto root = dir.path() / "a" / "b" / "cache";
+  auto store = open_store(quiet_options(root));
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->put(make_artifact(3, 3, 300)).has_value());
+  EXPECT_EQ(mode_of(root), 0700);
+  EXPECT_TRUE(std::filesystem::is_directory(root / "v1" / "stats"));
+  auto again = open_store(quiet_options(root));
+  ASSERT_TRUE(again);
+  auto hit = again->get(test_key(3));
+  ASSERT_TRUE(hit.has_value() && hit->has_value());
+  EXPECT_EQ(check_payload((*hit)->payload), 3U);
+}
+
 // A missing stats file is staged, mapped and linked: its directory then
 // holds its name and nothing else (the staged name is gone), with the whole
 // header, and a second map sees what the first mapping wrote (one file).
