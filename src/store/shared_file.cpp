@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 #include "util/fd.hpp"
@@ -193,6 +194,28 @@ MappedSharedFile replace_shared_file(int dir_fd, const SharedFileFormat& format,
   out.data = map_file(dir_fd, format);
   out.fresh = out.data != nullptr;
   return out;
+}
+
+std::vector<std::string> sweep_staged_shared_files(int dir_fd, std::int64_t min_age_s) {
+  std::vector<std::string> staged;
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  util::io::for_each_dir_entry(dir_fd, [&](std::string_view name, unsigned char) {
+    if (name.size() < 6 || name.front() != '.' || !name.ends_with(".tmp") || name.find('-') == std::string_view::npos) {
+      return;
+    }
+    const std::string n(name);
+    struct stat st {};
+    // A second link is the published file itself (its maker was killed
+    // between link and unlink, or is just unlinking it: its unlink then
+    // fails harmlessly), whose mtime the mapping's stores keep young.
+    if (util::io::fstatat(dir_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+        (st.st_nlink > 1 || now.tv_sec - st.st_mtim.tv_sec >= min_age_s) &&
+        util::io::unlinkat(dir_fd, n.c_str(), 0) == 0) {
+      staged.push_back(n);
+    }
+  });
+  return staged;
 }
 
 void unmap_shared_file(void* data, const SharedFileFormat& format) noexcept {
