@@ -39,11 +39,14 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   util::Fd root_fd(io::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
   bool created_root = false;
   if (!root_fd && errno == ENOENT) {
-    std::error_code ec;
-    if (root.has_parent_path()) {
-      std::filesystem::create_directories(root.parent_path(), ec);
-    }
+    // Its parent exists nearly always: made (with its own parents) only
+    // when the mkdir says it is missing.
     created_root = ::mkdir(root.c_str(), dmode) == 0;
+    if (!created_root && errno == ENOENT && root.has_parent_path()) {
+      std::error_code ec;
+      std::filesystem::create_directories(root.parent_path(), ec);
+      created_root = ::mkdir(root.c_str(), dmode) == 0;
+    }
     root_fd.reset(io::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
   }
   if (!root_fd) {
@@ -74,7 +77,12 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
                             "); kcache refuses it. Use a directory you own (set KCACHE_DIR).");
     }
   }
-  if (created_root) {
+  // A root that mkdir gave exactly `dmode` (setgid included) tells that the
+  // umask takes none of its bits: the layout directories made under it in
+  // this call get `dmode` too and are not fchmod-ed (4 system calls of a
+  // cold compile into a new directory). Otherwise each is fchmod-ed as made.
+  const bool mode_exact = created_root && (st.st_mode & 07777) == dmode;
+  if (created_root && !mode_exact) {
     io::fchmod(root_fd.get(), dmode);
   }
   impl->root_fd = std::move(root_fd);
@@ -87,7 +95,9 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   int err = 0;
   bool made_v1 = false;
   util::Fd v1 = open_subdir(impl->root_fd.get(), store::k_version_dir, dmode, err, &made_v1,
-                            created_root ? ParentDir::made_now : ParentDir::existing);
+                            !created_root ? ParentDir::existing
+                            : mode_exact  ? ParentDir::made_now_mode_exact
+                                          : ParentDir::made_now);
   if (!v1) {
     if (auto damaged = layout_damaged(impl->root_fd.get(), root, store::k_version_dir, err)) {
       return tl::unexpected(std::move(*damaged));
@@ -98,7 +108,9 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   bool made_tmp = false;
   auto open_layout_dir = [&](const char* name, util::Fd& fd, int& why) -> std::optional<Error> {
     bool* made = name == store::k_entries_dir ? &made_entries : name == store::k_tmp_dir ? &made_tmp : nullptr;
-    fd = open_subdir(v1.get(), name, dmode, err, made, made_v1 ? ParentDir::made_now : ParentDir::existing);
+    fd = open_subdir(v1.get(), name, dmode, err, made, !made_v1 ? ParentDir::existing
+                                                       : mode_exact ? ParentDir::made_now_mode_exact
+                                                                    : ParentDir::made_now);
     why = v1 ? err : v1_err;
     return fd ? std::nullopt : layout_damaged(v1.get(), root, name, err);
   };

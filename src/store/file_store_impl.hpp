@@ -303,6 +303,9 @@ enum class ParentDir {
   existing,  // anything: `name` is opened first (it exists in every process but the first)
   made_now,  // this process made it a moment ago: `name` is most likely missing, so it is
              // created first (one system call less); one made meanwhile by another process is opened
+  made_now_mode_exact,  // as made_now, and mkdir gave that parent exactly `mode` in the same
+                        // call (the umask takes none of its bits): `name` made here gets `mode`
+                        // too, so it is not fchmod-ed
 };
 
 // Creates the directory `name` under `parent_fd` (mode fixed regardless of

@@ -27,6 +27,7 @@
 #include "kcache/file_store.hpp"
 #include "store/entry_cost.hpp"
 #include "store/file_store_impl.hpp"
+#include "store/shared_file.hpp"
 #include "util/posix_io.hpp"
 #include "util/process_identity.hpp"
 #include "util/sha256.hpp"
@@ -647,6 +648,16 @@ Result<VerifyReport> FileStore::verify(Repair repair) {
   report.orphans += scan.stale_files;
   report.orphans_removed += scan.removed;
   report.problems.insert(report.problems.end(), temps.begin(), temps.end());
+  // A process killed while making stats/counters or stats/checks leaves its
+  // staged file (never read): swept with the temps, at least 10 s old.
+  if (repair == Repair::yes && m.stats_fd) {
+    for (const auto& name : store::sweep_staged_shared_files(
+             m.stats_fd.get(), std::max<std::int64_t>(10, m.options.stale_temp_age.count()))) {
+      ++report.orphans;
+      ++report.orphans_removed;
+      report.problems.push_back("v1/stats/" + name + ": staged file of a writer that was killed; removed");
+    }
+  }
   return report;
 }
 

@@ -70,7 +70,7 @@ util::Fd open_subdir(int parent_fd, const char* name, mode_t mode, int& err, boo
     err = errno;
     return {};
   }
-  if (created && io::fchmod(fd.get(), mode) != 0) {
+  if (created && parent != ParentDir::made_now_mode_exact && io::fchmod(fd.get(), mode) != 0) {
     err = errno;  // never leave a directory with umask-dependent modes in use
     return {};
   }

@@ -7,7 +7,8 @@
 //
 // and is written in full when created (no holes: a store into a hole of a
 // full filesystem would SIGBUS), then linked in place, so a reader never maps
-// a partial file. It is not fsynced: after a crash a file that is empty,
+// a partial file. A missing file is mapped from the descriptor it was
+// written through before it is linked (not reopened). It is not fsynced: after a crash a file that is empty,
 // short or zeroed fails the size or header check and is rebuilt. Thread-safety: the functions are thread-safe.
 #pragma once
 
@@ -17,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kcache::store {
 
@@ -49,6 +51,13 @@ MappedSharedFile map_shared_file(int dir_fd, const SharedFileFormat& format, mod
 // it could not be written or mapped.
 MappedSharedFile replace_shared_file(int dir_fd, const SharedFileFormat& format, mode_t mode, std::string image,
                                      std::size_t replaced_flag_offset);
+
+// Removes the staged files (".<name>-<suffix>.tmp") that a process killed
+// while making a stats file left in `dir_fd`: one that is a second link of
+// the file it made, or whose mtime is at least `min_age_s` seconds old (a
+// live maker links and unlinks its own within microseconds). Returns their
+// names.
+std::vector<std::string> sweep_staged_shared_files(int dir_fd, std::int64_t min_age_s);
 
 // Unmaps what map_shared_file returned.
 void unmap_shared_file(void* data, const SharedFileFormat& format) noexcept;
