@@ -486,6 +486,12 @@ private:
         m_tk_first.push_back(n.front() == '/' ? k_no_first : id_of(m_first_ids, &m_first_names, n.substr(0, n.find('/'))));
       }
     }
+    if (m_tk_names.empty()) {
+      // No toolkit header reached yet: no name to be shadowed, so no user
+      // directory is stat'ed, listed or recorded for it (a source that
+      // includes nothing keys by its bytes alone).
+      return {};
+    }
     std::vector<std::string> dirs;
     for (const auto& d : m_in.include_dirs) {
       if (!m_dirs_in_toolkit.contains(d)) {
