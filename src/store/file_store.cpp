@@ -1,6 +1,6 @@
 // store/file_store.cpp: FileStore open, remove, list, stats. The format is
 // docs/on-disk-format.md; reads are in file_store_read.cpp, puts in
-// file_store_write.cpp, maintenance in file_store_maintenance.cpp.
+// file_store_write.cpp, maintenance in file_store_maintenance.cpp and file_store_verify.cpp.
 #include "kcache/file_store.hpp"
 
 #include <sys/file.h>

@@ -2,8 +2,8 @@
 // file_store.cpp (open, remove, list, stats), file_store_read.cpp (get and the
 // passport memo), file_store_write.cpp (put: staging, publishing),
 // file_store_support.cpp (helpers the others share), file_payload.cpp
-// (payload checks) and file_store_maintenance.cpp (eviction, verify, prune,
-// clear, sweeping).
+// (payload checks), file_store_verify.cpp (verify) and
+// file_store_maintenance.cpp (eviction, prune, clear, sweeping).
 #pragma once
 
 #include <sys/stat.h>
