@@ -259,6 +259,17 @@ TEST(HeaderManifest, AChangedDirectoryIsListedOnlyWhereItsNamesAreMany) {
   EXPECT_FALSE(manifest_still_applies(m)) << "a name of the small directory appeared";
 }
 
+// A scan of `source` (which must outlive it) as `dir`/k.cu with include directory `inc`, its
+// manifests under `dir`/memo.
+ScanInput scan_input(const fs::path& dir, std::string_view source, const std::string& inc) {
+  ScanInput in;
+  in.source = source;
+  in.program_name = (dir / "k.cu").string();
+  in.include_dirs = {inc};
+  in.memo_dir = dir / "memo";
+  return in;
+}
+
 // A directory recorded with no names (nothing was looked up in it) stands
 // for which directory the path names: it applies while that is the same
 // directory, whatever is written in it or however recently, and not once
@@ -302,11 +313,7 @@ TEST(HeaderScanner, AnIncludeDirectoryNothingWasLookedUpInDoesNotRescan) {
   test::TempDir tmp;
   const auto inc = (tmp.path() / "inc").string();
   fs::create_directories(inc);
-  ScanInput in;
-  in.source = "extern \"C\" __global__ void k(int* p) { *p = 1; }\n";
-  in.program_name = (tmp.path() / "k.cu").string();
-  in.include_dirs = {inc};
-  in.memo_dir = tmp.path() / "memo";
+  const ScanInput in = scan_input(tmp.path(), "extern \"C\" __global__ void k(int* p) { *p = 1; }\n", inc);
   auto first = scan_headers(in);
   ASSERT_TRUE(first);
   EXPECT_FALSE(first->reused);
@@ -570,12 +577,7 @@ TEST(HeaderScanner, SecondScanReusesTheManifestAndSeesAnEdit) {
   fs::create_directories(inc);
   test::write_file(inc + "/a.h", "#include \"b.h\"\n");
   test::write_file(inc + "/b.h", "#define B 1\n");
-  ScanInput in;
-  const std::string src = "#include <a.h>\n";
-  in.source = src;
-  in.program_name = (tmp.path() / "k.cu").string();
-  in.include_dirs = {inc};
-  in.memo_dir = tmp.path() / "memo";
+  const ScanInput in = scan_input(tmp.path(), "#include <a.h>\n", inc);
   auto first = scan_headers(in);
   ASSERT_TRUE(first);
   EXPECT_FALSE(first->reused);
