@@ -330,6 +330,39 @@ TEST(HeaderScanner, AnIncludeDirectoryNothingWasLookedUpInDoesNotRescan) {
   EXPECT_FALSE(third->reused) << "another directory: scanned again";
 }
 
+// A manifest that would record nothing (a source that includes nothing) is
+// not written: the next scan reads the source alone and finds the same. A
+// source with an include has its manifest.
+TEST(HeaderScanner, ASourceThatIncludesNothingWritesNoManifest) {
+  test::TempDir tmp;
+  const auto inc = (tmp.path() / "inc").string();
+  fs::create_directories(inc);
+  test::write_file(inc + "/a.h", "#define A 1\n");
+  const auto files_under = [](const fs::path& d) {
+    std::size_t n = 0;
+    for (const auto& e : fs::recursive_directory_iterator(d)) {
+      n += e.is_regular_file() ? 1 : 0;
+    }
+    return n;
+  };
+  ScanInput bare = scan_input(tmp.path() / "bare", "extern \"C\" __global__ void k(int* p) { *p = 1; }\n", inc);
+  bare.include_dirs.clear();  // an include directory is recorded (which one it is)
+  fs::create_directories(bare.memo_dir);
+  auto first = scan_headers(bare);
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->headers.empty());
+  EXPECT_EQ(files_under(bare.memo_dir), 0u) << "nothing to remember";
+  forget_scan_memos();
+  auto again = scan_headers(bare);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->headers.empty());
+  EXPECT_EQ(again->headers_list, first->headers_list);
+  const ScanInput with = scan_input(tmp.path() / "with", "#include <a.h>\n", inc);
+  fs::create_directories(with.memo_dir);
+  ASSERT_TRUE(scan_headers(with));
+  EXPECT_GE(files_under(with.memo_dir), 1u) << "a manifest for the source with an include";
+}
+
 // A lookup copies the name records unparsed and reads a directory's own
 // records only when its identity changed; they decide as a whole parse does.
 // Directories `tmp`/d1 (must lack a.h and b.h) and `tmp`/d2 (must lack c.h),
