@@ -155,6 +155,16 @@ struct HeaderManifest {
   std::vector<std::pair<std::size_t, std::size_t>> name_ranges;
 };
 
+// Whether `m` records nothing a later scan could use: no header, no
+// directory, no verdict, nothing about the program name, nothing looked up
+// (a source that includes nothing, compiled without -I). Such a manifest is
+// not written: a scan of the source alone costs less than writing and
+// reading it (compile/header_scanner.cpp). Names every field a scan fills.
+inline bool records_nothing(const HeaderManifest& m) {
+  return m.headers.empty() && m.dirs.empty() && m.not_cacheable.empty() && m.name_directory_seen.empty() &&
+         m.file_macros.empty() && m.looked_up.empty();
+}
+
 // Whether every identity recorded in `m` is still the same on disk (a
 // directory whose identity changed still applies when its names are as
 // recorded). `trusted_dirs`, when given, has one flag per dir of `m`: a

@@ -192,13 +192,7 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
   // zero, so such a header is re-read next time, and the others are not.
   auto shared = std::make_shared<const HeaderManifest>(std::move(m));
   ScanResult result = result_of(shared, false);
-  // A manifest that records nothing (no header, no directory, no verdict: a
-  // source that includes nothing) would spare only a scan of the source
-  // itself, which is cheaper than writing it (two files) and reading it.
-  const bool records_something = !shared->headers.empty() || !shared->dirs.empty() ||
-                                 !shared->not_cacheable.empty() || !shared->name_directory_seen.empty() ||
-                                 !shared->file_macros.empty() || !shared->looked_up.empty();
-  if (!input.memo_dir.empty() && records_something) {
+  if (!input.memo_dir.empty() && !records_nothing(*shared)) {
     const std::string roots =
         roots_key(input, req.source_directives(), shared->looked_up, req.predefined_id(with_predefined));
     for (const auto& dir : {input.memo_dir, user_headers_dir(input)}) {

@@ -35,19 +35,18 @@ void fill_image(const SharedFileFormat& format, std::string& image) {
   std::memcpy(image.data() + 12, &format.count, 4);
 }
 
-// Writes a fresh, fully allocated file and links it in place. With `replace`,
-// a damaged file is replaced; otherwise an existing file (another process's)
-// wins.
 std::string temp_name_for(const SharedFileFormat& format) {
   return std::string(".") + format.name + "-" + util::temp_suffix() + ".tmp";
 }
 
 // Creates the temporary file `tmp` holding `image` (with `format`'s header),
-// fully allocated and synced. Returns false (and removes it) on failure.
-bool write_temp(int dir_fd, const std::string& tmp, const SharedFileFormat& format, mode_t mode, std::string& image) {
-  util::Fd fd(util::io::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
+// fully allocated, and returns it open read-write; empty (and `tmp` removed)
+// on failure.
+util::Fd write_temp(int dir_fd, const std::string& tmp, const SharedFileFormat& format, mode_t mode,
+                    std::string& image) {
+  util::Fd fd(util::io::openat(dir_fd, tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
   if (!fd) {
-    return false;
+    return fd;
   }
   fill_image(format, image);
   // No fsync: write() has allocated every block (so a store through the
@@ -56,17 +55,20 @@ bool write_temp(int dir_fd, const std::string& tmp, const SharedFileFormat& form
   // rebuilt like any damaged file. The words are updated through the mapping
   // and never synced either. An fsync here cost 1-8 ms in every new cache
   // directory (docs/performance.md, "Process start").
-  const bool ok = util::io::fchmod(fd.get(), mode) == 0 && util::io::write_all(fd.get(), image) == 0;
-  if (!ok) {
+  if (util::io::fchmod(fd.get(), mode) != 0 || util::io::write_all(fd.get(), image) != 0) {
     util::io::unlinkat(dir_fd, tmp.c_str(), 0);
+    return {};
   }
-  return ok;
+  return fd;
 }
 
+// Writes a fresh, fully allocated file and links it in place. With `replace`,
+// a damaged file is replaced; otherwise an existing file (another process's)
+// wins.
 bool create_file(int dir_fd, const SharedFileFormat& format, mode_t mode, bool replace) {
   const std::string tmp = temp_name_for(format);
   std::string image;
-  bool ok = write_temp(dir_fd, tmp, format, mode, image);
+  bool ok = static_cast<bool>(write_temp(dir_fd, tmp, format, mode, image));
   if (ok) {
     ok = replace ? util::io::renameat(dir_fd, tmp.c_str(), dir_fd, format.name) == 0
                  : (util::io::linkat(dir_fd, tmp.c_str(), dir_fd, format.name, 0) == 0 || errno == EEXIST);
@@ -75,10 +77,10 @@ bool create_file(int dir_fd, const SharedFileFormat& format, mode_t mode, bool r
   return ok;
 }
 
-// Makes `format.name` (absent a moment ago): the staged file is opened
-// read-write, written in full, mapped from that same descriptor and linked
-// in place; the mapping is returned, so the linked file is neither reopened
-// nor stat-ed (3 system calls fewer than create_file + map_file in every new
+// Makes `format.name` (absent a moment ago): the staged file is written in
+// full, mapped from the descriptor it was written through and linked in
+// place; the mapping is returned, so the linked file is neither reopened nor
+// stat-ed (3 system calls fewer than create_file + map_file in every new
 // cache directory). Null when it could not be made or another process linked
 // its file first (errno EEXIST: map that one). An unnamed file (O_TMPFILE)
 // linked once written would save the staged name's unlink too, but costs
@@ -86,17 +88,12 @@ bool create_file(int dir_fd, const SharedFileFormat& format, mode_t mode, bool r
 // machine, docs/performance.md "A new cache directory").
 void* create_mapped(int dir_fd, const SharedFileFormat& format, mode_t mode) {
   const std::string tmp = temp_name_for(format);
-  util::Fd fd(util::io::openat(dir_fd, tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
+  std::string image;
+  const util::Fd fd = write_temp(dir_fd, tmp, format, mode, image);
   if (!fd) {
     return nullptr;
   }
-  std::string image;
-  fill_image(format, image);
-  // Written in full, not fsynced: see write_temp.
-  void* p = MAP_FAILED;
-  if (util::io::fchmod(fd.get(), mode) == 0 && util::io::write_all(fd.get(), image) == 0) {
-    p = ::mmap(nullptr, format.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  }
+  void* p = ::mmap(nullptr, format.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   int err = EIO;
   if (p != MAP_FAILED && util::io::linkat(dir_fd, tmp.c_str(), dir_fd, format.name, 0) != 0) {
     err = errno;
