@@ -21,16 +21,10 @@ for i in $(seq 1 "$N"); do
   wb=$(XDG_CACHE_HOME=$T/user tc "$B" child kcache $K $((8500+i)) 1 $T/warm-b)
   echo "$p $na $nb $wa $wb"
 done > "$T/rounds"
-python3 - "$T/rounds" "$K" <<'PY'
-import statistics as st, sys
-rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if len(l.split()) == 5]
-med = [st.median(c) for c in zip(*rows)]
-print("%s, %d rounds, medians (ms CPU): plain %.2f | new dir A %.2f B %.2f | warm dir A %.2f B %.2f"
-      % (sys.argv[2], len(rows), *med))
-for name, j in (("new dir, A", 1), ("new dir, B", 2), ("warm dir, A", 3), ("warm dir, B", 4)):
-    d = [r[j] - r[0] for r in rows]
-    q = st.quantiles(d, n=4)
-    print("  %-12s cost over plain: median %+.2f ms (%.1f %% of plain), quartiles %+.2f .. %+.2f"
-          % (name, st.median(d), 100 * st.median(d) / med[0], q[0], q[2]))
-PY
+here=$(cd "$(dirname "$0")/.." && pwd)
+python3 "$here/bench/paired_summary.py" "$T/rounds" medians "$K"
+python3 "$here/bench/paired_summary.py" "$T/rounds" cpu 1 2 "new dir, A"
+python3 "$here/bench/paired_summary.py" "$T/rounds" cpu 1 3 "new dir, B"
+python3 "$here/bench/paired_summary.py" "$T/rounds" cpu 1 4 "warm dir, A"
+python3 "$here/bench/paired_summary.py" "$T/rounds" cpu 1 5 "warm dir, B"
 rm -rf "$T"

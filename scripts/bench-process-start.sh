@@ -126,24 +126,11 @@ sleep 2.5
 "$work/paired_runs" "$cold_runs" --warmup=5 "${specs[@]}" >"$pairs"
 # Columns of $pairs: wall and CPU (us) of each spec, in the order above.
 # summary OFF_WALL_COL ON_WALL_COL [OFF_LABEL ON_LABEL]: medians and the paired differences
-# (ON minus OFF) with their quartiles.
+# (ON minus OFF) with their quartiles and a 95 % bootstrap confidence interval of the
+# median (bench/paired_summary.py): the interval, not the quartiles, says whether a
+# median is known to be under a target.
 summary() {
-  awk -v o="$1" -v n="$2" -v ol="${3:-cache off}" -v nl="${4:-cache on (empty dir)}" '
-    function sorted_at(a, cnt, q,   i, j, t) {
-      for (i = 2; i <= cnt; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-      return a[int((cnt - 1) * q + 1.5)]
-    }
-    { ow[NR] = $o; nw[NR] = $n; oc[NR] = $(o + 1); nc[NR] = $(n + 1)
-      dw[NR] = ($n - $o) * 100 / $o; dc[NR] = $(n + 1) - $(o + 1); dcp[NR] = ($(n + 1) - $(o + 1)) * 100 / $(o + 1) }
-    END {
-      printf "%s %d us (CPU %d us), %s %d us (CPU %d us); ", ol, sorted_at(ow, NR, 0.5), sorted_at(oc, NR, 0.5), \
-        nl, sorted_at(nw, NR, 0.5), sorted_at(nc, NR, 0.5)
-      printf "difference, median of the paired differences [quartiles]: wall %+.2f%% [%+.2f, %+.2f], ", \
-        sorted_at(dw, NR, 0.5), sorted_at(dw, NR, 0.25), sorted_at(dw, NR, 0.75)
-      printf "CPU %+d us [%+d, %+d] = %+.2f%% [%+.2f, %+.2f]\n", \
-        sorted_at(dc, NR, 0.5), sorted_at(dc, NR, 0.25), sorted_at(dc, NR, 0.75), \
-        sorted_at(dcp, NR, 0.5), sorted_at(dcp, NR, 0.25), sorted_at(dcp, NR, 0.75)
-    }' "$pairs"
+  python3 bench/paired_summary.py "$pairs" wall "$1" "$2" "${3:-cache off}" "${4:-cache on (empty dir)}"
 }
 KCACHE_DIR=$work/cold-du "$kcache" compile "${cold_args[@]}" -o "$work/out/du.cubin" >/dev/null
 printf 'kcache cold trivial compile (%d rounds): %s' "$cold_runs" "$(summary 1 3)"
