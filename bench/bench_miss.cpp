@@ -35,6 +35,7 @@
 //
 // `strace -f -c -e trace=newfstatat,statx,stat,lstat` around one child gives
 // the stat calls per miss (docs/performance-jit.md, "Misses over large header trees").
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -248,6 +249,14 @@ std::vector<double> run_child(const std::string& mode, const std::string& kind, 
   return v;
 }
 
+// CPU time (user + system) of the children waited for so far, in ms.
+double children_cpu_ms() {
+  rusage ru{};
+  ::getrusage(RUSAGE_CHILDREN, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -340,25 +349,51 @@ int main(int argc, char** argv) {
     // A child that stops early (an error, a kernel that unexpectedly hit)
     // would make its side look fast: every child must report its figures.
     bool failed = false;
-    auto timed = [&](const std::string& mode, bool one_process) {
+    // All n kernels in one process, each side.
+    auto timed = [&](const std::string& mode) {
       const std::string cache = (dir / ("program" + std::to_string(serial++))).string();
       const auto t = Clock::now();
-      if (one_process) {
-        failed = run_child(mode, "cupy", 0, n, cache)[0] < 0 || failed;
-      } else {
-        for (int i = 0; i < n; ++i) {
-          failed = run_child(mode, "cupy", i, 1, cache)[0] < 0 || failed;
-        }
-      }
+      failed = run_child(mode, "cupy", 0, n, cache)[0] < 0 || failed;
       return us_since(t) / 1e3;
     };
-    const double plain1 = timed("plain", true);
-    const double kc1 = timed("kcache", true);
-    const double plainn = timed("plain", false);
-    const double kcn = timed("kcache", false);
+    const double plain1 = timed("plain");
+    const double kc1 = timed("kcache");
+    // n processes each side, paired: kernel i by plain NVRTC and through
+    // kcache one after the other (which goes first alternates), so the
+    // machine's load moves both sides alike; wall and CPU (the children's
+    // rusage: each child and the shell that starts it, alike on both sides).
+    const std::string cache = (dir / ("program" + std::to_string(serial++))).string();
+    double plainn = 0;
+    double kcn = 0;
+    double plainn_cpu = 0;
+    double kcn_cpu = 0;
+    std::vector<double> extra_cpu;  // per kernel: kcache's process less plain's (ms)
+    auto one = [&](const std::string& mode, int i, double& wall, double& cpu) {
+      const double c0 = children_cpu_ms();
+      const auto t = Clock::now();
+      failed = run_child(mode, "cupy", i, 1, mode == "plain" ? "" : cache)[0] < 0 || failed;
+      wall += us_since(t) / 1e3;
+      const double c = children_cpu_ms() - c0;
+      cpu += c;
+      return c;
+    };
+    for (int i = 0; i < n; ++i) {
+      double p = 0;
+      double k = 0;
+      if (i % 2 == 0) {
+        p = one("plain", i, plainn, plainn_cpu);
+        k = one("kcache", i, kcn, kcn_cpu);
+      } else {
+        k = one("kcache", i, kcn, kcn_cpu);
+        p = one("plain", i, plainn, plainn_cpu);
+      }
+      extra_cpu.push_back(k - p);
+    }
     std::printf("cupy program, %d kernels: one process plain %.0f ms, kcache %.0f ms (%.2fx); "
-                "%d processes plain %.0f ms, kcache %.0f ms (%.2fx)\n",
-                n, plain1, kc1, kc1 / plain1, n, plainn, kcn, kcn / plainn);
+                "%d processes (paired) plain %.0f ms, kcache %.0f ms (%.2fx), CPU %.0f vs %.0f ms (%.3fx), "
+                "kcache's CPU per process: median %+.2f ms\n",
+                n, plain1, kc1, kc1 / plain1, n, plainn, kcn, kcn / plainn, plainn_cpu, kcn_cpu,
+                kcn_cpu / plainn_cpu, median(extra_cpu));
     if (failed) {
       std::printf("cupy program: a child failed (see stderr above): these figures are not comparable\n");
     }
