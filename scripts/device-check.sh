@@ -148,6 +148,13 @@ costs() {
   cupy_inc=$(python3 -c 'import cupy, os; print(os.path.join(os.path.dirname(cupy.__file__), "_core", "include"))')
   KCACHE_BENCH_CUPY=$cupy_inc step bench_miss 300 "$dev/bin/bench_miss" "${miss[@]}"
   grep -v '^$' "$out/bench_miss.log" | tail -24 | tee -a "$summary"
+
+  section "issue 23: what a header stat costs here, and on 1-16 threads (bench/stat_floor.c)"
+  if cc -O2 -pthread -o "$out/stat_floor" bench/stat_floor.c; then
+    find "$cupy_inc" -type f | sort > "$out/cupy_headers.txt"
+    step stat_floor 120 "$out/stat_floor" "$out/cupy_headers.txt" 30 16
+    tail -2 "$out/stat_floor.log" | tee -a "$summary"
+  fi
 }
 
 probe
