@@ -35,8 +35,9 @@ std::int64_t now_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// Reads `path` (a regular file that exists) and fills `entry`.
-Result<void> load(const std::string& path, ManifestHeader& entry) {
+// Reads `path` (a regular file that exists) and fills `entry`; `bytes` is
+// the caller's buffer, reused for every header of a scan.
+Result<void> load(const std::string& path, ManifestHeader& entry, std::string& bytes) {
   for (int attempt = 0; attempt < 3; ++attempt) {
     util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) {
@@ -46,7 +47,6 @@ Result<void> load(const std::string& path, ManifestHeader& entry) {
     if (::fstat(fd.get(), &before) != 0) {
       return make_errno_error(errno, "stat header " + path);
     }
-    std::string bytes;
     bytes.resize(static_cast<std::size_t>(before.st_size));
     std::size_t got = 0;
     while (got < bytes.size()) {
@@ -448,7 +448,7 @@ private:
       return f;
     }
     auto h = std::make_shared<ManifestHeader>();
-    if (auto r = load(path, *h); !r) {
+    if (auto r = load(path, *h, m_read_buffer); !r) {
       return tl::unexpected(r.error());
     }
     Facts f = std::move(h);
@@ -731,6 +731,7 @@ private:
   std::vector<std::string> m_first_names;  // by id
   std::set<std::string> m_tk_seen;
   HeaderManifest m_manifest;
+  std::string m_read_buffer;  // load()'s, for every header read
 };
 
 }  // namespace

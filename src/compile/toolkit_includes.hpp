@@ -53,6 +53,9 @@ struct ToolkitIncludes {
   std::vector<MacroDefinition> raw_defines;
   // The toolkit's definitions of `name`; null when it has none. Thread-safe.
   const std::vector<MacroDefinition>* find_define(std::string_view name) const;
+  // Takes `table` (raw_defines, each added in order) as the index
+  // find_define() would build; a scan has built it already. No effect once indexed.
+  void adopt_index(MacroTable table);
 
 private:
   mutable std::once_flag m_indexed;
