@@ -8,9 +8,11 @@
 #include <cerrno>
 #include <ctime>
 #include <deque>
+#include <future>
 #include <map>
 #include <memory>
 #include <set>
+#include <system_error>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -135,6 +137,9 @@ public:
         f.includes.push_back({p, false, false});
       }
       add_defines(f.defines);
+      if (!f.includes.empty()) {
+        read_toolkit_ahead();
+      }
       m_work.push_back({std::move(f.includes), dir_ids(m_main_dirs), m_in.program_name});
     }
     // Every in-memory header is scanned, reached or not: NVRTC gives it to
@@ -554,8 +559,32 @@ private:
   }
 
   void load_toolkit() {
+    if (!m_toolkit && m_toolkit_ahead.valid()) {
+      m_toolkit = m_toolkit_ahead.get();
+    }
     if (!m_toolkit) {
       m_toolkit = toolkit_includes(m_in.toolkit_root, m_in.toolkit_fingerprint, m_in.user_memo_dir, m_in.memo_dir);
+    }
+  }
+
+  // Starts load_toolkit()'s read on a thread of its own, where a toolkit
+  // include directory is on the search path (its headers are then almost
+  // surely reached) and this process does not hold that toolkit yet: a first
+  // use reads the toolkit's ~2 000 headers (or its memo) while this thread
+  // reads the user's. The result is toolkit_includes()'s either way; a scan
+  // that never needs it waits for the thread when it ends.
+  void read_toolkit_ahead() {
+    if (m_dirs_in_toolkit.empty() || m_toolkit_ahead.valid() ||
+        !toolkit_includes_worth_prefetching(m_in.toolkit_root, m_in.toolkit_fingerprint)) {
+      return;
+    }
+    try {
+      m_toolkit_ahead = std::async(std::launch::async, [root = m_in.toolkit_root, fingerprint = m_in.toolkit_fingerprint,
+                                                        user = m_in.user_memo_dir, memo = m_in.memo_dir] {
+        return toolkit_includes(root, fingerprint, user, memo);
+      });
+    } catch (const std::system_error&) {
+      // No thread to be had: load_toolkit() reads it on this one.
     }
   }
 
@@ -732,6 +761,8 @@ private:
   std::set<std::string> m_tk_seen;
   HeaderManifest m_manifest;
   std::string m_read_buffer;  // load()'s, for every header read
+  // read_toolkit_ahead()'s read; last, so that it is waited for before any other member goes.
+  std::future<std::shared_ptr<const ToolkitIncludes>> m_toolkit_ahead;
 };
 
 }  // namespace

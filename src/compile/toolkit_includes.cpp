@@ -196,13 +196,24 @@ IncludesMemo& includes_memo() {
   return *m;
 }
 
+std::string toolkit_id(const fs::path& root, const std::string& fingerprint) {
+  return util::sha256_hex("kcache-toolkit-includes-1\n" + root.string() + "\n" + fingerprint);
+}
+
 }  // namespace
+
+bool toolkit_includes_worth_prefetching(const fs::path& root, const std::string& fingerprint) {
+  IncludesMemo& m = includes_memo();
+  const std::string id = toolkit_id(root, fingerprint);
+  std::unique_lock lock(m.mutex, std::try_to_lock);
+  return lock.owns_lock() && !m.known.contains(id);
+}
 
 std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, const std::string& fingerprint,
                                                         const fs::path& memo_dir, const fs::path& fallback_dir) {
   IncludesMemo& m = includes_memo();
   auto* memo = &m.known;
-  const std::string id = util::sha256_hex("kcache-toolkit-includes-1\n" + root.string() + "\n" + fingerprint);
+  const std::string id = toolkit_id(root, fingerprint);
   std::lock_guard lock(m.mutex);  // one scan per toolkit, even with many threads asking at once
   if (const auto it = memo->find(id); it != memo->end()) {
     return it->second;

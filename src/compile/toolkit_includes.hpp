@@ -82,6 +82,12 @@ std::shared_ptr<const ToolkitIncludes> toolkit_includes(const std::filesystem::p
                                                         const std::filesystem::path& memo_dir,
                                                         const std::filesystem::path& fallback_dir = {});
 
+// Whether calling toolkit_includes() for `root` and `fingerprint` on a
+// thread of its own would read anything: false when this process holds that
+// toolkit already, or another thread is reading a toolkit now (it may be this
+// one). Never blocks. Thread-safe.
+bool toolkit_includes_worth_prefetching(const std::filesystem::path& root, const std::string& fingerprint);
+
 // Forgets the toolkits scanned in this process (the memo files are read
 // again on next use); for tests and benchmarks that act as a new process.
 void forget_toolkit_includes();
