@@ -65,6 +65,10 @@ struct Request {
   std::string family;
   std::optional<std::vector<FamilyMember>> members;
   std::optional<FileDirectives> source;
+  // The probe a scan without NVRTC's predefined macros started for the scan
+  // with them that follows it (scan_with_manifest()); waited for when the
+  // request's scans end.
+  PredefinedProbeAhead ahead;
 
   const std::vector<FamilyMember>& members_of_family() {
     if (!members) {
@@ -181,9 +185,15 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
       }
     }
   }
-  auto scanned = scan_closure(input, previous.get(), with_predefined);
+  std::vector<std::string> ask_ahead;
+  auto scanned = scan_closure(input, previous.get(), with_predefined, &ask_ahead);
   if (!scanned) {
     return tl::unexpected(scanned.error());
+  }
+  if (!ask_ahead.empty() && input.predefined != nullptr) {
+    // The scan with them comes next (scan_headers()): NVRTC answers while
+    // this one's manifest is written and the next one walks the tree again.
+    req.ahead = ask_predefined_ahead(*input.predefined, ask_ahead);
   }
   HeaderManifest& m = *scanned;
   m.input = key;
@@ -221,7 +231,7 @@ void finish(ScanResult& r, const std::shared_ptr<const HeaderManifest>& used, co
 }  // namespace
 
 Result<ScanResult> scan_headers(const ScanInput& input) {
-  Request req{input, current_directory(), {}, std::nullopt, std::nullopt};
+  Request req{input, current_directory(), {}, std::nullopt, std::nullopt, {}};
   req.family = family_key(input, req.cwd);
   std::shared_ptr<const HeaderManifest> used;
   const std::string key = manifest_key(input, req.cwd);
