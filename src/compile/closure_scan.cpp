@@ -609,13 +609,15 @@ private:
 
   // Starts load_toolkit()'s read on a thread of its own, where a toolkit
   // include directory is on the search path (its headers are then almost
-  // surely reached) and this process does not hold that toolkit yet: a first
-  // use reads the toolkit's ~2 000 headers (or its memo) while this thread
-  // reads the user's. The result is toolkit_includes()'s either way; a scan
-  // that never needs it waits for the thread when it ends.
+  // surely reached) and it is worth a thread
+  // (toolkit_includes_worth_prefetching(): in a single-threaded program,
+  // only a first use, which reads the toolkit's ~2 000 headers while this
+  // thread reads the user's). The result is toolkit_includes()'s either way;
+  // a scan that never needs it waits for the thread when it ends.
   void read_toolkit_ahead() {
     if (m_dirs_in_toolkit.empty() || m_toolkit_ahead.valid() ||
-        !toolkit_includes_worth_prefetching(m_in.toolkit_root, m_in.toolkit_fingerprint)) {
+        !toolkit_includes_worth_prefetching(m_in.toolkit_root, m_in.toolkit_fingerprint, m_in.user_memo_dir,
+                                            m_in.memo_dir)) {
       return;
     }
     try {

@@ -16,6 +16,7 @@
 #include "compile/scan_memos.hpp"
 #include "compile/working_directory.hpp"
 #include "util/sha256.hpp"
+#include "util/single_threaded.hpp"
 
 namespace kcache::jit {
 
@@ -213,9 +214,11 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
   // A scan that ends for want of NVRTC's predefined macros is followed by
   // one with them (scan_headers()): its manifest (a note that it needs them,
   // in no family) and the directory listings are written on a thread of
-  // their own while that scan runs.
+  // their own while that scan runs, where the process has threads already
+  // (a probe started ahead is one; util/single_threaded.hpp).
   const bool followed = !with_predefined && input.predefined != nullptr &&
-                        shared->not_cacheable.rfind(k_needs_predefined, 0) == 0;
+                        shared->not_cacheable.rfind(k_needs_predefined, 0) == 0 &&
+                        (req.ahead.started() || !util::process_is_single_threaded());
   std::vector<std::filesystem::path> manifest_dirs;
   if (!input.memo_dir.empty() && !records_nothing(*shared)) {
     const std::string roots =

@@ -12,6 +12,7 @@
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
+#include "util/single_threaded.hpp"
 
 namespace kcache::jit {
 
@@ -200,13 +201,30 @@ std::string toolkit_id(const fs::path& root, const std::string& fingerprint) {
   return util::sha256_hex("kcache-toolkit-includes-1\n" + root.string() + "\n" + fingerprint);
 }
 
+std::string memo_file_name(const std::string& id) { return "toolkit-" + id.substr(0, 32); }
+
 }  // namespace
 
-bool toolkit_includes_worth_prefetching(const fs::path& root, const std::string& fingerprint) {
+bool toolkit_includes_worth_prefetching(const fs::path& root, const std::string& fingerprint, const fs::path& memo_dir,
+                                        const fs::path& fallback_dir) {
   IncludesMemo& m = includes_memo();
   const std::string id = toolkit_id(root, fingerprint);
-  std::unique_lock lock(m.mutex, std::try_to_lock);
-  return lock.owns_lock() && !m.known.contains(id);
+  {
+    std::unique_lock lock(m.mutex, std::try_to_lock);
+    if (!lock.owns_lock() || m.known.contains(id)) {
+      return false;
+    }
+  }
+  if (!util::process_is_single_threaded()) {
+    return true;
+  }
+  for (const fs::path* dir : {&memo_dir, &fallback_dir}) {
+    struct stat st {};
+    if (!dir->empty() && ::lstat((*dir / memo_file_name(id)).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, const std::string& fingerprint,
@@ -220,7 +238,7 @@ std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, co
   }
   std::optional<Raw> raw;
   const MemoPlaces places{memo_dir, fallback_dir};
-  const std::string file = "toolkit-" + id.substr(0, 32);
+  const std::string file = memo_file_name(id);
   if (!places.empty()) {
     if (const auto text = read_memo_file(places, file, k_max_memo_bytes)) {
       raw = parse(*text);

@@ -82,11 +82,16 @@ std::shared_ptr<const ToolkitIncludes> toolkit_includes(const std::filesystem::p
                                                         const std::filesystem::path& memo_dir,
                                                         const std::filesystem::path& fallback_dir = {});
 
-// Whether calling toolkit_includes() for `root` and `fingerprint` on a
-// thread of its own would read anything: false when this process holds that
-// toolkit already, or another thread is reading a toolkit now (it may be this
-// one). Never blocks. Thread-safe.
-bool toolkit_includes_worth_prefetching(const std::filesystem::path& root, const std::string& fingerprint);
+// Whether calling toolkit_includes() for `root` and `fingerprint` (and the
+// same memo directories) on a thread of its own is worth a thread: false when
+// this process holds that toolkit already, another thread is reading a
+// toolkit now (it may be this one), or the process has had one thread only
+// and a memo file of that toolkit exists (reading it is not worth making
+// every later stdio call lock: util/single_threaded.hpp); true where the
+// toolkit's headers must be read. Never blocks. Thread-safe.
+bool toolkit_includes_worth_prefetching(const std::filesystem::path& root, const std::string& fingerprint,
+                                        const std::filesystem::path& memo_dir,
+                                        const std::filesystem::path& fallback_dir = {});
 
 // Forgets the toolkits scanned in this process (the memo files are read
 // again on next use); for tests and benchmarks that act as a new process.

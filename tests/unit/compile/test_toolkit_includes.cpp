@@ -13,6 +13,7 @@
 #include "support/files.hpp"
 #include "support/temp_dir.hpp"
 #include "util/sha256.hpp"
+#include "util/single_threaded.hpp"
 
 namespace kcache::jit {
 namespace {
@@ -105,13 +106,24 @@ TEST_F(ToolkitIncludesTest, AMemoOfAnotherVersionOrDamagedIsScannedAgainAndRewri
   }
 }
 
-TEST_F(ToolkitIncludesTest, WorthPrefetchingUntilTheProcessHoldsTheToolkit) {
-  EXPECT_TRUE(toolkit_includes_worth_prefetching(root, "fp"));
-  ASSERT_NE(toolkit_includes(root, "fp", {}), nullptr);
-  EXPECT_FALSE(toolkit_includes_worth_prefetching(root, "fp"));
-  EXPECT_TRUE(toolkit_includes_worth_prefetching(root, "another fingerprint"));
+// A read ahead is worth a thread while the process does not hold the
+// toolkit; in a process that never had a second thread, only where no memo
+// file of the toolkit exists (the headers themselves must be read).
+TEST_F(ToolkitIncludesTest, WorthPrefetchingUntilTheProcessHoldsTheToolkitAndOnlyAFirstUseInOneThread) {
+  EXPECT_TRUE(toolkit_includes_worth_prefetching(root, "fp", memo));
+  ASSERT_NE(toolkit_includes(root, "fp", memo), nullptr);
+  ASSERT_TRUE(fs::is_regular_file(memo_file()));
+  EXPECT_FALSE(toolkit_includes_worth_prefetching(root, "fp", memo)) << "held by the process";
+  EXPECT_TRUE(toolkit_includes_worth_prefetching(root, "another fingerprint", memo)) << "no memo file of that one";
   forget_toolkit_includes();
-  EXPECT_TRUE(toolkit_includes_worth_prefetching(root, "fp"));
+  // The memo file exists, in the user's directory or in the fallback.
+  const bool threads = !util::process_is_single_threaded();
+  EXPECT_EQ(toolkit_includes_worth_prefetching(root, "fp", memo), threads);
+  EXPECT_EQ(toolkit_includes_worth_prefetching(root, "fp", tmp.path() / "empty", memo), threads);
+  EXPECT_TRUE(toolkit_includes_worth_prefetching(root, "fp", tmp.path() / "empty"));
+  fs::remove(memo_file());
+  fs::create_symlink(tmp.path() / "cuda" / "include" / "a.h", memo_file());
+  EXPECT_TRUE(toolkit_includes_worth_prefetching(root, "fp", memo)) << "a symlink is no memo file";
 }
 
 }  // namespace
