@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -620,13 +621,31 @@ private:
                                             m_in.memo_dir)) {
       return;
     }
+    // The result is handed over as soon as it is known; the thread goes on
+    // to write the memo file (joined when the scan ends). A result that
+    // cannot be had (an exception on the thread) is null: load_toolkit()
+    // then reads it on this thread.
+    std::promise<std::shared_ptr<const ToolkitIncludes>> promise;
+    m_toolkit_ahead = promise.get_future();
     try {
-      m_toolkit_ahead = std::async(std::launch::async, [root = m_in.toolkit_root, fingerprint = m_in.toolkit_fingerprint,
-                                                        user = m_in.user_memo_dir, memo = m_in.memo_dir] {
-        return toolkit_includes(root, fingerprint, user, memo);
+      m_toolkit_thread = std::jthread([promise = std::move(promise), root = m_in.toolkit_root,
+                                       fingerprint = m_in.toolkit_fingerprint, user = m_in.user_memo_dir,
+                                       memo = m_in.memo_dir]() mutable {
+        bool handed = false;
+        auto hand = [&](const std::shared_ptr<const ToolkitIncludes>& t) {
+          if (!handed) {
+            handed = true;
+            promise.set_value(t);
+          }
+        };
+        try {
+          hand(toolkit_includes(root, fingerprint, user, memo, hand));
+        } catch (...) {
+          hand(nullptr);
+        }
       });
     } catch (const std::system_error&) {
-      // No thread to be had: load_toolkit() reads it on this one.
+      m_toolkit_ahead = {};  // no thread to be had: load_toolkit() reads it on this one
     }
   }
 
@@ -804,8 +823,10 @@ private:
   std::set<std::string> m_tk_seen;
   HeaderManifest m_manifest;
   std::string m_read_buffer;  // load()'s, for every header read
-  // read_toolkit_ahead()'s read; last, so that it is waited for before any other member goes.
+  // read_toolkit_ahead()'s result, and its thread: last, so that it is
+  // joined before any other member goes.
   std::future<std::shared_ptr<const ToolkitIncludes>> m_toolkit_ahead;
+  std::jthread m_toolkit_thread;
 };
 
 }  // namespace

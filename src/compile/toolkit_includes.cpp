@@ -24,7 +24,8 @@ constexpr std::string_view k_magic = "kcache-toolkit-includes 2\n";
 constexpr std::size_t k_max_memo_bytes = 64u << 20;
 
 void put_str(std::string& out, std::string_view s) {
-  out += std::to_string(s.size());
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, s.size()).ptr);
   out += ':';
   out += s;
 }
@@ -97,9 +98,23 @@ std::optional<Raw> parse(std::string_view t) {
   return raw;
 }
 
-std::string serialize(const Raw& raw) {
-  std::string out(k_magic);
-  for (const auto& [file, names] : raw.names_of) {
+std::string serialize(const std::map<std::string, std::vector<std::string>, std::less<>>& names_of,
+                      const std::vector<MacroDefinition>& defines) {
+  constexpr std::size_t k_room = 32;  // a record's words and length prefixes
+  std::size_t size = k_magic.size() + k_room;
+  for (const auto& [file, names] : names_of) {
+    size += k_room + file.size();
+    for (const auto& n : names) {
+      size += k_room + n.size();
+    }
+  }
+  for (const auto& d : defines) {
+    size += k_room + d.name.size() + d.params.size() + d.body.size();
+  }
+  std::string out;
+  out.reserve(size);
+  out += k_magic;
+  for (const auto& [file, names] : names_of) {
     out += "file ";
     put_str(out, file);
     out += '\n';
@@ -109,7 +124,7 @@ std::string serialize(const Raw& raw) {
       out += '\n';
     }
   }
-  for (const auto& d : raw.defines) {
+  for (const auto& d : defines) {
     out += d.function_like ? "def f " : "def o ";
     put_str(out, d.name);
     out += ' ';
@@ -228,11 +243,12 @@ bool toolkit_includes_worth_prefetching(const fs::path& root, const std::string&
 }
 
 std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, const std::string& fingerprint,
-                                                        const fs::path& memo_dir, const fs::path& fallback_dir) {
+                                                        const fs::path& memo_dir, const fs::path& fallback_dir,
+                                                        const ToolkitReady& ready) {
   IncludesMemo& m = includes_memo();
   auto* memo = &m.known;
   const std::string id = toolkit_id(root, fingerprint);
-  std::lock_guard lock(m.mutex);  // one scan per toolkit, even with many threads asking at once
+  std::unique_lock lock(m.mutex);  // one scan per toolkit, even with many threads asking at once
   if (const auto it = memo->find(id); it != memo->end()) {
     return it->second;
   }
@@ -244,17 +260,22 @@ std::shared_ptr<const ToolkitIncludes> toolkit_includes(const fs::path& root, co
       raw = parse(*text);
     }
   }
-  if (!raw) {
+  const bool scanned = !raw;
+  if (scanned) {
     raw = scan_toolkit(root);
-    if (!places.empty()) {
-      const std::string text = serialize(*raw);
-      if (text.size() <= k_max_memo_bytes) {
-        (void)write_memo_file(places, file, text);
-      }
-    }
   }
   auto t = build(*raw);
   (*memo)[id] = t;
+  lock.unlock();  // the memo file is written with the result known to every thread
+  if (scanned && !places.empty()) {
+    if (ready) {
+      ready(t);
+    }
+    const std::string text = serialize(t->names_of, t->raw_defines);
+    if (text.size() <= k_max_memo_bytes) {
+      (void)write_memo_file(places, file, text);
+    }
+  }
   return t;
 }
 
