@@ -157,8 +157,35 @@ public:
         }
       }
     }
-    if (auto r = run_rounds(); !r) {
-      return r;
+    for (int round = 0; round < 1000; ++round) {
+      while (!m_work.empty()) {
+        Work w = std::move(m_work.front());
+        m_work.pop_front();
+        for (const auto& d : w.directives) {
+          if (auto r = resolve(d, w.includer_dirs, w.where); !r) {
+            return r;
+          }
+        }
+      }
+      if (auto r = check_shadows(); !r) {
+        return r;
+      }
+      const auto version = m_table_version;
+      if (m_work.empty()) {
+        expand_computed();
+      }
+      // Predefined macros added by expand_computed() expand everything again.
+      if (!m_manifest.not_cacheable.empty()) {
+        break;
+      }
+      if (m_work.empty() && m_tk_pending.empty() && version == m_table_version) {
+        // A fixed point with identifiers taken as undefined that nobody has
+        // asked NVRTC about yet: one probe for all of them (not one per round).
+        // Their answers can only add definitions: expand again if they did.
+        if (m_pending.empty() || !ask_pending() || version == m_table_version) {
+          break;
+        }
+      }
     }
     if (!m_pending.empty() && m_manifest.not_cacheable.empty()) {
       // Never a result with identifiers taken as undefined unasked.
@@ -181,38 +208,6 @@ public:
   }
 
   HeaderManifest& manifest() { return m_manifest; }
-
-  // scan_closure()'s `ask_ahead`. REQUIRES: run() succeeded. Goes on, after
-  // a scan without NVRTC's predefined macros that ended for want of them, as
-  // a scan with them (`in.predefined`) would, up to its first probe: the
-  // identifiers it would ask then. The manifest stays as run() left it; a
-  // failure on the way ends the search. Empty for any other scan.
-  std::vector<std::string> ask_ahead() {
-    std::vector<std::string> out;
-    if (m_with_predefined || m_in.predefined == nullptr ||
-        m_manifest.not_cacheable.rfind(k_needs_predefined, 0) != 0) {
-      return out;
-    }
-    HeaderManifest result = std::move(m_manifest);
-    m_manifest = HeaderManifest{};
-    // The expansion that stopped the scan put the identifiers it would ask
-    // into m_asked and nothing else (every one before it asked nothing):
-    // expand everything again, asking as a scan with them does.
-    m_asked.clear();
-    for (auto& c : m_computed) {
-      c.expanded_at = 0;
-    }
-    m_with_predefined = true;
-    m_up_to_first_probe = true;
-    (void)run_rounds();
-    for (const auto& [name, where] : m_pending) {
-      if (out.size() < k_max_ask_ahead) {
-        out.push_back(name);
-      }
-    }
-    m_manifest = std::move(result);
-    return out;
-  }
 
 private:
   // Directories and include names are numbered once per scan: a candidate
@@ -282,41 +277,6 @@ private:
         ++m_table_version;
       }
     }
-  }
-
-  // Follows includes round after round to a fixed point (run()).
-  Result<void> run_rounds() {
-    for (int round = 0; round < 1000; ++round) {
-      while (!m_work.empty()) {
-        Work w = std::move(m_work.front());
-        m_work.pop_front();
-        for (const auto& d : w.directives) {
-          if (auto r = resolve(d, w.includer_dirs, w.where); !r) {
-            return r;
-          }
-        }
-      }
-      if (auto r = check_shadows(); !r) {
-        return r;
-      }
-      const auto version = m_table_version;
-      if (m_work.empty()) {
-        expand_computed();
-      }
-      // Predefined macros added by expand_computed() expand everything again.
-      if (!m_manifest.not_cacheable.empty()) {
-        break;
-      }
-      if (m_work.empty() && m_tk_pending.empty() && version == m_table_version) {
-        // A fixed point with identifiers taken as undefined that nobody has
-        // asked NVRTC about yet: one probe for all of them (not one per round).
-        // Their answers can only add definitions: expand again if they did.
-        if (m_pending.empty() || m_up_to_first_probe || !ask_pending() || version == m_table_version) {
-          break;
-        }
-      }
-    }
-    return {};
   }
 
   // A stamp too recent to trust is kept as zero, which never matches.
@@ -776,7 +736,6 @@ private:
   std::string m_toolkit_root;
   std::int64_t m_now;
   bool m_with_predefined;
-  bool m_up_to_first_probe = false;  // ask_ahead(): stop where the first probe would run
   std::set<std::string> m_looked_up;  // by every expansion of a computed include (the family's roots)
   std::set<std::string> m_asked;  // identifiers whose predefinition is known (or being asked)
   std::map<std::string, std::string> m_pending;  // not asked yet (taken as undefined): name -> where it was looked up
@@ -831,14 +790,10 @@ private:
 
 }  // namespace
 
-Result<HeaderManifest> scan_closure(const ScanInput& in, const HeaderManifest* previous, bool with_predefined,
-                                    std::vector<std::string>* ask_ahead) {
+Result<HeaderManifest> scan_closure(const ScanInput& in, const HeaderManifest* previous, bool with_predefined) {
   ClosureScan scan(in, previous, with_predefined);
   if (auto r = scan.run(); !r) {
     return tl::unexpected(r.error());
-  }
-  if (ask_ahead != nullptr) {
-    *ask_ahead = scan.ask_ahead();
   }
   return std::move(scan.manifest());
 }

@@ -37,13 +37,7 @@ inline const std::filesystem::path& listings_dir(const ScanInput& in) {
 // `in.predefined` are definitions too; without it, a computed include that uses
 // one makes `not_cacheable` start with k_needs_predefined.
 // The manifest's `input` is left empty. Fails only with io when a file that
-// exists cannot be read. `ask_ahead` (may be null): where a scan without
-// `with_predefined` ends for want of them, the identifiers a scan with them
-// may ask NVRTC about (identifiers_within_reach() of the computed includes
-// met, those NVRTC may predefine), to start that probe ahead
-// (ask_predefined_ahead()); a guess, at most k_max_ask_ahead of them.
-inline constexpr std::size_t k_max_ask_ahead = 512;
-Result<HeaderManifest> scan_closure(const ScanInput& in, const HeaderManifest* previous, bool with_predefined,
-                                    std::vector<std::string>* ask_ahead = nullptr);
+// exists cannot be read.
+Result<HeaderManifest> scan_closure(const ScanInput& in, const HeaderManifest* previous, bool with_predefined);
 
 }  // namespace kcache::jit

@@ -69,10 +69,6 @@ struct Request {
   std::string family;
   std::optional<std::vector<FamilyMember>> members;
   std::optional<FileDirectives> source;
-  // The probe a scan without NVRTC's predefined macros started for the scan
-  // with them that follows it (scan_with_manifest()); waited for when the
-  // request's scans end.
-  PredefinedProbeAhead ahead;
   // The files of a scan written on a thread of their own (scan_with_manifest()).
   std::future<void> writing;
 
@@ -191,15 +187,9 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
       }
     }
   }
-  std::vector<std::string> ask_ahead;
-  auto scanned = scan_closure(input, previous.get(), with_predefined, &ask_ahead);
+  auto scanned = scan_closure(input, previous.get(), with_predefined);
   if (!scanned) {
     return tl::unexpected(scanned.error());
-  }
-  if (!ask_ahead.empty() && input.predefined != nullptr) {
-    // The scan with them comes next (scan_headers()): NVRTC answers while
-    // this one's manifest is written and the next one walks the tree again.
-    req.ahead = ask_predefined_ahead(*input.predefined, ask_ahead);
   }
   HeaderManifest& m = *scanned;
   m.input = key;
@@ -215,10 +205,10 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
   // one with them (scan_headers()): its manifest (a note that it needs them,
   // in no family) and the directory listings are written on a thread of
   // their own while that scan runs, where the process has threads already
-  // (a probe started ahead is one; util/single_threaded.hpp).
+  // (util/single_threaded.hpp; a first use's toolkit read ahead is one).
   const bool followed = !with_predefined && input.predefined != nullptr &&
                         shared->not_cacheable.rfind(k_needs_predefined, 0) == 0 &&
-                        (req.ahead.started() || !util::process_is_single_threaded());
+                        !util::process_is_single_threaded();
   std::vector<std::filesystem::path> manifest_dirs;
   if (!input.memo_dir.empty() && !records_nothing(*shared)) {
     const std::string roots =
@@ -267,7 +257,7 @@ void finish(ScanResult& r, const std::shared_ptr<const HeaderManifest>& used, co
 }  // namespace
 
 Result<ScanResult> scan_headers(const ScanInput& input) {
-  Request req{input, current_directory(), {}, std::nullopt, std::nullopt, {}, {}};
+  Request req{input, current_directory(), {}, std::nullopt, std::nullopt, {}};
   req.family = family_key(input, req.cwd);
   std::shared_ptr<const HeaderManifest> used;
   const std::string key = manifest_key(input, req.cwd);

@@ -29,25 +29,6 @@ std::map<std::string, Answers>& memo() {
   static auto* m = new std::map<std::string, Answers>();  // NOLINT: process lifetime
   return *m;
 }
-// The probes started ahead and still owned, by context id (under g_mutex).
-std::map<std::string, std::shared_future<void>>& ahead() {
-  static auto* m = new std::map<std::string, std::shared_future<void>>();  // NOLINT: process lifetime
-  return *m;
-}
-
-// Waits for the probe started ahead in context `id`, if one is.
-void wait_for_ahead(const std::string& id) {
-  std::shared_future<void> done;
-  {
-    std::lock_guard lock(g_mutex);
-    const auto it = ahead().find(id);
-    if (it == ahead().end()) {
-      return;
-    }
-    done = it->second;
-  }
-  done.wait();
-}
 
 bool identifier(std::string_view s) {
   if (s.empty() || (s.front() >= '0' && s.front() <= '9')) {
@@ -233,7 +214,6 @@ Answers known_answers(const PredefinedContext& context, const std::vector<std::s
     }
     return m;
   };
-  wait_for_ahead(context.id);
   std::unique_lock lock(g_mutex);
   Answers known = memo()[context.id];
   lock.unlock();
@@ -265,81 +245,6 @@ std::map<std::string, PredefinedAnswer> remembered_predefined(const PredefinedCo
   return out;
 }
 
-namespace {
-
-// Writes `known` (every answer known in `context`) to the memo file.
-void save_answers(const PredefinedContext& context, const Answers& known) {
-  const MemoPlaces places{context.memo_dir, context.fallback_dir};
-  if (!places.empty()) {
-    const std::string text = serialize(known);
-    if (text.size() <= k_max_file_bytes) {
-      (void)write_memo_file(places, memo_file_name(context), text);
-    }
-  }
-}
-
-}  // namespace
-
-PredefinedProbeAhead& PredefinedProbeAhead::operator=(PredefinedProbeAhead&& other) noexcept {
-  if (this != &other) {
-    wait();
-    m_id = std::move(other.m_id);
-    m_done = std::move(other.m_done);
-  }
-  return *this;
-}
-
-PredefinedProbeAhead::~PredefinedProbeAhead() { wait(); }
-
-void PredefinedProbeAhead::wait() noexcept {
-  if (!m_done.valid()) {
-    return;
-  }
-  m_done.wait();
-  std::lock_guard lock(g_mutex);
-  ahead().erase(m_id);
-  m_done = {};
-}
-
-PredefinedProbeAhead ask_predefined_ahead(const PredefinedContext& context, const std::vector<std::string>& names) {
-  PredefinedProbeAhead out;
-  std::vector<std::string> askable;
-  for (const auto& n : names) {
-    if (identifier(n)) {
-      askable.push_back(n);
-    }
-  }
-  std::vector<std::string> ask;
-  Answers known = known_answers(context, askable, ask);
-  if (ask.empty()) {
-    return out;
-  }
-  std::lock_guard lock(g_mutex);
-  if (ahead().contains(context.id)) {
-    return out;
-  }
-  try {
-    out.m_done = std::async(std::launch::async, [context, ask = std::move(ask), known = std::move(known)]() mutable {
-                   auto fresh = probe(context, ask);
-                   if (!fresh) {
-                     return;  // asked again, and reported, by the scan that needs it
-                   }
-                   {
-                     std::lock_guard inner(g_mutex);
-                     Answers copy = *fresh;
-                     memo()[context.id].merge(copy);
-                   }
-                   known.merge(*fresh);
-                   save_answers(context, known);
-                 }).share();
-  } catch (const std::system_error&) {
-    return out;  // no thread to be had: the scan asks when it must
-  }
-  out.m_id = context.id;
-  ahead()[context.id] = out.m_done;
-  return out;
-}
-
 Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedContext& context,
                                                                const std::vector<std::string>& names) {
   for (const auto& n : names) {
@@ -347,6 +252,7 @@ Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedC
       return make_error(ErrorCode::unsupported, "'" + n + "' is not an identifier kcache can ask NVRTC about");
     }
   }
+  const MemoPlaces places{context.memo_dir, context.fallback_dir};
   std::vector<std::string> ask;
   Answers known = known_answers(context, names, ask);
   if (!ask.empty()) {
@@ -355,7 +261,12 @@ Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedC
       return tl::unexpected(fresh.error());
     }
     known.merge(*fresh);
-    save_answers(context, known);
+    if (!places.empty()) {
+      const std::string text = serialize(known);
+      if (text.size() <= k_max_file_bytes) {
+        (void)write_memo_file(places, memo_file_name(context), text);
+      }
+    }
   }
   std::map<std::string, PredefinedAnswer> out;
   for (const auto& n : names) {

@@ -37,7 +37,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <future>
 #include <map>
 #include <string>
 #include <string_view>
@@ -75,38 +74,6 @@ PredefinedContext predefined_context(const std::string& library_identity, const 
 // its probe does not answer every name; the request is then not cacheable.
 Result<std::map<std::string, PredefinedAnswer>> ask_predefined(const PredefinedContext& context,
                                                                const std::vector<std::string>& names);
-
-// A probe started by ask_predefined_ahead(); destroying it waits for the
-// probe to end. Move-only; one owner.
-class PredefinedProbeAhead {
-public:
-  PredefinedProbeAhead() = default;
-  PredefinedProbeAhead(PredefinedProbeAhead&& other) noexcept = default;
-  PredefinedProbeAhead& operator=(PredefinedProbeAhead&& other) noexcept;
-  PredefinedProbeAhead(const PredefinedProbeAhead&) = delete;
-  PredefinedProbeAhead& operator=(const PredefinedProbeAhead&) = delete;
-  ~PredefinedProbeAhead();
-
-  // Whether a probe was started.
-  bool started() const noexcept { return m_done.valid(); }
-
-private:
-  friend PredefinedProbeAhead ask_predefined_ahead(const PredefinedContext&, const std::vector<std::string>&);
-  void wait() noexcept;
-  std::string m_id;
-  std::shared_future<void> m_done;
-};
-
-// Starts one probe, on a thread of its own, of those of `names` that nobody
-// asked yet in `context`, and remembers its answers as ask_predefined() does
-// (in this process and in the memo file). Until it ends, ask_predefined() and
-// remembered_predefined() in `context` wait for it, so a scan that follows
-// asks NVRTC only about what the guess `names` missed. Starts nothing
-// (started() false) when every name is known, a probe started ahead is
-// already running for `context`, or no thread can be had. A probe that fails
-// leaves nothing behind: a later ask_predefined() probes again and reports
-// it. Thread-safe.
-PredefinedProbeAhead ask_predefined_ahead(const PredefinedContext& context, const std::vector<std::string>& names);
 
 // What is already known, without NVRTC, about each of `names` in `context`
 // (in this process or in the memo files); names nobody asked yet are left out.

@@ -167,52 +167,6 @@ TEST(PredefinedMacros, AnswersAreRememberedOnDiskAndADamagedFileIsIgnored) {
   }
 }
 
-// A probe started ahead (ask_predefined_ahead()) is the one probe: what asks
-// the same context after it waits for it and takes its answers, from memory
-// and from the memo file; one already known or already running starts
-// nothing; a failed one leaves nothing, and the ask that follows probes again
-// and reports the failure.
-TEST(PredefinedMacros, AProbeStartedAheadAnswersWhatFollowsAndAFailedOneLeavesNothing) {
-  KCACHE_REQUIRE_TOOLKIT();
-  test::TempDir tmp;
-  forget_predefined_answers();
-  auto id = Toolkit::instance().identify(ToolkitLibrary::nvrtc);
-  auto fp = Toolkit::instance().headers_fingerprint();
-  ASSERT_TRUE(id && fp);
-  const auto context =
-      predefined_context(id->version + "\n" + id->build_id, *fp, {"--gpu-architecture=sm_90"}, tmp.path());
-  const auto probes = predefined_probe_count();
-  {
-    auto ahead = ask_predefined_ahead(context, {"__CUDA_ARCH__", "NOT_PREDEFINED_Y", "not an identifier"});
-    ASSERT_TRUE(ahead.started());
-    EXPECT_FALSE(ask_predefined_ahead(context, {"__CUDA_ARCH__"}).started()) << "one probe ahead per context at a time";
-    const auto known = remembered_predefined(context, {"__CUDA_ARCH__", "NOT_PREDEFINED_Y"});
-    ASSERT_EQ(known.size(), 2u) << "remembered_predefined() waits for the probe ahead";
-    EXPECT_EQ(value(known, "__CUDA_ARCH__"), "900");
-    EXPECT_EQ(value(known, "NOT_PREDEFINED_Y"), "<undefined>");
-    auto asked = ask_predefined(context, {"__CUDA_ARCH__"});
-    ASSERT_TRUE(asked) << asked.error().describe();
-    EXPECT_EQ(predefined_probe_count(), probes + 1);
-  }
-  EXPECT_FALSE(ask_predefined_ahead(context, {"__CUDA_ARCH__", "NOT_PREDEFINED_Y"}).started()) << "known already";
-  forget_predefined_answers();
-  auto from_file = ask_predefined(context, {"NOT_PREDEFINED_Y"});
-  ASSERT_TRUE(from_file) << from_file.error().describe();
-  EXPECT_EQ(predefined_probe_count(), probes + 1) << "the probe ahead wrote the memo file";
-
-  auto failing = context;
-  failing.options = {"--no-such-nvrtc-option"};
-  {
-    auto ahead = ask_predefined_ahead(failing, {"__CUDA_ARCH_LIST__"});
-    EXPECT_TRUE(ahead.started());
-  }
-  EXPECT_EQ(predefined_probe_count(), probes + 2);
-  auto fails = ask_predefined(failing, {"__CUDA_ARCH_LIST__"});
-  ASSERT_FALSE(fails) << "nothing was remembered from the failed probe: asked again";
-  EXPECT_NE(fails.error().message.find("probe"), std::string::npos) << fails.error().message;
-  EXPECT_EQ(predefined_probe_count(), probes + 3);
-}
-
 // For each documented macro that expands to tokens a header name can hold,
 // through the library: the computed include names `m/<value>.h`, which must be
 // in the key (a stale hit otherwise).
