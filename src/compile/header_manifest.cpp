@@ -19,6 +19,7 @@
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "compile/memo_reader.hpp"
+#include "compile/memo_writer.hpp"
 
 namespace kcache::jit {
 
@@ -28,20 +29,6 @@ namespace {
 
 constexpr std::string_view k_magic = "kcache-header-manifest 4 ";
 constexpr std::string_view k_details = "details\n";
-
-// Appends `n` in decimal, with no temporary string.
-template <typename N>
-void put_num(std::string& out, N n) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, n);
-  out.append(buf, r.ptr);
-}
-
-void put_str(std::string& out, std::string_view s) {
-  put_num(out, s.size());
-  out += ':';
-  out += s;
-}
 
 void put_stamp(std::string& out, const FileStamp& s) {
   put_num(out, s.dev);
@@ -571,13 +558,7 @@ std::string serialize_manifest(const HeaderManifest& m) {
       file += '\n';
     }
     for (const auto& d : h.directives.defines) {
-      file += d.function_like ? "def f " : "def o ";
-      put_str(file, d.name);
-      file += ' ';
-      put_str(file, d.params);
-      file += ' ';
-      put_str(file, d.body);
-      file += '\n';
+      put_define(file, d);
     }
   }
   file += "end\n";

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "compile/memo_writer.hpp"
 #include "compile/user_memo.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
@@ -22,13 +23,6 @@ namespace {
 
 constexpr std::string_view k_magic = "kcache-toolkit-includes 2\n";
 constexpr std::size_t k_max_memo_bytes = 64u << 20;
-
-void put_str(std::string& out, std::string_view s) {
-  char buf[24];
-  out.append(buf, std::to_chars(buf, buf + sizeof buf, s.size()).ptr);
-  out += ':';
-  out += s;
-}
 
 bool get_str(std::string_view t, std::size_t& i, std::string& s) {
   std::size_t n = 0;
@@ -125,13 +119,7 @@ std::string serialize(const std::map<std::string, std::vector<std::string>, std:
     }
   }
   for (const auto& d : defines) {
-    out += d.function_like ? "def f " : "def o ";
-    put_str(out, d.name);
-    out += ' ';
-    put_str(out, d.params);
-    out += ' ';
-    put_str(out, d.body);
-    out += '\n';
+    put_define(out, d);
   }
   out += "end\n";
   return out;
