@@ -8,9 +8,12 @@
 #include <cerrno>
 #include <ctime>
 #include <deque>
+#include <future>
 #include <map>
 #include <memory>
 #include <set>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -35,8 +38,9 @@ std::int64_t now_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// Reads `path` (a regular file that exists) and fills `entry`.
-Result<void> load(const std::string& path, ManifestHeader& entry) {
+// Reads `path` (a regular file that exists) and fills `entry`; `bytes` is
+// the caller's buffer, reused for every header of a scan.
+Result<void> load(const std::string& path, ManifestHeader& entry, std::string& bytes) {
   for (int attempt = 0; attempt < 3; ++attempt) {
     util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) {
@@ -46,7 +50,6 @@ Result<void> load(const std::string& path, ManifestHeader& entry) {
     if (::fstat(fd.get(), &before) != 0) {
       return make_errno_error(errno, "stat header " + path);
     }
-    std::string bytes;
     bytes.resize(static_cast<std::size_t>(before.st_size));
     std::size_t got = 0;
     while (got < bytes.size()) {
@@ -135,6 +138,9 @@ public:
         f.includes.push_back({p, false, false});
       }
       add_defines(f.defines);
+      if (!f.includes.empty()) {
+        read_toolkit_ahead();
+      }
       m_work.push_back({std::move(f.includes), dir_ids(m_main_dirs), m_in.program_name});
     }
     // Every in-memory header is scanned, reached or not: NVRTC gives it to
@@ -448,7 +454,7 @@ private:
       return f;
     }
     auto h = std::make_shared<ManifestHeader>();
-    if (auto r = load(path, *h); !r) {
+    if (auto r = load(path, *h, m_read_buffer); !r) {
       return tl::unexpected(r.error());
     }
     Facts f = std::move(h);
@@ -554,8 +560,52 @@ private:
   }
 
   void load_toolkit() {
+    if (!m_toolkit && m_toolkit_ahead.valid()) {
+      m_toolkit = m_toolkit_ahead.get();
+    }
     if (!m_toolkit) {
       m_toolkit = toolkit_includes(m_in.toolkit_root, m_in.toolkit_fingerprint, m_in.user_memo_dir, m_in.memo_dir);
+    }
+  }
+
+  // Starts load_toolkit()'s read on a thread of its own, where a toolkit
+  // include directory is on the search path (its headers are then almost
+  // surely reached) and it is worth a thread
+  // (toolkit_includes_worth_prefetching(): in a single-threaded program,
+  // only a first use, which reads the toolkit's ~2 000 headers while this
+  // thread reads the user's). The result is toolkit_includes()'s either way;
+  // a scan that never needs it waits for the thread when it ends.
+  void read_toolkit_ahead() {
+    if (m_dirs_in_toolkit.empty() || m_toolkit_ahead.valid() ||
+        !toolkit_includes_worth_prefetching(m_in.toolkit_root, m_in.toolkit_fingerprint, m_in.user_memo_dir,
+                                            m_in.memo_dir)) {
+      return;
+    }
+    // The result is handed over as soon as it is known; the thread goes on
+    // to write the memo file (joined when the scan ends). A result that
+    // cannot be had (an exception on the thread) is null: load_toolkit()
+    // then reads it on this thread.
+    std::promise<std::shared_ptr<const ToolkitIncludes>> promise;
+    m_toolkit_ahead = promise.get_future();
+    try {
+      m_toolkit_thread = std::jthread([promise = std::move(promise), root = m_in.toolkit_root,
+                                       fingerprint = m_in.toolkit_fingerprint, user = m_in.user_memo_dir,
+                                       memo = m_in.memo_dir]() mutable {
+        bool handed = false;
+        auto hand = [&](const std::shared_ptr<const ToolkitIncludes>& t) {
+          if (!handed) {
+            handed = true;
+            promise.set_value(t);
+          }
+        };
+        try {
+          hand(toolkit_includes(root, fingerprint, user, memo, hand));
+        } catch (...) {
+          hand(nullptr);
+        }
+      });
+    } catch (const std::system_error&) {
+      m_toolkit_ahead = {};  // no thread to be had: load_toolkit() reads it on this one
     }
   }
 
@@ -731,6 +781,11 @@ private:
   std::vector<std::string> m_first_names;  // by id
   std::set<std::string> m_tk_seen;
   HeaderManifest m_manifest;
+  std::string m_read_buffer;  // load()'s, for every header read
+  // read_toolkit_ahead()'s result, and its thread: last, so that it is
+  // joined before any other member goes.
+  std::future<std::shared_ptr<const ToolkitIncludes>> m_toolkit_ahead;
+  std::jthread m_toolkit_thread;
 };
 
 }  // namespace

@@ -646,12 +646,12 @@ std::vector<IncludeDirective> find_directives(std::string_view text, std::string
   return Scanner(text, computed, false).run();
 }
 
-FileDirectives scan_file(std::string_view text) {
+FileDirectives scan_file(std::string_view text, MainFileTokens tokens) {
   Scanner s(text, nullptr, true);
   FileDirectives out;
   out.includes = s.run();
   out.defines = s.take_defines();
-  out.names_main_file = mentions_main_file_anywhere(text);
+  out.names_main_file = tokens == MainFileTokens::look && mentions_main_file_anywhere(text);
   return out;
 }
 

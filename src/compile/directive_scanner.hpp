@@ -64,8 +64,13 @@ struct FileDirectives {
 // when a directive names no literal file; kcache then cannot know the inputs.
 std::vector<IncludeDirective> find_directives(std::string_view text, std::string* computed);
 
+// Whether scan_file() looks for the tokens that name the main file
+// (FileDirectives::names_main_file; `skip` leaves it false): the toolkit's
+// headers are scanned for their include names only.
+enum class MainFileTokens { look, skip };
+
 // Lists every include-like directive of `text` (computed ones with
 // computed=true and their tokens as the name) and every `#define`.
-FileDirectives scan_file(std::string_view text);
+FileDirectives scan_file(std::string_view text, MainFileTokens tokens = MainFileTokens::look);
 
 } // namespace kcache::jit

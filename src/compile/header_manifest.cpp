@@ -19,6 +19,7 @@
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "compile/memo_reader.hpp"
+#include "compile/memo_writer.hpp"
 
 namespace kcache::jit {
 
@@ -29,16 +30,20 @@ namespace {
 constexpr std::string_view k_magic = "kcache-header-manifest 4 ";
 constexpr std::string_view k_details = "details\n";
 
-void put_str(std::string& out, std::string_view s) {
-  out += std::to_string(s.size());
-  out += ':';
-  out += s;
+void put_stamp(std::string& out, const FileStamp& s) {
+  put_num(out, s.dev);
+  out += ' ';
+  put_num(out, s.ino);
+  out += ' ';
+  put_num(out, s.size);
+  out += ' ';
+  put_num(out, s.mtime_ns);
+  out += ' ';
+  put_num(out, s.ctime_ns);
 }
 
-void put_stamp(std::string& out, const FileStamp& s) {
-  out += std::to_string(s.dev) + ' ' + std::to_string(s.ino) + ' ' + std::to_string(s.size) + ' ' +
-         std::to_string(s.mtime_ns) + ' ' + std::to_string(s.ctime_ns);
-}
+// Room for a record: its fixed words, numbers and length prefixes.
+constexpr std::size_t k_record_room = 128;
 
 // Reads a directory's name records (`block`: its part of the names block);
 // nothing when they are malformed or out of order.
@@ -451,19 +456,51 @@ bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* tr
 }
 
 std::string serialize_manifest(const HeaderManifest& m) {
+  // Every part is sized before it is written: a manifest of CuPy's tree is
+  // ~1 MB, and growing it by doubling cost more than writing it (each large
+  // allocation first consolidates the heap a scan left full of small blocks).
+  std::size_t block_size = 0;
+  std::size_t identity_size = 2 * k_record_room + m.input.size() + m.not_cacheable.size() + m.name_directory_seen.size();
+  std::size_t details_size = k_details.size() + k_record_room;
+  for (const auto& h : m.headers) {
+    identity_size += k_record_room + h.sha256.size() + h.path.size();
+    details_size += k_record_room + h.path.size();
+    for (const auto& i : h.directives.includes) {
+      details_size += k_record_room + i.name.size();
+    }
+    for (const auto& d : h.directives.defines) {
+      details_size += k_record_room + d.name.size() + d.params.size() + d.body.size();
+    }
+  }
+  for (const auto& d : m.dirs) {
+    identity_size += k_record_room + d.path.size();
+    for (const auto& [name, what] : d.names) {
+      block_size += k_record_room / 4 + name.size();
+    }
+  }
+  for (const auto& f : m.file_macros) {
+    identity_size += k_record_room + f.size();
+  }
   std::string out;  // the identity first: its length opens the file
-  out += "input " + m.input + "\n";
-  out += "list " + (m.list.size() == 64 ? m.list : header_list_digest(m.headers)) + "\n";
+  out.reserve(identity_size + block_size);
+  out += "input ";
+  out += m.input;
+  out += "\nlist ";
+  out += m.list.size() == 64 ? m.list : header_list_digest(m.headers);
+  out += '\n';
   for (const auto& h : m.headers) {
     out += "header ";
     put_stamp(out, h.stamp);
-    out += ' ' + h.sha256 + ' ';
+    out += ' ';
+    out += h.sha256;
+    out += ' ';
     put_str(out, h.path);
     out += '\n';
   }
   // The name records of every directory, one block: a lookup copies it
   // unparsed, and reads a directory's part only when its identity changed.
   std::string block;
+  block.reserve(block_size);
   for (const auto& d : m.dirs) {
     const std::size_t at = block.size();
     for (const auto& [name, what] : d.names) {
@@ -476,7 +513,11 @@ std::string serialize_manifest(const HeaderManifest& m) {
     put_stamp(out, d.stamp);
     out += ' ';
     put_str(out, d.path);
-    out += ' ' + std::to_string(at) + ' ' + std::to_string(block.size() - at) + '\n';
+    out += ' ';
+    put_num(out, at);
+    out += ' ';
+    put_num(out, block.size() - at);
+    out += '\n';
   }
   if (!m.not_cacheable.empty()) {
     out += "nc ";
@@ -493,34 +534,35 @@ std::string serialize_manifest(const HeaderManifest& m) {
     put_str(out, f);
     out += '\n';
   }
-  out += "names " + std::to_string(block.size()) + '\n';
+  out += "names ";
+  put_num(out, block.size());
+  out += '\n';
   out += block;
-  out = std::string(k_magic) + std::to_string(out.size()) + '\n' + out;
-  out += k_details;
+  std::string file;
+  file.reserve(k_magic.size() + k_record_room + out.size() + details_size);
+  file += k_magic;
+  put_num(file, out.size());
+  file += '\n';
+  file += out;
+  file += k_details;
   for (const auto& h : m.headers) {
-    out += "fact ";
-    put_str(out, h.path);
-    out += '\n';
+    file += "fact ";
+    put_str(file, h.path);
+    file += '\n';
     if (h.directives.names_main_file) {
-      out += "loc\n";
+      file += "loc\n";
     }
     for (const auto& i : h.directives.includes) {
-      out += i.computed ? "inc c " : (i.angled ? "inc a " : "inc q ");
-      put_str(out, i.name);
-      out += '\n';
+      file += i.computed ? "inc c " : (i.angled ? "inc a " : "inc q ");
+      put_str(file, i.name);
+      file += '\n';
     }
     for (const auto& d : h.directives.defines) {
-      out += d.function_like ? "def f " : "def o ";
-      put_str(out, d.name);
-      out += ' ';
-      put_str(out, d.params);
-      out += ' ';
-      put_str(out, d.body);
-      out += '\n';
+      put_define(file, d);
     }
   }
-  out += "end\n";
-  return out;
+  file += "end\n";
+  return file;
 }
 
 namespace {

@@ -1,9 +1,12 @@
 #include "compile/header_scanner.hpp"
 
 #include <algorithm>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include "compile/closure_scan.hpp"
 #include "compile/derivation_memo.hpp"
@@ -13,6 +16,7 @@
 #include "compile/scan_memos.hpp"
 #include "compile/working_directory.hpp"
 #include "util/sha256.hpp"
+#include "util/single_threaded.hpp"
 
 namespace kcache::jit {
 
@@ -65,6 +69,8 @@ struct Request {
   std::string family;
   std::optional<std::vector<FamilyMember>> members;
   std::optional<FileDirectives> source;
+  // The files of a scan written on a thread of their own (scan_with_manifest()).
+  std::future<void> writing;
 
   const std::vector<FamilyMember>& members_of_family() {
     if (!members) {
@@ -192,18 +198,48 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
   // zero, so such a header is re-read next time, and the others are not.
   auto shared = std::make_shared<const HeaderManifest>(std::move(m));
   ScanResult result = result_of(shared, false);
+  if (req.writing.valid()) {
+    req.writing.wait();  // the scan before this one's: its files first
+  }
+  // A scan that ends for want of NVRTC's predefined macros is followed by
+  // one with them (scan_headers()): its manifest (a note that it needs them,
+  // in no family) and the directory listings are written on a thread of
+  // their own while that scan runs, where the process has threads already
+  // (util/single_threaded.hpp; a first use's toolkit read ahead is one).
+  const bool followed = !with_predefined && input.predefined != nullptr &&
+                        shared->not_cacheable.rfind(k_needs_predefined, 0) == 0 &&
+                        !util::process_is_single_threaded();
+  std::vector<std::filesystem::path> manifest_dirs;
   if (!input.memo_dir.empty() && !records_nothing(*shared)) {
     const std::string roots =
         roots_key(input, req.source_directives(), shared->looked_up, req.predefined_id(with_predefined));
     for (const auto& dir : {input.memo_dir, user_headers_dir(input)}) {
       if (!dir.empty()) {
+        if (followed) {
+          manifest_dirs.push_back(dir);  // note_family() keeps no manifest that is not cacheable
+          continue;
+        }
         store_manifest(dir, *shared);
         note_family(dir, req.family, *shared, roots);
       }
     }
     req.members.reset();  // read again when asked
   }
-  save_directory_listings(listings_dir(input));
+  auto write = [shared, manifest_dirs, listings = listings_dir(input)] {
+    for (const auto& dir : manifest_dirs) {
+      store_manifest(dir, *shared);
+    }
+    save_directory_listings(listings);
+  };
+  if (followed) {
+    try {
+      req.writing = std::async(std::launch::async, write);
+    } catch (const std::system_error&) {
+      write();  // no thread to be had
+    }
+  } else {
+    write();
+  }
   remember_manifest(key, shared);
   used = shared;
   return result;
@@ -221,7 +257,7 @@ void finish(ScanResult& r, const std::shared_ptr<const HeaderManifest>& used, co
 }  // namespace
 
 Result<ScanResult> scan_headers(const ScanInput& input) {
-  Request req{input, current_directory(), {}, std::nullopt, std::nullopt};
+  Request req{input, current_directory(), {}, std::nullopt, std::nullopt, {}};
   req.family = family_key(input, req.cwd);
   std::shared_ptr<const HeaderManifest> used;
   const std::string key = manifest_key(input, req.cwd);

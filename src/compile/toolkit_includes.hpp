@@ -31,6 +31,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,9 @@ struct ToolkitIncludes {
   std::vector<MacroDefinition> raw_defines;
   // The toolkit's definitions of `name`; null when it has none. Thread-safe.
   const std::vector<MacroDefinition>* find_define(std::string_view name) const;
+  // Takes `table` (raw_defines, each added in order) as the index
+  // find_define() would build; a scan has built it already. No effect once indexed.
+  void adopt_index(MacroTable table);
 
 private:
   mutable std::once_flag m_indexed;
@@ -69,15 +73,33 @@ void reachable_names(const ToolkitIncludes& toolkit, const std::vector<std::stri
                      const std::vector<std::string>& toolkit_dirs, std::set<std::string>& visited,
                      std::vector<std::string>& names, std::set<std::string>& seen_names);
 
+// Called with a scan's result before its memo file is written.
+using ToolkitReady = std::function<void(const std::shared_ptr<const ToolkitIncludes>&)>;
+
 // The include names and macros of the toolkit at `root` (canonical), whose
 // headers' fingerprint is `fingerprint`. Never fails: an unreadable file is
 // skipped (its names are then not known; the toolkit is the user's own
 // installation). `memo_dir` (per user) and `fallback_dir` (the cache
-// directory's) both empty: remembered in this process only.
+// directory's) both empty: remembered in this process only. Where the
+// toolkit's headers were read (no usable memo file), `ready` (when set) gets
+// the result before the memo file is written, and other threads take it from
+// this process's memory meanwhile.
 std::shared_ptr<const ToolkitIncludes> toolkit_includes(const std::filesystem::path& root,
                                                         const std::string& fingerprint,
                                                         const std::filesystem::path& memo_dir,
-                                                        const std::filesystem::path& fallback_dir = {});
+                                                        const std::filesystem::path& fallback_dir = {},
+                                                        const ToolkitReady& ready = {});
+
+// Whether calling toolkit_includes() for `root` and `fingerprint` (and the
+// same memo directories) on a thread of its own is worth a thread: false when
+// this process holds that toolkit already, another thread is reading a
+// toolkit now (it may be this one), or the process has had one thread only
+// and a memo file of that toolkit exists (reading it is not worth making
+// every later stdio call lock: util/single_threaded.hpp); true where the
+// toolkit's headers must be read. Never blocks. Thread-safe.
+bool toolkit_includes_worth_prefetching(const std::filesystem::path& root, const std::string& fingerprint,
+                                        const std::filesystem::path& memo_dir,
+                                        const std::filesystem::path& fallback_dir = {});
 
 // Forgets the toolkits scanned in this process (the memo files are read
 // again on next use); for tests and benchmarks that act as a new process.

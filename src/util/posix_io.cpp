@@ -153,16 +153,21 @@ int write_all(int fd, std::string_view data) noexcept {
 }
 
 std::optional<std::string> read_small_file(const std::string& path, std::size_t max_size, int open_flags) {
+  std::string bytes;
+  return read_small_file_into(path, max_size, bytes, open_flags) ? std::optional<std::string>(std::move(bytes))
+                                                                 : std::nullopt;
+}
+
+bool read_small_file_into(const std::string& path, std::size_t max_size, std::string& out, int open_flags) {
   const int fd = io::openat(AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC | open_flags);
   if (fd < 0) {
-    return std::nullopt;
+    return false;
   }
-  std::string bytes;
   struct stat st {};
   const bool ok = io::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) <= max_size &&
-                  read_bounded(fd, max_size, bytes, static_cast<std::size_t>(st.st_size)) == 0 && bytes.size() <= max_size;
+                  read_bounded(fd, max_size, out, static_cast<std::size_t>(st.st_size)) == 0 && out.size() <= max_size;
   ::close(fd);
-  return ok ? std::optional<std::string>(std::move(bytes)) : std::nullopt;
+  return ok;
 }
 
 int read_bounded(int fd, std::size_t max_size, std::string& out, std::size_t size_hint) {

@@ -53,6 +53,11 @@ int read_bounded(int fd, std::size_t max_size, std::string& out, std::size_t siz
 // or is larger.
 std::optional<std::string> read_small_file(const std::string& path, std::size_t max_size, int open_flags = 0);
 
+// read_small_file() into `out` (replaced; its allocation is kept, so a
+// caller reading many files reuses one buffer). Returns whether it was read;
+// `out` is unspecified when not.
+bool read_small_file_into(const std::string& path, std::size_t max_size, std::string& out, int open_flags = 0);
+
 // flock() retried on EINTR. Returns 0 or an errno (EWOULDBLOCK with LOCK_NB).
 int lock(int fd, int operation) noexcept;
 

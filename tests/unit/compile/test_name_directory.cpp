@@ -230,6 +230,68 @@ TEST(NameDirectory, MentionsMainFileAnywhereMatchesTheTokensAcrossContinuations)
   EXPECT_FALSE(jit::mentions_main_file_anywhere("const char* f = __FILE__; int __builtin_LINE;"));
 }
 
+// The one-pass search (compile/name_directory.cpp) against four plain
+// searches: each token at every offset of text made of the tokens' own
+// characters (what its skip table reads), whole and split by a
+// backslash-newline at every place; and near-misses (each token less one
+// character) never match.
+TEST(NameDirectory, MentionsMainFileAnywhereFindsEachTokenAtEveryOffsetAndSplit) {
+  const std::vector<std::string> tokens = {"__builtin_FILE", "__builtin_source_location", "source_location",
+                                           "__BASE_FILE__"};
+  const auto reference = [&](std::string t) {
+    for (std::size_t at = t.find('\\'); at != std::string::npos; at = t.find('\\', at)) {
+      if (t.compare(at, 2, "\\\n") == 0) {
+        t.erase(at, 2);
+      } else if (t.compare(at, 3, "\\\r\n") == 0) {
+        t.erase(at, 3);
+      } else {
+        ++at;
+      }
+    }
+    return std::any_of(tokens.begin(), tokens.end(), [&](const std::string& k) { return t.find(k) != std::string::npos; });
+  };
+  const std::string filler = "_E_IL_FIsource_locatBASE__builtin_at_ion__";
+  int checked = 0;
+  for (const auto& token : tokens) {
+    for (std::size_t offset = 0; offset < 40; ++offset) {
+      const std::string before = filler.substr(0, offset % filler.size());
+      const std::string text = before + token + filler.substr(offset % 7);
+      EXPECT_TRUE(jit::mentions_main_file_anywhere(text)) << text;
+      for (std::size_t split = 1; split < token.size(); ++split) {
+        for (const std::string cont : {"\\\n", "\\\r\n"}) {
+          const std::string joined = before + token.substr(0, split) + cont + token.substr(split) + filler.substr(offset % 5);
+          EXPECT_TRUE(jit::mentions_main_file_anywhere(joined)) << joined;
+          ++checked;
+        }
+      }
+      for (std::size_t drop = 0; drop < token.size(); ++drop) {
+        std::string near = token;
+        near.erase(drop, 1);
+        const std::string text2 = before + near + filler.substr(offset % 3);
+        EXPECT_EQ(jit::mentions_main_file_anywhere(text2), reference(text2)) << text2;
+        ++checked;
+      }
+    }
+  }
+  // Pseudo-random text over the tokens' characters: the same answer as the reference.
+  std::uint32_t seed = 12345;
+  const std::string alphabet = "_EILFBASsourcelatinbu\\\n";
+  for (int round = 0; round < 20000; ++round) {
+    std::string text;
+    const std::size_t n = 8 + round % 60;
+    for (std::size_t i = 0; i < n; ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      text += alphabet[(seed >> 16) % alphabet.size()];
+    }
+    if (round % 3 == 0) {
+      text.insert((seed >> 8) % (text.size() + 1), tokens[round % tokens.size()]);
+    }
+    ASSERT_EQ(jit::mentions_main_file_anywhere(text), reference(text)) << text;
+    ++checked;
+  }
+  EXPECT_GT(checked, 20000);
+}
+
 TEST(NameDirectory, CheckFollowsMacrosToAFixedPoint) {
   jit::FileDirectives header;
   header.defines = {{"A", true, "x", "B(x)"}, {"B", true, "y", "C"}, {"C", false, "", "__FILE__"},
