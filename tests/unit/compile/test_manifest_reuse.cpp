@@ -6,17 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
-#include <functional>
-#include <optional>
 #include <thread>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 
 #include "compile/header_scanner.hpp"
-#include "compile/memo_reader.hpp"
 #include "kcache/compiler.hpp"
 #include "support/temp_dir.hpp"
 #include "util/hex.hpp"
