@@ -65,6 +65,7 @@ TESTED_JAX = ("0.10.2", "0.10.2")
 _DOMAIN = "jax"
 _KEY_FORMAT = "1"
 _NOTE_MAGIC = "kcache-jax-note 1"
+_VIEW_MIN_BYTES = 1 << 20
 
 # ---- settings and per-process state -------------------------------------------------------------
 
@@ -290,7 +291,7 @@ class _Interface:
         self._path = pathlib.Path(cache_dir)  # JAX logs it
         self._backend: Any = None  # the last backend seen, for a peek outside a compile
 
-    def get(self, key: str) -> bytes | None:
+    def get(self, key: str) -> bytes | memoryview | None:
         t = _thread_state()
         backend = t.backend if t.backend is not None else self._backend
         store = _the_store()
@@ -319,7 +320,7 @@ class _Interface:
         t.flights[key] = (flight, time.monotonic())
         return None
 
-    def _serve(self, store: Store, got: Any, key: str, t: _Thread, reading: bool) -> tuple[bool, bytes | None]:
+    def _serve(self, store: Store, got: Any, key: str, t: _Thread, reading: bool) -> tuple[bool, bytes | memoryview | None]:
         """(True, the payload to hand JAX), (True, None): compile here without the lease (a note
         says so), or (False, None): a miss, take the lease."""
         after_wait = got.outcome == "hit_after_wait"
@@ -328,7 +329,9 @@ class _Interface:
                 t.served[key] = got.key
                 _count("hits_after_wait" if after_wait else "hits")
                 _count("compile_seconds_saved", got.passport.get("compile_duration_us", 0) / 1e6)
-            payload: bytes = got.payload
+            # A large payload is handed over as a read-only memoryview of the verified bytes,
+            # never copied (JAX decompresses from any bytes-like object).
+            payload: bytes | memoryview = got.view if len(got) >= _VIEW_MIN_BYTES else got.payload
             return True, payload
         if got.kind == NOTE_KIND and _note_applies(got):
             if reading:
