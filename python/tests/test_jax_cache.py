@@ -6,6 +6,7 @@ Skips only when jax cannot be imported and KCACHE_REQUIRE_TOOLKIT is unset."""
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from pathlib import Path
 
@@ -156,6 +157,7 @@ def test_compiles_under_jax_threshold_are_not_stored_and_nobody_waits_for_them(
     jax.clear_caches()
     jax.jit(small)(X8)
     assert len(_jax_keys(jstore)) == 1 and _jax_keys(jstore, kcache.jax.NOTE_KIND) == []
+    assert kcache.jax.stats()["skipped_by_note"] == after["skipped_by_note"]  # it took the key's lease
     jax.clear_caches()
     assert np.array_equal(np.asarray(jax.jit(small)(X8)), want)
     assert xla["n"] == 3 and kcache.jax.stats()["hits"] - after["hits"] == 1
@@ -216,3 +218,26 @@ def test_an_untested_jax_version_with_the_same_internals_is_used_after_one_warni
     finally:
         kcache.jax.uninstall()
         s.close()
+
+
+def test_a_compile_that_raises_gives_its_key_up_at_once(jstore: kcache.Store, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    real = compiler.backend_compile_and_load
+
+    def failing(*a, **k):  # type: ignore[no-untyped-def]
+        raise RuntimeError("XLA ran out of memory (injected)")
+
+    monkeypatch.setattr(compiler, "backend_compile_and_load", failing)
+    with pytest.raises(RuntimeError, match="injected"):
+        jax.jit(small)(X8)
+    # The key's lease went with the error: nothing held, no lock file left for a waiter to wait on.
+    assert kcache.jax._thread_state().flights == {}
+    locks = tmp_path / "cache" / "v1" / "locks"
+    deadline = time.monotonic() + 10  # the flight's own thread lets go of the lock
+    while locks.exists() and list(locks.glob("*.lock")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not locks.exists() or list(locks.glob("*.lock")) == []
+    monkeypatch.setattr(compiler, "backend_compile_and_load", real)
+    jax.clear_caches()
+    jax.jit(small)(X8)
+    assert len(_jax_keys(jstore)) == 1
