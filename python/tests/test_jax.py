@@ -23,18 +23,9 @@ import pytest
 import kcache
 
 from conftest import run_python
+from jax_support import import_jax_or_skip
 
-try:
-    import jax  # noqa: F401
-
-    _missing = None
-except ImportError as e:  # pragma: no cover - depends on the environment
-    _missing = str(e)
-
-if _missing is not None:
-    if os.environ.get("KCACHE_REQUIRE_TOOLKIT"):
-        raise ImportError(f"KCACHE_REQUIRE_TOOLKIT is set but jax cannot be imported: {_missing}")
-    pytest.skip(f"jax is not installed ({_missing}); scripts/python-venv.sh test installs it", allow_module_level=True)
+jax = import_jax_or_skip()
 
 import kcache.jax  # noqa: E402
 
