@@ -117,7 +117,8 @@ class Seams:
             if self._saved is None:
                 self._saved = (cc._cache, cc._cache_initialized)
             cache = interface
-            if self.config.compilation_cache_check_contents.value:
+            check = getattr(self.config, "compilation_cache_check_contents", None)  # jax 0.9 and later
+            if check is not None and check.value and hasattr(cc, "VerificationCache"):
                 cache = cc.VerificationCache(interface)  # JAX's debug check: recompile once, compare
             cc._cache = cache
             cc._cache_initialized = True  # JAX must not open its own directory over ours
@@ -169,12 +170,10 @@ def find() -> Seams | str:
         if fn is None or _params(fn)[: len(expected)] != expected:
             return (f"jax {jax.__version__}'s internals moved: {owners[name].__name__}.{name} is not the function "
                     f"kcache.jax wraps (parameters {', '.join(expected)})")
-    for name in ("_cache", "_cache_initialized", "_cache_initialized_mutex", "VerificationCache",
-                 "put_executable_and_time"):
+    for name in ("_cache", "_cache_initialized", "_cache_initialized_mutex", "put_executable_and_time"):
         if not hasattr(cc, name):
             return f"jax {jax.__version__}'s internals moved: jax._src.compilation_cache.{name} is gone"
-    for name in ("persistent_cache_min_compile_time_secs", "compilation_cache_check_contents",
-                 "raise_persistent_cache_errors"):
+    for name in ("persistent_cache_min_compile_time_secs", "raise_persistent_cache_errors"):
         if not hasattr(config, name):
             return f"jax {jax.__version__}'s internals moved: jax config {name} is gone"
     if not hasattr(distributed, "global_state"):

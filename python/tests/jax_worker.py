@@ -126,7 +126,9 @@ def main() -> int:
         distributed.global_state.process_id = args.process_id
 
     xla = {"n": 0}
-    real_compile = compiler.backend_compile_and_load
+    # XLA's compile, as jax._src.compiler calls it (backend_compile before jax 0.5).
+    compile_name = "backend_compile_and_load" if hasattr(compiler, "backend_compile_and_load") else "backend_compile"
+    real_compile = getattr(compiler, compile_name)
 
     def counting(*a, **k):  # type: ignore[no-untyped-def]
         xla["n"] += 1
@@ -135,7 +137,7 @@ def main() -> int:
             time.sleep(600)
         return real_compile(*a, **k)
 
-    compiler.backend_compile_and_load = counting
+    setattr(compiler, compile_name, counting)
     events = Events()
     if args.ready:
         open(args.ready, "w").close()

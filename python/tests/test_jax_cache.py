@@ -26,19 +26,22 @@ from jax._src import config as jax_config  # noqa: E402
 import kcache.jax  # noqa: E402
 
 jax.config.update("jax_platforms", "cpu")
+# XLA's compile, as jax._src.compiler calls it (backend_compile before jax 0.5).
+_XLA_COMPILE = "backend_compile_and_load" if hasattr(compiler, "backend_compile_and_load") else "backend_compile"
 
 
 @pytest.fixture
 def xla(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts XLA compiles (jax._src.compiler.backend_compile_and_load calls)."""
+    """Counts XLA compiles (calls of jax._src.compiler's compile function)."""
     counts = {"n": 0}
-    real = compiler.backend_compile_and_load
+    name = _XLA_COMPILE
+    real = getattr(compiler, name)
 
     def counting(*a, **k):  # type: ignore[no-untyped-def]
         counts["n"] += 1
         return real(*a, **k)
 
-    monkeypatch.setattr(compiler, "backend_compile_and_load", counting)
+    monkeypatch.setattr(compiler, name, counting)
     return counts
 
 
@@ -214,12 +217,12 @@ def test_an_untested_jax_version_with_the_same_internals_is_used_after_one_warni
 
 def test_a_compile_that_raises_gives_its_key_up_at_once(jstore: kcache.Store, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    real = compiler.backend_compile_and_load
+    real = getattr(compiler, _XLA_COMPILE)
 
     def failing(*a, **k):  # type: ignore[no-untyped-def]
         raise RuntimeError("XLA ran out of memory (injected)")
 
-    monkeypatch.setattr(compiler, "backend_compile_and_load", failing)
+    monkeypatch.setattr(compiler, _XLA_COMPILE, failing)
     with pytest.raises(RuntimeError, match="injected"):
         jax.jit(small)(X8)
     # The key's lease went with the error: nothing held, no lock file left for a waiter to wait on.
@@ -229,7 +232,7 @@ def test_a_compile_that_raises_gives_its_key_up_at_once(jstore: kcache.Store, tm
     while locks.exists() and list(locks.glob("*.lock")) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not locks.exists() or list(locks.glob("*.lock")) == []
-    monkeypatch.setattr(compiler, "backend_compile_and_load", real)
+    monkeypatch.setattr(compiler, _XLA_COMPILE, real)
     jax.clear_caches()
     jax.jit(small)(X8)
     assert len(_jax_keys(jstore)) == 1
