@@ -56,12 +56,13 @@ if TYPE_CHECKING:
 
     from . import Store
 
-__all__ = ["KIND", "NOTE_KIND", "TESTED_JAX", "install", "installed", "stats", "uninstall", "why_unsupported"]
+__all__ = ["KIND", "NOTE_KIND", "TESTED_JAX", "install", "installed", "key_fields", "stats", "uninstall",
+           "why_unsupported"]
 
 KIND = "jax-executable"
 NOTE_KIND = "jax-not-stored"
 # The jax versions whose internals kcache.jax was tested against (oldest, newest); see docs/jax.md.
-TESTED_JAX = ("0.10.2", "0.10.2")
+TESTED_JAX = ("0.4.38", "0.10.2")
 _DOMAIN = "jax"
 _KEY_FORMAT = "1"
 _NOTE_MAGIC = "kcache-jax-note 1"
@@ -83,7 +84,7 @@ def _count(what: str, n: float = 1) -> None:
 
 
 def stats() -> dict[str, float]:
-    """This process's outcomes since install(): what JAX asked and what kcache did.
+    """This process's outcomes: what JAX asked of kcache and what kcache did.
 
     ``hits`` (served from the store), ``hits_after_wait`` (another process
     compiled it while this one waited), ``compiled`` (compiled here and
@@ -366,16 +367,18 @@ class _Interface:
             artifact = _kcache._record_artifact(_DOMAIN, fields, KIND, value, "jax", s.jax_version, "",
                                                 _labels(key, backend), max(1, int(seconds * 1e6)))
             if held is not None:
-                held[0].deliver(store, artifact)
-            elif store.put(artifact) == "already_present":
-                self._replace_note(store, artifact)
+                outcome = held[0].deliver(store, artifact)
+            else:
+                outcome = store.put(artifact)
+                if outcome == "already_present":
+                    self._replace_note(store, artifact)
         except (Error, ValueError, TypeError) as e:
             if held is not None:
                 held[0].abandon()
             _count("errors")
             _warn_once("put", f"cannot store JAX's executable ({e}); it is compiled, not cached")
             return
-        _count("compiled")
+        _count("errors" if outcome == "compiled_only" else "compiled")  # compiled_only: the store said why
 
     @staticmethod
     def _replace_note(store: Store, artifact: Any) -> None:
