@@ -1,13 +1,14 @@
 #include "kcache/compiler.hpp"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
-#include <random>
 
 #include "compile/backends.hpp"
 #include "compile/base_dir.hpp"
@@ -20,6 +21,7 @@
 #include "kcache/compile_options.hpp"
 #include "kcache/toolkit.hpp"
 #include "util/hex.hpp"
+#include "util/random_bytes.hpp"
 #include "util/sha256.hpp"
 #include "util/clock.hpp"
 
@@ -425,11 +427,14 @@ std::int64_t realtime_ns() {
 
 // A key no other request can have, for an artifact compiled outside the cache.
 void make_unique_key(Derived& d) {
-  std::random_device rd;
-  std::string nonce;
-  for (int i = 0; i < 4; ++i) {
-    nonce += std::to_string(rd());
-  }
+  // From getrandom(2), not std::random_device: GCC 12's static libstdc++
+  // implements that with arc4random, which ties the kcache command to glibc
+  // 2.36 (docs/install.md). Should the kernel refuse, the time and the pid
+  // still make the key unique.
+  std::array<std::uint8_t, 16> r{};
+  const std::string nonce = util::random_bytes(r.data(), r.size(), "a key nonce")
+                                ? util::to_hex(r.data(), r.size())
+                                : std::to_string(realtime_ns()) + ":" + std::to_string(::getpid());
   d.key.add("not_cacheable", d.not_cacheable);
   d.key.add("nonce", nonce);
   d.key_value = d.key.key();
