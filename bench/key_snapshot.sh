@@ -8,7 +8,9 @@
 #   diff -r OUT_BEFORE OUT_AFTER          (no output: keys and memos are identical)
 #
 # BUILD_DIR holds bin/kcache (and, when built, lib/kcache/libkcache-interpose.so
-# and bench/run_nvrtc_program: then the interposed NVRTC program runs too).
+# and bench/run_nvrtc_program: then the interposed NVRTC program runs too;
+# KEY_SNAPSHOT_PROGRAM names another run_nvrtc_program, which knows nothing
+# of kcache, for a build that lacks it).
 # INPUTS_DIR (default ${XDG_CACHE_HOME:-~/.cache}/kcache-key-snapshot) holds the
 # requests' sources and CuPy's headers. It must be the same folder, untouched,
 # for both runs: header manifests and directory listings record the stat
@@ -153,9 +155,10 @@ KCACHE_BASE_DIR=$inputs request base_dir_cub "$inputs/corpus/heavy_cub.cu" --tar
 
 # The interposer: an ordinary NVRTC program under `kcache run` (its keys are
 # the entries it leaves; files.txt lists them).
-if [ -x "$build/bench/run_nvrtc_program" ] && [ -f "$build/lib/kcache/libkcache-interpose.so" ]; then
+program=${KEY_SNAPSHOT_PROGRAM:-$build/bench/run_nvrtc_program}
+if [ -x "$program" ] && [ -f "$build/lib/kcache/libkcache-interpose.so" ]; then
   for n in miss hit; do
-    (cd "$inputs" && "$kcache" run -- "$build/bench/run_nvrtc_program" "$inputs/corpus" "$cuda" >/dev/null)
+    (cd "$inputs" && "$kcache" run -- "$program" "$inputs/corpus" "$cuda" >/dev/null)
   done
   echo "== kcache run: run_nvrtc_program over corpus/ (twice)" >>"$keys"
 else
