@@ -22,7 +22,8 @@
 # in a fresh cache directory and a fresh per-user memo directory shared by the
 # whole run (so that later requests meet the memos of earlier ones, as a user's
 # do): every kernel of bench/corpus (PTX, CUBIN and LTO-IR; with -D and name
-# expressions), a CCCL kernel over the toolkit's CCCL, two CuPy kernels over
+# expressions), a CCCL kernel over the toolkit's CCCL and over a copy of it
+# outside the toolkit (as a CCCL checkout is), two CuPy kernels over
 # CuPy's five include folders (the second meets the first one's family), the
 # corpus again under KCACHE_BASE_DIR, and the bench corpus through `kcache run`.
 #
@@ -55,32 +56,36 @@ for f in "$root"/bench/corpus/*.cu; do
     made=1
   fi
 done
-if [ ! -f "$inputs/cccl.cu" ]; then
-  cat >"$inputs/cccl.cu" <<'EOF'
+# put NAME: stdin becomes $inputs/NAME, only where its bytes differ (so that
+# an unchanged input keeps its identity).
+put() {
+  local text
+  text=$(cat)
+  if [ "$(cat "$inputs/$1" 2>/dev/null)" != "$text" ]; then
+    printf '%s\n' "$text" >"$inputs/$1"
+    made=1
+  fi
+}
+put cccl.cu <<'EOF'
 #include <cub/block/block_reduce.cuh>
 #include <cuda/std/limits>
 extern "C" __global__ void cccl_kernel(const int* in, int* out) {
   using Reduce = cub::BlockReduce<int, 128>;
   __shared__ typename Reduce::TempStorage temp;
   const int v = in[blockIdx.x * 128 + threadIdx.x];
-  const int m = Reduce(temp).Reduce(v, cub::Max());
+  const int sum = Reduce(temp).Sum(v);
   if (threadIdx.x == 0) {
-    out[blockIdx.x] = m == cuda::std::numeric_limits<int>::max() ? 0 : m;
+    out[blockIdx.x] = sum == cuda::std::numeric_limits<int>::max() ? 0 : sum;
   }
 }
 EOF
-  made=1
-fi
 for n in 1 2; do
-  if [ ! -f "$inputs/cupy_$n.cu" ]; then
-    cat >"$inputs/cupy_$n.cu" <<EOF
+  put "cupy_$n.cu" <<EOF
 #include <cupy/carray.cuh>
 extern "C" __global__ void cupy_kernel_$n(CArray<float, 1> x, CArray<float, 1> y) {
   CUPY_FOR(i, y.size()) { y[i] = x[i] * $n.5f + 1.0f; }
 }
 EOF
-    made=1
-  fi
 done
 cupy=""
 if [ -f "$inputs/cupy-headers/cupy/_core/include/cupy/carray.cuh" ]; then
@@ -90,12 +95,20 @@ elif cupy=$("$root/scripts/fetch-cupy-headers.sh" "$inputs/cupy-headers" 2>/dev/
 else
   cupy=""
 fi
+# A copy of the toolkit's CCCL outside the toolkit, as a checkout of CCCL is:
+# its headers are scanned and keyed one by one (the toolkit's own are keyed by
+# the toolkit's fingerprint).
+if [ ! -d "$inputs/cccl-copy" ]; then
+  cp -a "$cuda/include/cccl" "$inputs/cccl-copy.tmp"
+  mv "$inputs/cccl-copy.tmp" "$inputs/cccl-copy"
+  made=1
+fi
 # Identities younger than two seconds are never remembered: let new inputs age.
 if [ "$made" = 1 ]; then
   sleep 2.5
 fi
 
-state=$inputs/run
+state=$inputs.run  # beside the inputs: making it must not touch their folder
 rm -rf "$state" "$out"
 mkdir -p "$state/cache" "$state/xdg" "$state/home" "$state/out" "$out"
 export KCACHE_DIR=$state/cache XDG_CACHE_HOME=$state/xdg HOME=$state/home
@@ -121,12 +134,12 @@ name, run = sys.argv[1], sys.argv[2]
 j = json.load(sys.stdin)
 p = j["passport"]
 kr = p["key_record"]
-print(f"== {name} ({run} run): {\"hit\" if j.get(\"hit\") else \"miss\"}")
-print(f"key {p[\"key\"]}")
-print(f"domain {kr[\"domain\"]}")
+print("== %s (%s run): %s" % (name, run, "hit" if j.get("hit") else "miss"))
+print("key", p["key"])
+print("domain", kr["domain"])
 for f in kr["fields"]:
-    print(f"  {f[\"name\"]} = {\"sha256:\" if f.get(\"digested\") else \"\"}{f[\"value\"]}")
-print(f"disk headers {len(j.get(\"headers\", []))}")
+    print("  %s = %s%s" % (f["name"], "sha256:" if f.get("digest") else "", f["value"]))
+print("disk headers", len(j.get("disk_headers", [])))
 ' "$name" "$n" >>"$keys"
   done
 }
@@ -139,6 +152,8 @@ request medium_cubin corpus/medium.cu --target cubin --arch sm_90 \
   -e 'matmul<float, 16>' -e 'matmul<double, 8>'
 request heavy_cub corpus/heavy_cub.cu --target ptx --arch sm_90 -I "$cuda/include/cccl"
 request cccl cccl.cu --target ptx --arch sm_90 -I "$cuda/include/cccl"
+request cccl_copy cccl.cu --target ptx --arch sm_90 -I "$inputs/cccl-copy"
+request heavy_cub_copy corpus/heavy_cub.cu --target cubin --arch sm_90 -I "$inputs/cccl-copy"
 request cccl_lineinfo cccl.cu --target ptx --arch sm_90 -I "$cuda/include/cccl" --option=-lineinfo
 if [ -n "$cupy" ]; then
   cupy_includes=(-I "$cupy" -I "$cupy/cupy/_cccl/cub" -I "$cupy/cupy/_cccl/thrust"
