@@ -35,7 +35,6 @@
 #                 by name; passports and stats/ hold times, so no content)
 #   memo/cache/   a copy of $KCACHE_DIR/v1/toolkit and $KCACHE_DIR/v1/headers
 #   memo/user/    a copy of the per-user memo directory ($XDG_CACHE_HOME/kcache-toolkit)
-#   payloads.txt  the SHA-256 of every entry's payload
 # Exit status 0 when every request compiled; the CuPy rows are skipped (and
 # said so in keys.txt) when its wheel cannot be fetched.
 set -euo pipefail
@@ -49,20 +48,20 @@ cuda=${KCACHE_CUDA_HOME:-/usr/local/cuda}
 
 # The inputs: made once, never touched again (see above).
 made=0
-mkdir -p "$inputs/corpus"
+mkdir -p "$inputs/src/corpus"
 for f in "$root"/bench/corpus/*.cu; do
-  if ! cmp -s "$f" "$inputs/corpus/$(basename "$f")"; then
-    cp "$f" "$inputs/corpus/"
+  if ! cmp -s "$f" "$inputs/src/corpus/$(basename "$f")"; then
+    cp "$f" "$inputs/src/corpus/"
     made=1
   fi
 done
-# put NAME: stdin becomes $inputs/NAME, only where its bytes differ (so that
-# an unchanged input keeps its identity).
+# put NAME: stdin becomes $inputs/src/NAME, only where its bytes differ (so
+# that an unchanged input keeps its identity).
 put() {
   local text
   text=$(cat)
-  if [ "$(cat "$inputs/$1" 2>/dev/null)" != "$text" ]; then
-    printf '%s\n' "$text" >"$inputs/$1"
+  if [ "$(cat "$inputs/src/$1" 2>/dev/null)" != "$text" ]; then
+    printf '%s\n' "$text" >"$inputs/src/$1"
     made=1
   fi
 }
@@ -117,14 +116,16 @@ unset KCACHE_DISABLE KCACHE_REMOTE KCACHE_BASE_DIR KCACHE_CONFIG XDG_CONFIG_HOME
 keys=$out/keys.txt
 : >"$keys"
 
-# request NAME FILE ARGS...: compiles FILE twice from $inputs and notes both results.
+# request NAME FILE ARGS...: compiles FILE twice from $inputs/src (the working
+# directory: a scan also looks at its parent, $inputs, which nothing changes
+# after setup) and notes both results.
 request() {
   local name=$1 file=$2
   shift 2
   local n
   for n in miss hit; do
     local json
-    if ! json=$(cd "$inputs" && "$kcache" compile "$file" --json -o "$state/out/$name.out" "$@"); then
+    if ! json=$(cd "$inputs/src" && "$kcache" compile "$file" --json -o "$state/out/$name.out" "$@"); then
       echo "key_snapshot: $name ($n run) failed" >&2
       exit 1
     fi
@@ -163,33 +164,31 @@ if [ -n "$cupy" ]; then
 else
   echo "== cupy: skipped (scripts/fetch-cupy-headers.sh could not fetch the cupy-cuda13x wheel)" >>"$keys"
 fi
-KCACHE_BASE_DIR=$inputs request base_dir_trivial "$inputs/corpus/trivial.cu" --target ptx --arch sm_90 \
-  -I "$inputs/corpus"
-KCACHE_BASE_DIR=$inputs request base_dir_cub "$inputs/corpus/heavy_cub.cu" --target ptx --arch sm_90 \
-  -I "$cuda/include/cccl" -I "$inputs/corpus"
+KCACHE_BASE_DIR=$inputs request base_dir_trivial "$inputs/src/corpus/trivial.cu" --target ptx --arch sm_90 \
+  -I "$inputs/src/corpus"
+KCACHE_BASE_DIR=$inputs request base_dir_cub "$inputs/src/corpus/heavy_cub.cu" --target ptx --arch sm_90 \
+  -I "$cuda/include/cccl" -I "$inputs/src/corpus"
 
 # The interposer: an ordinary NVRTC program under `kcache run` (its keys are
 # the entries it leaves; files.txt lists them).
 program=${KEY_SNAPSHOT_PROGRAM:-$build/bench/run_nvrtc_program}
 if [ -x "$program" ] && [ -f "$build/lib/kcache/libkcache-interpose.so" ]; then
   for n in miss hit; do
-    (cd "$inputs" && "$kcache" run -- "$program" "$inputs/corpus" "$cuda" >/dev/null)
+    (cd "$inputs/src" && "$kcache" run -- "$program" "$inputs/src/corpus" "$cuda" >/dev/null)
   done
   echo "== kcache run: run_nvrtc_program over corpus/ (twice)" >>"$keys"
 else
   echo "== kcache run: skipped (build run_nvrtc_program and the interposer)" >>"$keys"
 fi
 
-# What was written. Passports and stats/ hold times: entries are listed by
-# name and payload digest only.
+# What was written. Passports and stats/ hold times, and NVRTC's output is not
+# always the same bytes twice (CUB's PTX): entries are listed by name and size.
 user=$XDG_CACHE_HOME/kcache-toolkit
 {
   (cd "$KCACHE_DIR" && find . -mindepth 1 -printf 'cache/%P %y %m %s\n' | grep -v -e '^cache/v1/stats/' -e '^cache/v1/tmp/' \
     -e '\.pass [a-z] [0-7]* [0-9]*$' -e '^cache/v1/locks/' -e '^cache/v1/stats ' -e '^cache/v1/locks ')
   if [ -d "$user" ]; then (cd "$user" && find . -mindepth 1 -printf 'user/%P %y %m %s\n'); fi
 } | LC_ALL=C sort >"$out/files.txt"
-(cd "$KCACHE_DIR/v1/entries" && find . -type f ! -name '*.pass' ! -name '*.pin' -printf '%P\n' | LC_ALL=C sort |
-  xargs -r sha256sum) >"$out/payloads.txt"
 mkdir -p "$out/memo/cache" "$out/memo/user"
 for d in toolkit headers; do
   if [ -d "$KCACHE_DIR/v1/$d" ]; then cp -a "$KCACHE_DIR/v1/$d" "$out/memo/cache/"; fi
