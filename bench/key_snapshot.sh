@@ -32,7 +32,8 @@
 #                 (field = value) and the disk headers' count
 #   files.txt     every file and folder under the cache directory and the
 #                 per-user memo directory: path, type, mode, size (entries/
-#                 by name; passports and stats/ hold times, so no content)
+#                 by name and mode only: NVRTC's output is not the same bytes
+#                 twice, and passports and stats/ hold times)
 #   memo/cache/   a copy of $KCACHE_DIR/v1/toolkit and $KCACHE_DIR/v1/headers
 #   memo/user/    a copy of the per-user memo directory ($XDG_CACHE_HOME/kcache-toolkit)
 # Exit status 0 when every request compiled; the CuPy rows are skipped (and
@@ -182,13 +183,14 @@ else
 fi
 
 # What was written. Passports and stats/ hold times, and NVRTC's output is not
-# always the same bytes twice (CUB's PTX): entries are listed by name and size.
+# always the same bytes twice (its internal names hold a number of its own, so
+# CUB's PTX differs in bytes and size run to run): entries are listed by name.
 user=$XDG_CACHE_HOME/kcache-toolkit
 {
   (cd "$KCACHE_DIR" && find . -mindepth 1 -printf 'cache/%P %y %m %s\n' | grep -v -e '^cache/v1/stats/' -e '^cache/v1/tmp/' \
     -e '\.pass [a-z] [0-7]* [0-9]*$' -e '^cache/v1/locks/' -e '^cache/v1/stats ' -e '^cache/v1/locks ')
   if [ -d "$user" ]; then (cd "$user" && find . -mindepth 1 -printf 'user/%P %y %m %s\n'); fi
-} | LC_ALL=C sort >"$out/files.txt"
+} | awk '$1 ~ /^cache\/v1\/entries\/../ && $2 == "f" { $4 = "-" } { print }' | LC_ALL=C sort >"$out/files.txt"
 mkdir -p "$out/memo/cache" "$out/memo/user"
 for d in toolkit headers; do
   if [ -d "$KCACHE_DIR/v1/$d" ]; then cp -a "$KCACHE_DIR/v1/$d" "$out/memo/cache/"; fi
