@@ -1,4 +1,4 @@
-// store/file_store.cpp: FileStore open, remove, list, stats. The format is
+// store/file/file_store.cpp: FileStore open, remove, list, stats. The format is
 // docs/on-disk-format.md; reads are in file_store_read.cpp, puts in
 // file_store_write.cpp, maintenance in file_store_maintenance.cpp and file_store_verify.cpp.
 #include "kcache/file_store.hpp"
@@ -13,7 +13,7 @@
 #include <string>
 #include <tuple>
 
-#include "store/file_store_impl.hpp"
+#include "store/file/file_store_impl.hpp"
 #include "util/posix_io.hpp"
 
 namespace kcache {

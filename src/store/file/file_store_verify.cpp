@@ -1,4 +1,4 @@
-// store/file_store_verify.cpp: FileStore::verify: every entry, payload and
+// store/file/file_store_verify.cpp: FileStore::verify: every entry, payload and
 // passport checked against the accounting and each other; with Repair::yes,
 // what is wrong is removed or recounted (docs/on-disk-format.md, "verify").
 #include <fcntl.h>
@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "kcache/file_store.hpp"
-#include "store/entry_cost.hpp"
-#include "store/file_store_impl.hpp"
-#include "store/shared_file.hpp"
+#include "store/file/entry_cost.hpp"
+#include "store/file/file_store_impl.hpp"
+#include "store/file/shared_file.hpp"
 #include "util/posix_io.hpp"
 #include "util/process_identity.hpp"
 #include "util/sha256.hpp"

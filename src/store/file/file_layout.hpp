@@ -1,4 +1,4 @@
-// store/file_layout.hpp: names and modes of the on-disk format, version 1.
+// store/file/file_layout.hpp: names and modes of the on-disk format, version 1.
 //
 // The exact format is docs/on-disk-format.md. In short:
 //

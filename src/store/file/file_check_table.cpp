@@ -1,4 +1,4 @@
-#include "store/file_check_table.hpp"
+#include "store/file/file_check_table.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "store/shared_file.hpp"
+#include "store/file/shared_file.hpp"
 #include "util/fd.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"

@@ -1,4 +1,4 @@
-// store/file_store_read.cpp: FileStore reads (get, get_into, get_view,
+// store/file/file_store_read.cpp: FileStore reads (get, get_into, get_view,
 // open_payload) and the passport memo that lets a hit skip the parse.
 #include "kcache/file_store.hpp"
 
@@ -12,8 +12,8 @@
 #include <optional>
 #include <string>
 
-#include "store/entry_cost.hpp"
-#include "store/file_store_impl.hpp"
+#include "store/file/entry_cost.hpp"
+#include "store/file/file_store_impl.hpp"
 #include "util/posix_io.hpp"
 
 namespace kcache {
@@ -259,7 +259,7 @@ Result<std::optional<Artifact>> FileStore::read_entry(const Key& key, PayloadFil
   }
 
   // Refresh the last-use stamp at coarse granularity (LRU), counting the
-  // refresh as a use in the stamp's last digits (store/entry_cost.hpp). This
+  // refresh as a use in the stamp's last digits (store/file/entry_cost.hpp). This
   // changes the passport's mtime and ctime, so the memo is re-bound to the
   // new identity.
   const std::int64_t interval_ns = static_cast<std::int64_t>(m.options.touch_interval.count()) * 1'000'000'000;

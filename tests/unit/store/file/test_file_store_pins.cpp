@@ -15,7 +15,7 @@
 #include "kcache/tiered_store.hpp"
 #include "support/child.hpp"
 #include "support/temp_dir.hpp"
-#include "unit/store/file_store_test_util.hpp"
+#include "unit/store/file/file_store_test_util.hpp"
 
 namespace kcache {
 namespace {

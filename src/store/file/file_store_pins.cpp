@@ -1,4 +1,4 @@
-// store/file_store_pins.cpp: pinned entries (FileStore::pin / unpin).
+// store/file/file_store_pins.cpp: pinned entries (FileStore::pin / unpin).
 //
 // A pin is an empty marker file `<key>.pin` beside the entry in its shard
 // (docs/on-disk-format.md, "Pinned entries"). It is created and removed under
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "kcache/file_store.hpp"
-#include "store/file_store_impl.hpp"
+#include "store/file/file_store_impl.hpp"
 #include "util/posix_io.hpp"
 
 namespace kcache {

@@ -1,4 +1,4 @@
-// store/file_store_impl.hpp: the private state of FileStore, shared by
+// store/file/file_store_impl.hpp: the private state of FileStore, shared by
 // file_store.cpp (open, remove, list, stats), file_store_read.cpp (get and the
 // passport memo), file_store_write.cpp (put: staging, publishing),
 // file_store_support.cpp (helpers the others share), file_payload.cpp
@@ -21,9 +21,9 @@
 #include <string_view>
 
 #include "kcache/file_store.hpp"
-#include "store/file_check_table.hpp"
-#include "store/file_layout.hpp"
-#include "store/shared_counters.hpp"
+#include "store/file/file_check_table.hpp"
+#include "store/file/file_layout.hpp"
+#include "store/file/shared_counters.hpp"
 #include "util/fd.hpp"
 #include "util/posix_io.hpp"
 #include "util/process_identity.hpp"
@@ -61,8 +61,8 @@ struct ScannedEntry {
   std::int64_t last_used_ns = 0;  // passport mtime
   std::uint64_t pass_ino = 0;
   std::uint64_t bytes = 0;  // payload + passport
-  std::uint64_t cost_us = 0;  // rebuild cost recorded in the payload's mtime (store/entry_cost.hpp); 0: unknown
-  std::uint64_t uses = 1;     // uses recorded in the passport's mtime (store/entry_cost.hpp)
+  std::uint64_t cost_us = 0;  // rebuild cost recorded in the payload's mtime (store/file/entry_cost.hpp); 0: unknown
+  std::uint64_t uses = 1;     // uses recorded in the passport's mtime (store/file/entry_cost.hpp)
   bool pinned = false;        // a pin marker is beside it (never evicted)
 };
 

@@ -1,4 +1,4 @@
-// store/file_store_support.cpp: what the parts of FileStore share: opening
+// store/file/file_store_support.cpp: what the parts of FileStore share: opening
 // layout directories and shards, temp names, warnings, write failures and
 // degrading, guarded removal, directory listing, the shard lock.
 #include "kcache/file_store.hpp"
@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "store/file_store_impl.hpp"
+#include "store/file/file_store_impl.hpp"
 #include "util/posix_io.hpp"
 
 namespace kcache {

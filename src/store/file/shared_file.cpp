@@ -1,4 +1,4 @@
-#include "store/shared_file.hpp"
+#include "store/file/shared_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "store/entry_cost.hpp"
+#include "store/file/entry_cost.hpp"
 #include "support/eviction_trace.hpp"
 #include "support/temp_dir.hpp"
-#include "unit/store/file_store_test_util.hpp"
+#include "unit/store/file/file_store_test_util.hpp"
 
 namespace kcache {
 namespace {
@@ -139,7 +139,7 @@ TEST(FileStoreCostEviction, AnExpensiveEntryUnusedForLongAgesOut) {
   EXPECT_TRUE(fs::exists(passport_path(o.root, cheap.passport.key)));
 }
 
-// Uses (store/entry_cost.hpp): each refresh of the last-use stamp counts one
+// Uses (store/file/entry_cost.hpp): each refresh of the last-use stamp counts one
 // in the passport mtime's last digits, which a put and an older kcache leave
 // as 1; the cost policy weighs them (uses x cost / (bytes x age)), gds does
 // not. Entry A, used 5 times, last 100 s ago; B, used once, 40 s ago; same

@@ -1,4 +1,4 @@
-// store/file_payload.cpp: reading and checking a payload file in bounded
+// store/file/file_payload.cpp: reading and checking a payload file in bounded
 // chunks (FileStore::get, open_payload, verify) and PayloadFile.
 //
 // A payload is read in chunks of k_chunk bytes, each hashed right after it is
@@ -17,7 +17,7 @@
 #include <memory>
 #include <utility>
 
-#include "store/file_store_impl.hpp"
+#include "store/file/file_store_impl.hpp"
 #include "util/copy_hash.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"

@@ -20,10 +20,10 @@
 #include "kcache/memory_store.hpp"
 #include "kcache/tiered_store.hpp"
 #include "kcache/write_behind_store.hpp"
-#include "store/file_check_table.hpp"
-#include "store/shared_counters.hpp"
+#include "store/file/file_check_table.hpp"
+#include "store/file/shared_counters.hpp"
 #include "support/temp_dir.hpp"
-#include "unit/store/file_store_test_util.hpp"
+#include "unit/store/file/file_store_test_util.hpp"
 #include "util/fd.hpp"
 
 namespace kcache {

@@ -1,4 +1,4 @@
-// store/file_store_maintenance.cpp: eviction under the shared cap, prune,
+// store/file/file_store_maintenance.cpp: eviction under the shared cap, prune,
 // clear, and sweeping of leftovers (verify: file_store_verify.cpp).
 //
 // Eviction (docs/on-disk-format.md, "Size cap"): a put that would pass the cap
@@ -25,9 +25,9 @@
 #include <thread>
 
 #include "kcache/file_store.hpp"
-#include "store/entry_cost.hpp"
-#include "store/file_store_impl.hpp"
-#include "store/shared_file.hpp"
+#include "store/file/entry_cost.hpp"
+#include "store/file/file_store_impl.hpp"
+#include "store/file/shared_file.hpp"
 #include "util/posix_io.hpp"
 #include "util/process_identity.hpp"
 #include "util/sha256.hpp"

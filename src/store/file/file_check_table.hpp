@@ -1,4 +1,4 @@
-// store/file_check_table.hpp: the record of payloads verified in full, which
+// store/file/file_check_table.hpp: the record of payloads verified in full, which
 // lets later reads (in any process) use a cheap check instead of SHA-256.
 //
 // The file v1/stats/checks (format version 1, docs/on-disk-format.md) is mapped

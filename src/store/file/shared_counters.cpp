@@ -1,4 +1,4 @@
-#include "store/shared_counters.hpp"
+#include "store/file/shared_counters.hpp"
 
 #include <sys/mman.h>
 #include <csignal>
@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 
-#include "store/shared_file.hpp"
+#include "store/file/shared_file.hpp"
 #include "util/fd.hpp"
 #include "util/posix_io.hpp"
 

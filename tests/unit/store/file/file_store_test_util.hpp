@@ -1,4 +1,4 @@
-// tests/unit/store/file_store_test_util.hpp: small helpers for the FileStore tests.
+// tests/unit/store/file/file_store_test_util.hpp: small helpers for the FileStore tests.
 #pragma once
 
 #include <fcntl.h>

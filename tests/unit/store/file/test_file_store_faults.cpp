@@ -18,11 +18,11 @@
 #include <gtest/gtest.h>
 
 #include "file_store_test_util.hpp"
+#include "store/file/file_check_table.hpp"
 #include "support/child.hpp"
 #include "support/temp_dir.hpp"
 #include "util/fault.hpp"
 #include "util/fd.hpp"
-#include "store/file_check_table.hpp"
 
 namespace kcache::test {
 namespace {

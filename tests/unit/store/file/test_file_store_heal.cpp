@@ -16,7 +16,7 @@
 
 #include "file_store_test_util.hpp"
 #include "kcache/blob.hpp"
-#include "store/shared_counters.hpp"
+#include "store/file/shared_counters.hpp"
 #include "support/child.hpp"
 #include "support/temp_dir.hpp"
 #include "util/fd.hpp"

@@ -1,4 +1,4 @@
-// store/file_store_write.cpp: FileStore puts (put, fill, put_stream):
+// store/file/file_store_write.cpp: FileStore puts (put, fill, put_stream):
 // staging in v1/tmp and publishing under the shard lock.
 #include "kcache/file_store.hpp"
 
@@ -14,8 +14,8 @@
 #include <string>
 #include <utility>
 
-#include "store/entry_cost.hpp"
-#include "store/file_store_impl.hpp"
+#include "store/file/entry_cost.hpp"
+#include "store/file/file_store_impl.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
@@ -27,7 +27,7 @@ namespace io = util::io;
 
 namespace {
 
-// The payload mtime that records `cost_us` (store/entry_cost.hpp): now, in
+// The payload mtime that records `cost_us` (store/file/entry_cost.hpp): now, in
 // whole seconds, with the cost in the nanoseconds; the atime is left alone.
 std::array<struct timespec, 2> cost_stamp(std::uint64_t cost_us) {
   return {{{0, UTIME_OMIT}, {static_cast<time_t>(now_unix_ms() / 1000), store::encode_cost_nanos(cost_us)}}};
@@ -80,7 +80,7 @@ Result<PutOutcome> FileStore::Impl::put_checked(const Artifact& artifact, FsyncP
   const std::string tmp_payload = new_temp_name();
   // After the bytes, the rebuild cost goes where an eviction scan sees it
   // without reading the passport: the nanoseconds of the payload's mtime
-  // (store/entry_cost.hpp). Best effort: without it the entry counts as cheap
+  // (store/file/entry_cost.hpp). Best effort: without it the entry counts as cheap
   // to rebuild. (A staged payload records it at its commit.)
   const auto times = cost_stamp(artifact.passport.compile_duration_us);
   const auto write_payload = [&](int fd) {
@@ -335,7 +335,7 @@ Result<PutOutcome> FileStore::Impl::publish_staged(unsigned shard, int shard_fd,
     }
   };
   // The passport's mtime is the entry's last use; its last digits count the
-  // put as its first use (store/entry_cost.hpp). Best effort, like the cost.
+  // put as its first use (store/file/entry_cost.hpp). Best effort, like the cost.
   const auto write_passport = [&](int fd) {
     const int e = io::write_all(fd, json);
     if (e == 0) {

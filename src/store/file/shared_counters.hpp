@@ -1,4 +1,4 @@
-// store/shared_counters.hpp: counters and size accounting shared by every
+// store/file/shared_counters.hpp: counters and size accounting shared by every
 // process that uses one cache directory.
 //
 // The file v1/stats/counters (format version 1, docs/on-disk-format.md) is

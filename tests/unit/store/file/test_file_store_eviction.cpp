@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "support/temp_dir.hpp"
-#include "unit/store/file_store_test_util.hpp"
+#include "unit/store/file/file_store_test_util.hpp"
 
 namespace kcache {
 namespace {

@@ -1,4 +1,4 @@
-// The check table (store/file_check_table.hpp) grows with the cache, not with
+// The check table (store/file/file_check_table.hpp) grows with the cache, not with
 // its cap (issue 18 item 9): a new cache pays for 32 slots, a larger table
 // keeps the records that seal, and every process that maps the old file
 // follows the new one.
@@ -13,13 +13,13 @@
 #include <filesystem>
 #include <string>
 
-#include "store/file_check_table.hpp"
-#include "store/shared_counters.hpp"
-#include "store/shared_file.hpp"
-#include "support/payload.hpp"
+#include "store/file/file_check_table.hpp"
+#include "store/file/shared_counters.hpp"
+#include "store/file/shared_file.hpp"
 #include "support/disk_usage.hpp"
+#include "support/payload.hpp"
 #include "support/temp_dir.hpp"
-#include "unit/store/file_store_test_util.hpp"
+#include "unit/store/file/file_store_test_util.hpp"
 #include "util/fd.hpp"
 
 namespace kcache {

@@ -1,4 +1,4 @@
-// store/shared_file.hpp: a fixed-size file under v1/stats that every process
+// store/file/shared_file.hpp: a fixed-size file under v1/stats that every process
 // maps MAP_SHARED (the shared counters, the check table).
 //
 // Each such file starts with the same header (docs/on-disk-format.md):

@@ -1,4 +1,4 @@
-// store/entry_cost.hpp: the rebuild cost of an entry, kept where an eviction
+// store/file/entry_cost.hpp: the rebuild cost of an entry, kept where an eviction
 // scan sees it for free: in the nanoseconds of its payload file's mtime.
 //
 // Format (docs/on-disk-format.md, "Rebuild cost"): when an entry is published,

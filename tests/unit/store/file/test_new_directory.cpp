@@ -19,8 +19,8 @@
 #include <gtest/gtest.h>
 
 #include "file_store_test_util.hpp"
-#include "store/shared_counters.hpp"
-#include "store/shared_file.hpp"
+#include "store/file/shared_counters.hpp"
+#include "store/file/shared_file.hpp"
 #include "support/child.hpp"
 #include "support/temp_dir.hpp"
 #include "util/fault.hpp"
