@@ -26,7 +26,7 @@
 #include <sstream>
 #include <thread>
 
-#include "compile/header_scanner.hpp"
+#include "deps/header_scanner.hpp"
 #include "kcache/compiler.hpp"
 #include "kcache/memory_store.hpp"
 #include "kcache/toolkit.hpp"
