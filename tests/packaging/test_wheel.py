@@ -134,6 +134,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     if can_unshare() and (ROOT / "build").is_dir():
         box.hidden.append(ROOT / "build")  # the installed wheel must not need the build tree
     yield box
+    shutil.rmtree(root, ignore_errors=True)  # the venv holds Triton and the CUDA wheels: ~1 GB
 
 
 def site_packages(venv: Path) -> Path:
