@@ -246,9 +246,18 @@ def test_nvidia_pypi_wheels_are_found_with_the_system_toolkit_hidden(sandbox: Sa
                                 str(site_packages(sandbox.venv) / "nvidia" / "cu13" / "lib" / "libnvrtc.so.13"))
         src = sandbox.root / "axpy_pip_py.cu"
         src.write_text(KERNEL + "// pip python\n")
-        code = ("import kcache, sys; a = kcache.compile(open(sys.argv[1]).read(), arch='sm_90', name='a.cu');"
-                " print(a.passport_json)")
-        assert major_minor in sandbox.ok(["python", "-c", code, str(src)], env)
+        # NVRTC, nvJitLink and NVVM, all three from the wheels (nothing else is left to find).
+        nvvm_ir = re.search(r'NVVM_IR = """(.*?)"""', (ROOT / "python" / "tests" / "test_api.py").read_text(), re.S)
+        assert nvvm_ir
+        (sandbox.root / "kernel.ll").write_text(nvvm_ir.group(1))
+        code = ("import json, kcache, sys\n"
+                "a = kcache.compile(open(sys.argv[1]).read(), arch='sm_90', name='a.cu', target='ltoir', options=['-dlto'])\n"
+                "c = kcache.link([a], arch='sm_90', lto=True)\n"
+                "p = kcache.nvvm_compile(open(sys.argv[2]).read(), arch='compute_90')\n"
+                "assert c.payload[:4] == b'\\x7fELF' and b'.entry kernel' in p.payload\n"
+                "print(json.dumps([a.passport, c.passport]))")
+        out = sandbox.ok(["python", "-c", code, str(src), str(sandbox.root / "kernel.ll")], env)
+        assert out.count(f'"{major_minor}"') >= 2, out  # NVRTC's and nvJitLink's versions
         # Without the wheels, the error names what was searched.
         sandbox.ok(["python", "-m", "pip", "uninstall", "-q", "-y", "nvidia-cuda-nvrtc"])
         src.write_text(KERNEL + "// no toolkit\n")
