@@ -25,7 +25,7 @@ set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
 set(CPACK_INSTALL_CMAKE_PROJECTS "${PROJECT_BINARY_DIR};kcache;Unspecified;/")
 set(CPACK_STRIP_FILES ON)
 set(CPACK_PRE_BUILD_SCRIPTS "${CMAKE_CURRENT_LIST_DIR}/kcacheDebStrip.cmake")
-set(CPACK_DEBIAN_COMPRESSION_TYPE "gzip")  # xz took most of the packaging time in CI
+set(CPACK_DEBIAN_COMPRESSION_TYPE "xz")  # scripts/build-deb.sh: KCACHE_DEB_COMPRESSION=gzip is faster
 set(CPACK_DEBIAN_FILE_NAME "DEB-DEFAULT")  # kcache_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION "devel")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")

@@ -6,7 +6,8 @@
 # holds what `cmake --install` installs, under /usr, stripped; its Depends are
 # computed by dpkg-shlibdeps plus the -dev packages a C++ consumer links
 # (cmake/kcachePackaging.cmake). It goes to $KCACHE_DIST (default dist/); its
-# path is printed last.
+# path is printed last. KCACHE_DEB_COMPRESSION=gzip makes it several times
+# faster and about twice as large as the default xz (the tests use gzip).
 # Usage: scripts/build-deb.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,8 @@ mkdir -p "$dist"
 dist=$(cd "$dist" && pwd)
 out=$(mktemp -d "${TMPDIR:-/tmp}/kcache-deb.XXXXXX")
 trap 'rm -rf "$out"' EXIT
-cpack --config "$build/CPackConfig.cmake" -G DEB -B "$out" >"$out/cpack.log" 2>&1 || {
+cpack --config "$build/CPackConfig.cmake" -G DEB -B "$out" \
+  -D CPACK_DEBIAN_COMPRESSION_TYPE="${KCACHE_DEB_COMPRESSION:-xz}" >"$out/cpack.log" 2>&1 || {
   cat "$out/cpack.log" >&2
   echo "build-deb: cpack failed" >&2
   exit 1

@@ -36,7 +36,7 @@ def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not (BUILD / "CPackConfig.cmake").exists() or not (BUILD / "bin" / "kcache").exists():
         pytest.skip(f"no built tree at {BUILD} (cmake --preset ci && cmake --build --preset ci)")
     out = tmp_path_factory.mktemp("deb")
-    done = subprocess.run([str(ROOT / "scripts" / "build-deb.sh"), str(BUILD)], env=dict(os.environ, KCACHE_DIST=str(out)),
+    done = subprocess.run([str(ROOT / "scripts" / "build-deb.sh"), str(BUILD)], env=dict(os.environ, KCACHE_DIST=str(out), KCACHE_DEB_COMPRESSION="gzip"),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return Path(done.stdout.strip().splitlines()[-1])
