@@ -1,0 +1,240 @@
+"""kcache.torch: torch.compile's caches on kcache, with real torch from PyPI (the test extra) on
+CPU Inductor, in real processes (torch_worker.py): each "host" has its own
+TORCHINDUCTOR_CACHE_DIR and TMPDIR (where Inductor keeps its precompiled headers), so nothing
+Inductor wrote itself is shared; what a host gets from another comes through kcache. The team
+remote is a real redis-server.
+
+Most runs compile ``a @ b`` (forward and backward: an FX graph each way and an AOTAutograd
+entry, no C++ kernel: quick); one compiles a small MLP whose kernels Inductor builds with the host
+compiler. Skips when torch cannot be imported and KCACHE_REQUIRE_TOOLKIT is unset (CI sets it).
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kcache
+
+from conftest import run_python, start_redis, stop_process
+
+if importlib.util.find_spec("torch") is None:  # (not imported here: the workers import it)
+    if os.environ.get("KCACHE_REQUIRE_TOOLKIT"):
+        raise ImportError("KCACHE_REQUIRE_TOOLKIT is set but torch is not installed")
+    pytest.skip("torch is not installed; scripts/python-venv.sh test installs it", allow_module_level=True)
+
+WORKER = str(Path(__file__).with_name("torch_worker.py"))
+REPO = Path(__file__).resolve().parents[2]
+GRAPH_KINDS = ("torch-fx", "torch-aot")
+
+
+def host(tmp_path: Path, name: str, kcache_dir: Path | None = None, **env: str) -> dict[str, str]:
+    """The environment of one "host": its own Inductor directory and TMPDIR, a kcache directory."""
+    root = tmp_path / name
+    (root / "tmp").mkdir(parents=True, exist_ok=True)
+    out = {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"), "TMPDIR": str(root / "tmp"),
+           "KCACHE_DIR": str(kcache_dir or root / "kcache"), "TORCHINDUCTOR_VEC_ISA_OK": "1",
+           "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    out.update(env)
+    return out
+
+
+def start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "KCACHE_TORCH"))}
+    full.update(env)
+    return subprocess.Popen([sys.executable, WORKER, *args], env=full, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 600) -> dict:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err[-4000:]}"
+    result = json.loads(out.strip().splitlines()[-1])
+    result["stderr"] = err
+    return result
+
+
+def run(env: dict[str, str], *args: str) -> dict:
+    return finish(start(env, *args))
+
+
+def kcache_warnings(r: dict) -> list[str]:
+    """The lines kcache printed (C++ "kcache: warning:") and the RuntimeWarnings of kcache.torch."""
+    return [line for line in r["stderr"].splitlines() if line.startswith("kcache: warning:")] + r["warnings"]
+
+
+def entries(kcache_dir: Path) -> dict[str, list[kcache.Entry]]:
+    with kcache.open_store(kcache.Config.load(cache_dir=kcache_dir)) as s:
+        out: dict[str, list[kcache.Entry]] = {}
+        for e in s.list():
+            out.setdefault(e.kind, []).append(e)
+        return out
+
+
+def payload_path(kcache_dir: Path, key: kcache.Key) -> Path:
+    return kcache_dir / "v1" / "entries" / key.hex[:2] / key.hex
+
+
+def kcache_cli() -> str | None:
+    path = os.environ.get("KCACHE_CLI") or str(REPO / "build" / "ci" / "bin" / "kcache")
+    if os.access(path, os.X_OK):
+        return path
+    if os.environ.get("KCACHE_REQUIRE_TOOLKIT"):
+        pytest.fail(f"the kcache command is not built at {path} (cmake --build --preset ci)")
+    return None
+
+
+def evil_pickle(marker: Path) -> bytes:
+    """Inductor's remote value around a valid pickle that, if ever unpickled, makes ``marker``."""
+
+    class Evil:
+        def __reduce__(self):  # type: ignore[no-untyped-def]
+            return (os.mkdir, (str(marker),))
+
+    data = base64.b64encode(pickle.dumps(Evil())).decode("ascii")
+    return json.dumps({"data": data, "time_taken_ms": 1}).encode("ascii")
+
+
+# ---- the module ---------------------------------------------------------------------------------
+
+
+def test_import_without_torch_explains() -> None:
+    r = run_python("import sys; sys.modules['torch'] = None\n"
+                   "try:\n    import kcache.torch\nexcept ImportError as e:\n    print('ImportError:', e)\n")
+    assert r.returncode == 0, r.stderr
+    assert "ImportError: kcache.torch needs PyTorch" in r.stdout and "pip install torch" in r.stdout
+
+
+def test_an_untested_torch_or_moved_internals_warn_once_and_change_nothing(tmp_path: Path) -> None:
+    code = (
+        "import warnings, torch, torch._inductor.config as c, torch._inductor.remote_cache as rc\n"
+        "import kcache.torch\n"
+        "real = torch.__version__\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    torch.__version__ = '2.99.0'\n"
+        "    a = kcache.torch.install(); b = kcache.torch.install()\n"
+        "    torch.__version__ = real\n"
+        "    del rc.RemoteCache.backend_override_cls\n"
+        "    d = kcache.torch.install()\n"
+        "print(a, b, d, c.fx_graph_cache, c.fx_graph_remote_cache, kcache.torch.installed())\n"
+        "for x in w: print('W', x.message)\n"
+        "c.compile_threads = 1\n"
+        "x = torch.ones(2, 3)\n"
+        "print(torch.compile(lambda a: a @ a.T)(x).tolist())\n"
+    )
+    r = run_python(code, {"KCACHE_DIR": str(tmp_path / "k"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "i"),
+                          "TORCHINDUCTOR_COMPILE_THREADS": "1"}, timeout=600)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "False False False True None []", r.stdout
+    # torch.compile as without kcache: Inductor's own FX graph cache, nothing in kcache's.
+    assert lines[-1] == "[[3.0, 3.0], [3.0, 3.0]]"
+    assert (tmp_path / "i" / "fxgraph").is_dir() and not (tmp_path / "k").exists()
+    warned = [x for x in lines[1:] if x.startswith("W kcache.torch")]
+    assert len(warned) == 2, r.stdout  # one for the version (not two), one for the internals
+    assert "torch 2.99.0 is not a version kcache.torch is tested with" in warned[0]
+    assert "backend_override_cls is missing" in warned[1] and "runs without kcache" in warned[1]
+
+
+# ---- hosts share every graph --------------------------------------------------------------------
+
+
+def test_a_second_host_compiles_nothing(tmp_path: Path) -> None:
+    # Host A compiles a small MLP (forward and backward; its C++ kernels and Inductor's ISA
+    # checks by the host compiler) with kcache.torch.install(); host B, a new Inductor directory
+    # and TMPDIR over the same kcache directory, turned on by KCACHE_TORCH=1 alone: every graph,
+    # C++ build and ISA check is a hit, nothing is lowered or compiled, the results are the same
+    # bit for bit.
+    store = tmp_path / "kcache"
+    isa = {"TORCHINDUCTOR_VEC_ISA_OK": ""}  # Inductor checks each vector ISA with the host compiler
+    a = run(host(tmp_path, "a", store, **isa), "--model", "mlp")
+    assert a["installed"] is True and a["lowerings"] == 2 and a["cpp_builds"] >= 3, a
+    assert (a["fx_miss"], a["aot_miss"]) == (2, 1)
+    b = run(host(tmp_path, "b", store, KCACHE_TORCH="1", **isa), "--model", "mlp", "--activate", "env")
+    assert b["installed"] is True, b
+    assert (b["lowerings"], b["cpp_builds"], b["fx_hit"], b["aot_hit"], b["fx_miss"]) == (0, 0, 2, 1, 0), b
+    assert b["digest"] == a["digest"]
+    ks = b["kstats"]
+    assert ks["fx-graph"]["hit"] == 2 and ks["aot-autograd"]["hit"] == 1, ks
+    assert ks["cpp"]["hit"] == a["kstats"]["cpp"]["put"] >= 3 and ks["isa"]["hit"] == a["kstats"]["isa"]["put"] >= 1
+    assert kcache_warnings(a) == [] and kcache_warnings(b) == []
+    # Inductor's own directories hold no graph: kcache's entries are the cache.
+    for name in ("a", "b"):
+        inductor = tmp_path / name / "inductor"
+        assert not (inductor / "fxgraph").exists() and not (inductor / "aotautograd").exists()
+    kinds = {k: len(v) for k, v in entries(store).items()}
+    assert kinds["torch-fx"] == 2 and kinds["torch-aot"] == 1 and kinds["torch-cpp"] >= 3, kinds
+    cli = kcache_cli()
+    if cli is None:
+        return
+    env = {**os.environ, "KCACHE_DIR": str(store)}
+    listed = json.loads(subprocess.run([cli, "ls", "--json"], env=env, capture_output=True, text=True).stdout)
+    assert {e["kind"] for e in listed} == {"torch-fx", "torch-aot", "torch-cpp", "torch-isa"}
+    verify = subprocess.run([cli, "verify", "--json"], env=env, capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    v = json.loads(verify.stdout)
+    assert (v["entries_ok"], v["entries_bad"]) == (len(listed), 0)
+
+
+def test_hosts_compile_once_and_a_new_host_hits_through_redis(tmp_path: Path, redis_url: str) -> None:
+    # Two hosts (their own kcache directories, one Redis team remote) compile the same graphs at
+    # the same moment: one compiles (the remote lease), the other waits for its entries. A new
+    # host then gets everything from the remote.
+    go = tmp_path / "go"
+    procs = [start(host(tmp_path, f"h{i}", KCACHE_REMOTE=redis_url), "--go", str(go)) for i in range(2)]
+    time.sleep(1)  # let them import torch; the herd starts on the file, not on this sleep
+    go.touch()
+    hs = [finish(p) for p in procs]
+    assert sum(h["lowerings"] for h in hs) == 2, [h["lowerings"] for h in hs]
+    assert hs[0]["digest"] == hs[1]["digest"]
+    served = [h["kstats"]["fx-graph"]["hit_remote"] + h["kstats"]["fx-graph"]["hit_after_wait"] for h in hs]
+    assert sorted(served) == [0, 2], [h["kstats"] for h in hs]  # the other host's graphs, not its own
+    c = run(host(tmp_path, "new", KCACHE_REMOTE=redis_url))
+    assert (c["lowerings"], c["fx_hit"], c["aot_hit"]) == (0, 2, 1), c
+    assert c["kstats"]["fx-graph"]["hit_remote"] == 2 and c["kstats"]["aot-autograd"]["hit_remote"] == 1
+    assert c["digest"] == hs[0]["digest"]
+    got = entries(tmp_path / "new" / "kcache")  # copied in from the remote, verified
+    assert len(got["torch-fx"]) == 2 and len(got["torch-aot"]) == 1
+
+
+def test_four_processes_compile_each_graph_once(tmp_path: Path) -> None:
+    store = tmp_path / "kcache"
+    go = tmp_path / "go"
+    procs = [start(host(tmp_path, f"p{i}", store), "--go", str(go)) for i in range(4)]
+    time.sleep(1)
+    go.touch()
+    rs = [finish(p) for p in procs]
+    assert sum(r["lowerings"] for r in rs) == 2, [r["lowerings"] for r in rs]  # one forward, one backward
+    assert len({r["digest"] for r in rs}) == 1
+    kinds = {k: len(v) for k, v in entries(store).items()}
+    assert (kinds["torch-fx"], kinds["torch-aot"]) == (2, 1)
+
+
+def test_the_owner_killed_mid_compile_a_waiter_takes_over(tmp_path: Path) -> None:
+    store = tmp_path / "kcache"
+    stall = tmp_path / "stall"
+    owner = start(host(tmp_path, "owner", store), "--stall", str(stall))
+    deadline = time.monotonic() + 300
+    while not stall.exists():
+        assert owner.poll() is None and time.monotonic() < deadline, owner.communicate()[1][-3000:]
+        time.sleep(0.05)
+    waiter = start(host(tmp_path, "waiter", store))
+    time.sleep(3)  # the waiter imports torch and waits on the owner's key
+    assert waiter.poll() is None
+    t0 = time.monotonic()
+    os.kill(owner.pid, signal.SIGKILL)
+    owner.communicate()
+    w = finish(waiter)
+    assert w["lowerings"] == 2 and time.monotonic() - t0 < 50, w  # long before the owner's 60 s stall ends
+    assert (len(entries(store)["torch-fx"]), len(entries(store)["torch-aot"])) == (2, 1)
