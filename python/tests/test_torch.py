@@ -238,3 +238,69 @@ def test_the_owner_killed_mid_compile_a_waiter_takes_over(tmp_path: Path) -> Non
     w = finish(waiter)
     assert w["lowerings"] == 2 and time.monotonic() - t0 < 50, w  # long before the owner's 60 s stall ends
     assert (len(entries(store)["torch-fx"]), len(entries(store)["torch-aot"])) == (2, 1)
+
+
+# ---- damaged, forged and unsigned entries ---------------------------------------------------------
+
+
+def test_damaged_and_forged_entries_are_misses_never_unpickled(tmp_path: Path) -> None:
+    # A flipped byte (one graph), a truncated payload (the other) and a forged one (a valid
+    # pickle that would make a directory if unpickled, in place of the AOTAutograd entry): each
+    # is a miss (one warning for the process), the graphs are compiled again, the results are right.
+    store = tmp_path / "kcache"
+    a = run(host(tmp_path, "a", store))
+    got = entries(store)
+    (fx0, fx1), (aot,) = got["torch-fx"], got["torch-aot"]
+    p = payload_path(store, fx0.key)
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    p.write_bytes(bytes(data))
+    p = payload_path(store, fx1.key)
+    p.write_bytes(p.read_bytes()[: fx1.payload_size // 2])
+    marker = tmp_path / "unpickled"
+    payload_path(store, aot.key).write_bytes(evil_pickle(marker))
+    b = run(host(tmp_path, "b", store))
+    assert not marker.exists()
+    assert (b["lowerings"], b["fx_hit"], b["aot_hit"]) == (2, 0, 0), b
+    assert b["digest"] == a["digest"]
+    warned = kcache_warnings(b)  # one line per process, however many entries were damaged
+    assert len(warned) == 1 and "was damaged" in warned[0], warned
+    with kcache.open_store(kcache.Config.load(cache_dir=store)) as s:  # compiled again, stored again, whole
+        assert s.stats()["corrupt"] == 3
+        for e in (fx0, fx1, aot):
+            assert s.get(e.key).payload[:1] == b"{"
+
+
+def test_with_a_team_key_unsigned_remote_entries_are_refused(tmp_path: Path, redis_url: str) -> None:
+    # Someone who can write to the Redis server but holds no team key replaces every graph of
+    # the team with a forged one (valid entries of the right keys, unsigned). A keyless reader
+    # would take them; a host with the team key refuses them (one warning), compiles, and never
+    # unpickles a byte of them.
+    key_file = tmp_path / "team.key"
+    key_file.write_text(os.urandom(32).hex() + "\n")
+    key_file.chmod(0o600)
+    team = {"KCACHE_REMOTE": redis_url, "KCACHE_REMOTE_KEY_FILE": str(key_file)}
+    a = run(host(tmp_path, "a", **team))
+    marker = tmp_path / "unpickled"
+    evil = evil_pickle(marker)
+    signed = entries(tmp_path / "a" / "kcache")
+    keys = [e.key for kind in GRAPH_KINDS for e in signed[kind]]
+    assert len(keys) == 3
+    with kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "a" / "kcache")) as s:
+        records = {k: s.get(k) for k in keys}
+    rogue_cfg = kcache.Config.load(cache_dir=tmp_path / "rogue", remote=redis_url, put="sync")
+    with kcache.open_store(rogue_cfg) as rogue:
+        for k, real in records.items():
+            fields = [(f["name"], f["value"]) for f in real.passport["key_record"]["fields"]]
+            forged = kcache._kcache._record_artifact("torch", fields, real.kind, evil, "torch", "2.15.0", "", {})
+            assert forged.key == k
+            rogue.remove(k, remote=True)
+            rogue.put(forged)
+    with kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "keyless", remote=redis_url)) as keyless:
+        assert all(keyless.get(k).payload == evil for k in keys)  # the forgery is on the server
+    v = run(host(tmp_path, "v", **team))
+    assert not marker.exists()
+    assert (v["lowerings"], v["fx_hit"], v["aot_hit"]) == (2, 0, 0), v
+    assert v["digest"] == a["digest"]
+    warned = kcache_warnings(v)
+    assert len(warned) == 1 and "holds a bad object" in warned[0] and "unsigned" in warned[0], warned
