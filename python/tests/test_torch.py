@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -304,3 +305,125 @@ def test_with_a_team_key_unsigned_remote_entries_are_refused(tmp_path: Path, red
     assert v["digest"] == a["digest"]
     warned = kcache_warnings(v)
     assert len(warned) == 1 and "holds a bad object" in warned[0] and "unsigned" in warned[0], warned
+
+
+# ---- keys ----------------------------------------------------------------------------------------
+
+
+def test_a_change_that_changes_the_graph_is_a_miss_and_pgo_profiles_round_trip(tmp_path: Path) -> None:
+    # A forward graph compiled once; then, in a new process, the same graph hits, and a changed
+    # shape, dtype, Inductor flag or recorded torch version each misses. With a job id, Dynamo's
+    # PGO profile of the first process is read back by the second, which replaces it.
+    store = tmp_path / "kcache"
+    job = {"TORCH_COMPILE_JOB_ID": "kcache-test-job"}
+    first = run(host(tmp_path, "a", store, **job), "--model", "none", "--variants", "base")
+    assert first["variants"]["base"]["lowerings"] == 1
+    assert first["kstats"]["pgo"]["put"] >= 1, first["kstats"]
+    r = run(host(tmp_path, "b", store, **job), "--model", "none", "--variants", "base,shape,dtype,flag,version")
+    v = r["variants"]
+    assert (v["base"]["lowerings"], v["base"]["fx_hit"]) == (0, 1), v
+    assert v["base"]["sum"] == first["variants"]["base"]["sum"]
+    for change in ("shape", "dtype", "flag", "version"):
+        assert (v[change]["lowerings"], v[change]["fx_hit"]) == (1, 0), (change, v)
+    pgo = r["kstats"]["pgo"]  # read again after each torch._dynamo.reset(); the changed torch version: a new key
+    assert pgo["hit"] >= 1 and pgo["replaced"] >= 1, pgo
+    assert len(entries(store)["torch-pgo"]) == 2
+
+
+# ---- in this process ------------------------------------------------------------------------------
+
+
+def test_install_puts_each_cache_on_kcache_and_uninstall_gives_it_back(tmp_path: Path) -> None:
+    import torch._dynamo.config as dc
+    import torch._functorch.config as fc
+    import torch._inductor.config as ic
+    from torch._inductor import remote_cache
+
+    import kcache.torch
+
+    def switches() -> tuple:
+        return (ic.fx_graph_cache, ic.fx_graph_remote_cache, fc.enable_autograd_cache, fc.enable_remote_autograd_cache,
+                ic.autotune_remote_cache, dc.automatic_dynamic_local_pgo, dc.automatic_dynamic_remote_pgo,
+                ic.cpp_cache_precompile_headers, remote_cache.RemoteFxGraphCache.backend_override_cls)
+
+    before = switches()
+    s = kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "kcache", put="sync"))
+    try:
+        assert kcache.torch.install(store=s) is True
+        assert kcache.torch.installed() == ["fx-graph", "aot-autograd", "autotune", "pgo", "cpp"]  # no GPU: no bundled
+        assert switches()[:8] == (False, True, False, True, True, False, True, False)
+        # A mutable cache (PGO profiles): a new value replaces the entry; an immutable one
+        # (FX graphs): the first value stays.
+        pgo = remote_cache.RemoteDynamoPGOCache("dynamo-pgo")
+        pgo.put("job:None:", {"data": "one"})
+        pgo.put("job:None:", {"data": "two"})
+        pgo.put("job:None:", {"data": "two"})
+        fx = remote_cache.RemoteFxGraphCache("fx-graph-v1")
+        fx.put("fgraph", {"data": "first", "time_taken_ms": 5})
+        fx.put("fgraph", {"data": "second", "time_taken_ms": 5})
+        with kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "kcache")) as other:  # another process's view
+            got = {e.kind: other.get(e.key) for e in other.list()}
+        assert json.loads(got["torch-pgo"].payload) == {"data": "two"}
+        assert json.loads(got["torch-fx"].payload) == {"data": "first", "time_taken_ms": 5}
+        assert pgo.get("job:None:") == {"data": "two"} and fx.get("fgraph")["data"] == "first"
+        st = kcache.torch.stats()
+        assert (st["pgo"]["put"], st["pgo"]["replaced"], st["pgo"]["put_unchanged"], st["pgo"]["hit"]) == (2, 1, 1, 1)
+        passport = got["torch-fx"].passport
+        fields = dict((f["name"], f["value"]) for f in passport["key_record"]["fields"])
+        assert passport["key_record"]["domain"] == "torch" and passport["producer"]["name"] == "torch"
+        assert fields["cache"] == "fx-graph" and fields["key"] == "pt2:fx-graph-v1::fgraph:c1"
+        assert fields["torch_version"] == torch_version() and {"python", "cpu"} <= set(fields)
+        assert passport["labels"]["torch.cache"] == "fx-graph"
+    finally:
+        kcache.torch.uninstall()
+        s.close()
+    assert switches() == before and kcache.torch.installed() == []
+
+
+def torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
+
+
+def test_triton_groups_keep_tritons_layout_for_inductor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # With kcache.triton under Inductor, every group kcache serves or publishes is also laid out
+    # in $TRITON_CACHE_DIR/<key>/ as Triton's FileCacheManager writes it: Inductor's kernel
+    # bundling and static launcher read it there. (A real Triton compile for an explicit
+    # target; Inductor itself needs a GPU for Triton: scripts/device-check.sh.)
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    import triton
+    from triton.runtime.cache import FileCacheManager
+
+    import kcache.triton
+    import triton_worker
+    from kcache.torch import _common, _triton
+
+    tdir = tmp_path / "triton"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tdir))
+    monkeypatch.setattr(_common.settings, "on", True)
+    s = kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "kcache", put="sync"))
+    kcache.triton.install(store=s)
+    monkeypatch.setattr(kcache.triton, "on_group", _triton.on_group)
+    try:
+        src = triton_worker.salted_source(0, int.from_bytes(os.urandom(4), "little"))
+        k = triton.compile(src, target=triton_worker.TARGET)  # a miss: compiled, published
+        name = f"{k.name}.json"
+
+        def laid_out() -> dict[str, str]:
+            (d,) = [d for d in tdir.iterdir() if not d.name.startswith("tmp.")]  # one directory: Triton's key
+            group = FileCacheManager(d.name).get_group(name)  # read by Triton's own manager
+            assert group is not None and all(Path(p).parent == d for p in group.values()), group
+            assert Path(group[f"{k.name}.cubin"]).read_bytes() == k.asm["cubin"]
+            assert json.loads(Path(group[name]).read_text())["hash"] == k.hash
+            return group
+
+        first = laid_out()
+        shutil.rmtree(tdir)
+        kcache._triton_files.forget()
+        k2 = triton.compile(src, target=triton_worker.TARGET)  # a hit (kcache's entry): laid out again
+        assert k2.asm["cubin"] == k.asm["cubin"] and laid_out() == first
+    finally:
+        kcache.triton.uninstall()
+        s.close()

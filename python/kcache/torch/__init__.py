@@ -45,6 +45,7 @@ if importlib.util.find_spec("torch") is None:
         "(kcache.torch is tested with torch 2.15), or leave KCACHE_TORCH unset"
     )
 
+from .. import default_store
 from . import _common, _remote
 from ._common import settings
 
@@ -112,8 +113,7 @@ def install(
         raise ValueError(f"caches must be among {CACHES}, not {sorted(wanted - set(CACHES))}")
     if not compile_timeout > 0:
         raise ValueError(f"compile_timeout must be > 0 seconds, got {compile_timeout!r}")
-    import torch
-
+    torch = _common.tmod("torch")
     version = str(torch.__version__)
     if _series(version) not in TESTED and not untested_torch:
         _common.warn_once("version", f"torch {version} is not a version kcache.torch is tested with "
@@ -121,7 +121,7 @@ def install(
                                      "(install(untested_torch=True) tries anyway)")
         return False
     try:
-        from torch._inductor import remote_cache
+        remote_cache = _common.tmod("torch._inductor.remote_cache")
     except ImportError as e:
         return _torch_moved(f"torch._inductor.remote_cache ({e})")
     base = getattr(remote_cache, "RemoteCache", None)
@@ -129,7 +129,7 @@ def install(
         return _torch_moved("torch._inductor.remote_cache.RemoteCache.backend_override_cls")
     if store is not None and store.closed:
         raise ValueError("store is closed")
-    if store is None and _common.default_store() is None:
+    if store is None and default_store() is None:
         return False  # default_store() said why; Inductor's own caches stay on
     if _on:
         _undo()
@@ -152,14 +152,9 @@ def install(
 
 
 def _config_modules() -> dict[str, Any]:
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
-
-    mods = {"torch._inductor.config": inductor_config, "torch._functorch.config": functorch_config}
+    mods = {name: _common.tmod(name) for name in ("torch._inductor.config", "torch._functorch.config")}
     try:
-        import torch._dynamo.config as dynamo_config
-
-        mods["torch._dynamo.config"] = dynamo_config
+        mods["torch._dynamo.config"] = _common.tmod("torch._dynamo.config")
     except ImportError:
         pass
     return mods
@@ -209,10 +204,9 @@ def _apply(wanted: set[str], remote_cache: Any, precompiled_headers: bool | None
         _on.add(name)
     # Made before install() (a compile that ran already) with the old backend: made again.
     try:
-        from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
-
-        getattr(AOTAutogradCache.get_remote_cache, "cache_clear", lambda: None)()
-    except ImportError:
+        aot = _common.tmod("torch._functorch._aot_autograd.autograd_cache").AOTAutogradCache
+        getattr(aot.get_remote_cache, "cache_clear", lambda: None)()
+    except (ImportError, AttributeError):
         pass
     from . import _local
 
@@ -237,8 +231,7 @@ def _apply(wanted: set[str], remote_cache: Any, precompiled_headers: bool | None
 
 
 def _gpu_available() -> bool:
-    import torch
-
+    torch = _common.tmod("torch")
     try:
         return bool(torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available()))
     except Exception:
@@ -278,7 +271,7 @@ def _undo() -> None:
     _common.give_up_all()
     _remote.remove_end_callback()
     try:
-        from torch._inductor import remote_cache
+        remote_cache = _common.tmod("torch._inductor.remote_cache")
     except ImportError:
         remote_cache = None
     for cls_name, old in _overrides.items():
@@ -310,7 +303,7 @@ def uninstall() -> None:
     settings.store = None
     ktriton = sys.modules.get("kcache.triton")
     if ktriton is not None and getattr(ktriton, "on_group", None) is not None:
-        ktriton.on_group = None
+        setattr(ktriton, "on_group", None)  # noqa: B010 (a module typed as ModuleType)
 
 
 def installed() -> list[str]:

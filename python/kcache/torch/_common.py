@@ -183,8 +183,7 @@ def host_fields() -> list[tuple[str, str]]:
     if _host_fields is None:
         import platform
 
-        import torch
-
+        torch = tmod("torch")
         impl = sys.implementation.name
         py = f"{impl}-{sys.version_info[0]}.{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
         try:
@@ -195,7 +194,15 @@ def host_fields() -> list[tuple[str, str]]:
     return _host_fields
 
 
-def store_error(cache: str, what: str, e: Error) -> None:
+def tmod(name: str) -> Any:
+    """A module of torch, typed Any: its internals are reached by name (they move between
+    releases, and install() checks each one), and type checkers need not read torch."""
+    import importlib
+
+    return importlib.import_module(name)
+
+
+def store_error(cache: str, what: str, e: Exception) -> None:
     count(cache, "error")
     warn_once(f"store-{what}", f"the kcache store failed ({e}); torch.compile goes on without it for this {what}")
 

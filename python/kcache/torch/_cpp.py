@@ -42,9 +42,8 @@ _compilers: dict[str, str] = {}  # compiler -> its version text
 def _compiler_version(compiler: str) -> str:
     version = _compilers.get(compiler)
     if version is None:
-        from torch._inductor.cpp_builder import get_compiler_version_info
-
-        version = _compilers[compiler] = get_compiler_version_info(compiler) or "unknown"
+        cpp_builder = _common.tmod("torch._inductor.cpp_builder")
+        version = _compilers[compiler] = cpp_builder.get_compiler_version_info(compiler) or "unknown"
     return version
 
 
@@ -180,11 +179,10 @@ def check_build(isa: Any, code: str) -> bool:
         return bool(real(isa, code)) if real is not None else False
     store = settings.the_store()
     try:
-        from torch._inductor.cpu_vec_isa import _get_isa_dry_compile_fingerprint
-
         import hashlib
 
-        fingerprint = _get_isa_dry_compile_fingerprint(isa.build_arch_flags())
+        fingerprint = _common.tmod("torch._inductor.cpu_vec_isa")._get_isa_dry_compile_fingerprint(
+            isa.build_arch_flags())
         fields = [("kind", ISA_KIND), ("format", _common.KEY_FORMAT), ("torch_version", settings.torch_version),
                   ("cache", ISA_NAME), ("isa", str(isa)),
                   ("code", hashlib.sha256(code.encode()).hexdigest()),
@@ -220,8 +218,7 @@ def check_build(isa: Any, code: str) -> bool:
 def install() -> list[str]:
     """Puts kcache in front of Inductor's C++ builds and ISA checks; what it could not wrap, by name."""
     global original, original_check
-    from torch._inductor import codecache
-
+    codecache = _common.tmod("torch._inductor.codecache")
     missing = []
     current = getattr(codecache, "_worker_compile_cpp", None)
     if current is None or not callable(current):
@@ -230,8 +227,7 @@ def install() -> list[str]:
         original = current
         codecache._worker_compile_cpp = worker_compile_cpp
     try:
-        from torch._inductor import cpu_vec_isa
-
+        cpu_vec_isa = _common.tmod("torch._inductor.cpu_vec_isa")
         vec_isa = cpu_vec_isa.VecISA
         current_check = vec_isa.__dict__.get("check_build")
         if not callable(current_check) or not hasattr(cpu_vec_isa, "_get_isa_dry_compile_fingerprint"):
@@ -246,14 +242,12 @@ def install() -> list[str]:
 
 def uninstall() -> None:
     global original, original_check
-    from torch._inductor import codecache
-
+    codecache = _common.tmod("torch._inductor.codecache")
     if original is not None and getattr(codecache, "_worker_compile_cpp", None) is worker_compile_cpp:
         codecache._worker_compile_cpp = original
     original = None
     if original_check is not None:
-        from torch._inductor import cpu_vec_isa
-
+        cpu_vec_isa = _common.tmod("torch._inductor.cpu_vec_isa")
         if cpu_vec_isa.VecISA.__dict__.get("check_build") is check_build:
             cpu_vec_isa.VecISA.check_build = original_check
     original_check = None

@@ -31,8 +31,9 @@ def install(owned: set[str]) -> list[str]:
     missing = []
     _owned.clear()
     _owned.update(owned)
-    from torch._inductor import codecache
+    from . import _common
 
+    codecache = _common.tmod("torch._inductor.codecache")
     guarded = getattr(codecache, "GuardedCache", None)
     current = getattr(guarded, "__dict__", {}).get("iterate_over_candidates")
     if isinstance(current, classmethod):
@@ -44,13 +45,13 @@ def install(owned: set[str]) -> list[str]:
                 return inner(cls, local and cls.__name__ not in _owned, remote_cache, key)
 
             iterate_over_candidates.__doc__ = inner.__doc__
-            guarded.iterate_over_candidates = classmethod(iterate_over_candidates)  # type: ignore[union-attr]
+            setattr(guarded, "iterate_over_candidates", classmethod(iterate_over_candidates))  # noqa: B010
     elif _orig_iterate is None:
         missing.append("torch._inductor.codecache.GuardedCache.iterate_over_candidates")
     if "AOTAutogradCache" in owned:
         try:
-            from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
-        except ImportError:
+            AOTAutogradCache = _common.tmod("torch._functorch._aot_autograd.autograd_cache").AOTAutogradCache
+        except (ImportError, AttributeError):
             AOTAutogradCache = None
         write = getattr(AOTAutogradCache, "__dict__", {}).get("_write_to_local_cache")
         if isinstance(write, staticmethod):
@@ -62,7 +63,7 @@ def install(owned: set[str]) -> list[str]:
                     if "AOTAutogradCache" not in _owned:
                         real(key, content)
 
-                AOTAutogradCache._write_to_local_cache = staticmethod(_write_to_local_cache)  # type: ignore[union-attr]
+                AOTAutogradCache._write_to_local_cache = staticmethod(_write_to_local_cache)
         elif _orig_write is None:
             missing.append("torch._functorch._aot_autograd.autograd_cache.AOTAutogradCache._write_to_local_cache")
     return missing
@@ -71,13 +72,13 @@ def install(owned: set[str]) -> list[str]:
 def uninstall() -> None:
     global _orig_iterate, _orig_write
     _owned.clear()
-    if _orig_iterate is not None:
-        from torch._inductor import codecache
+    from . import _common
 
+    if _orig_iterate is not None:
+        codecache = _common.tmod("torch._inductor.codecache")
         codecache.GuardedCache.iterate_over_candidates = _orig_iterate
         _orig_iterate = None
     if _orig_write is not None:
-        from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
-
-        AOTAutogradCache._write_to_local_cache = _orig_write
+        autograd_cache = _common.tmod("torch._functorch._aot_autograd.autograd_cache")
+        autograd_cache.AOTAutogradCache._write_to_local_cache = _orig_write
         _orig_write = None

@@ -84,8 +84,7 @@ def _rank_field() -> str | None:
     if want is False:
         return None
     try:
-        import torch.distributed as dist
-
+        dist = _common.tmod("torch.distributed")
         if not (dist.is_available() and dist.is_initialized()):
             return None
         if want is None and not _rank_dependent_passes():
@@ -96,8 +95,7 @@ def _rank_field() -> str | None:
 
 
 def _rank_dependent_passes() -> bool:
-    from torch._inductor import config
-
+    config = _common.tmod("torch._inductor.config")
     for name in ("bucket_all_gathers_fx", "bucket_reduce_scatters_fx", "bucket_all_reduces_fx"):
         if getattr(config, name, "none") not in ("none", None, False):
             return True
@@ -115,8 +113,7 @@ def _flights_allowed() -> bool:
     # (torch._functorch.config._sync_cache_decision_cross_ranks), a rank waiting for another
     # rank's compile would block the collective that compile waits for: no single-flight.
     try:
-        import torch._functorch.config as fconfig
-
+        fconfig = _common.tmod("torch._functorch.config")
         return not getattr(fconfig, "_sync_cache_decision_cross_ranks", False)
     except Exception:
         return True
@@ -251,9 +248,7 @@ def _ensure_end_callback() -> None:
         return
     _end_callback_on = True
     try:
-        from torch._dynamo import callback_handler
-
-        callback_handler.register_end_callback(_compile_ended)
+        _common.tmod("torch._dynamo").callback_handler.register_end_callback(_compile_ended)
     except Exception as e:
         _common.warn_once("callback", f"cannot register an end-of-compile callback ({e}); a compile that raises "
                                       f"holds its key up to compile_timeout ({settings.compile_timeout:g} s)")
@@ -265,9 +260,7 @@ def remove_end_callback() -> None:
         return
     _end_callback_on = False
     try:
-        from torch._dynamo import callback_handler
-
-        callback_handler.remove_end_callback(_compile_ended)
+        _common.tmod("torch._dynamo").callback_handler.remove_end_callback(_compile_ended)
     except Exception:
         pass
 
@@ -288,9 +281,9 @@ def backend_class() -> Any:
     """``KCacheBackend``: Inductor's RemoteCacheBackend over kcache, made once (imports Inductor)."""
     global _backend_cls
     if _backend_cls is None:
-        from torch._inductor.remote_cache import RemoteCacheBackend
+        base = _common.tmod("torch._inductor.remote_cache").RemoteCacheBackend
 
-        class KCacheBackend(RemoteCacheBackend):  # type: ignore[misc, type-arg]
+        class KCacheBackend(base):  # type: ignore[misc, valid-type]
             """Inductor's remote cache backend over kcache's store (kcache.torch._remote)."""
 
             def __init__(self, cache: Cache) -> None:
