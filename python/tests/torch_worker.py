@@ -33,7 +33,8 @@ def main() -> int:
     p.add_argument("--go")
     p.add_argument("--stall")
     p.add_argument("--variants", default="")
-    p.add_argument("--model", choices=["mm", "mlp", "none"], default="mm")
+    p.add_argument("--model", choices=["mm", "mlp", "gpu", "none"], default="mm")
+    p.add_argument("--threads", type=int, default=1, help="Inductor's compile_threads (1: no worker pool)")
     args = p.parse_args()
     caught: list[str] = []
     warnings.simplefilter("always")
@@ -50,7 +51,15 @@ def main() -> int:
     from torch._dynamo.utils import counters
     from torch._inductor import cpp_builder
 
-    iconfig.compile_threads = 1  # no worker pool: the tests count compiles in this process
+    iconfig.compile_threads = args.threads  # 1: no worker pool, the tests count compiles in this process
+    triton_compiles = {"compiles": 0, "hits": 0}
+    if args.model == "gpu":
+        import triton
+
+        def listen(**kw):  # type: ignore[no-untyped-def]
+            triton_compiles["hits" if kw["cache_hit"] else "compiles"] += 1
+
+        triton.knobs.compilation.listener = listen
     installed = None
     if args.activate == "install":
         import kcache.torch
@@ -101,9 +110,18 @@ def main() -> int:
         out = torch.compile(model)(x)
         out.square().sum().backward()
         tensors = [out] + [prm.grad for prm in model.parameters()]
+    elif args.model == "gpu":  # Triton kernels (pointwise and reductions), forward and backward
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.LayerNorm(256),
+                                    torch.nn.Linear(256, 64)).cuda()
+        x = torch.randn(128, 64, device="cuda")
+        out = torch.compile(model)(x)
+        out.square().sum().backward()
+        torch.cuda.synchronize()
+        tensors = [out] + [prm.grad for prm in model.parameters()]
     else:
         tensors = []
     for t in tensors:
+        t = t.cpu() if t.is_cuda else t
         h.update(t.detach().contiguous().numpy().tobytes())
     compile_s = time.perf_counter() - t0
 
@@ -148,6 +166,8 @@ def main() -> int:
         "variants": variants,
         "compile_s": compile_s,
         "warnings": [w for w in caught if "kcache" in w],
+        "triton": triton_compiles,
+        "bundler": {k: v for k, v in counters["inductor"].items() if k.startswith("triton_bundler")},
     }), flush=True)
     return 0
 

@@ -87,7 +87,7 @@ def install(
     per_rank: bool | None = None,
     triton: bool | None = None,
     precompiled_headers: bool | None = None,
-    untested_torch: bool = False,
+    untested_torch: bool | None = None,
 ) -> bool:
     """Put torch.compile's caches on kcache in this process (imports torch and Inductor's configuration).
 
@@ -102,7 +102,8 @@ def install(
     launcher (None: when kcache.triton is on in this process or through KCACHE_TRITON);
     ``precompiled_headers``: Inductor's precompiled C++ header (None: off while the C++ builds
     are on kcache, unless TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS is set: a warm start then
-    does not preprocess the header, docs/torch.md); ``untested_torch``: install on a torch outside ``TESTED`` (the internals are still checked).
+    does not preprocess the header, docs/torch.md); ``untested_torch``: install on a torch outside ``TESTED`` (the internals are still checked;
+    None: when KCACHE_TORCH_UNTESTED is set to 1).
 
     Returns True when installed. On a torch outside ``TESTED``, one whose internals moved, or
     when kcache's cache cannot be opened, warns once and returns False: torch.compile runs as
@@ -115,10 +116,14 @@ def install(
         raise ValueError(f"compile_timeout must be > 0 seconds, got {compile_timeout!r}")
     torch = _common.tmod("torch")
     version = str(torch.__version__)
+    if untested_torch is None:
+        from .. import _autoload
+
+        untested_torch = _autoload.enabled(os.environ.get("KCACHE_TORCH_UNTESTED"))
     if _series(version) not in TESTED and not untested_torch:
         _common.warn_once("version", f"torch {version} is not a version kcache.torch is tested with "
                                      f"({', '.join(TESTED)}); torch.compile runs without kcache "
-                                     "(install(untested_torch=True) tries anyway)")
+                                     "(KCACHE_TORCH_UNTESTED=1 or install(untested_torch=True) tries anyway)")
         return False
     try:
         remote_cache = _common.tmod("torch._inductor.remote_cache")
