@@ -123,7 +123,7 @@ def _usable(cache: Cache, got: Artifact) -> bytes | None:
     # A verified entry of this key is one this cache wrote, unless a holder of the team key or
     # of this machine's cache directory wrote another: check what kcache can (kind, JSON object).
     data = got.payload
-    if got.kind != cache.kind or not (data[:1] == b"{" and data.rstrip()[-1:] == b"}"):
+    if got.kind != cache.kind or not (data[:1] == b"{" and data[-1:] == b"}"):
         count(cache.name, "refused")
         _common.warn_once(f"refused-{cache.name}",
                           f"entry {got.key} is not a {cache.kind} value (kind {got.kind}); it is a miss, never loaded")
