@@ -27,7 +27,7 @@ import pytest
 
 import kcache
 
-from conftest import run_python, start_redis, stop_process
+from conftest import kcache_cli, run_python
 
 if importlib.util.find_spec("torch") is None:  # (not imported here: the workers import it)
     if os.environ.get("KCACHE_REQUIRE_TOOLKIT"):
@@ -35,7 +35,6 @@ if importlib.util.find_spec("torch") is None:  # (not imported here: the workers
     pytest.skip("torch is not installed; scripts/python-venv.sh test installs it", allow_module_level=True)
 
 WORKER = str(Path(__file__).with_name("torch_worker.py"))
-REPO = Path(__file__).resolve().parents[2]
 GRAPH_KINDS = ("torch-fx", "torch-aot")
 
 
@@ -84,15 +83,6 @@ def entries(kcache_dir: Path) -> dict[str, list[kcache.Entry]]:
 
 def payload_path(kcache_dir: Path, key: kcache.Key) -> Path:
     return kcache_dir / "v1" / "entries" / key.hex[:2] / key.hex
-
-
-def kcache_cli() -> str | None:
-    path = os.environ.get("KCACHE_CLI") or str(REPO / "build" / "ci" / "bin" / "kcache")
-    if os.access(path, os.X_OK):
-        return path
-    if os.environ.get("KCACHE_REQUIRE_TOOLKIT"):
-        pytest.fail(f"the kcache command is not built at {path} (cmake --build --preset ci)")
-    return None
 
 
 def evil_pickle(marker: Path) -> bytes:
