@@ -417,3 +417,32 @@ def test_triton_groups_keep_tritons_layout_for_inductor(tmp_path: Path, monkeypa
     finally:
         kcache.triton.uninstall()
         s.close()
+
+
+def test_ranks_stay_apart_when_a_pass_bakes_the_rank_into_the_graph(tmp_path: Path) -> None:
+    # Inductor's bucketing passes put dist.get_rank() into the code after its key was formed
+    # (pytorch#188332): with one on, the rank is in kcache's key; without, ranks share entries.
+    import torch.distributed as dist
+    import torch._inductor.config as ic
+
+    from kcache.torch import _common, _remote
+
+    fx = _remote.CACHES[0]
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(_common.settings, "torch_version", torch_version())
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        shared, fields = fx.kkey("pt2:fx-graph-v1::fkey:c1")
+        assert "rank" not in dict(fields)
+        monkey.setattr(ic, "bucket_all_gathers_fx", "all")
+        apart, fields = fx.kkey("pt2:fx-graph-v1::fkey:c1")
+        assert dict(fields)["rank"] == "0/1" and apart != shared
+        monkey.setattr(ic, "bucket_all_gathers_fx", "none")
+        monkey.setattr(_common.settings, "per_rank", True)
+        assert fx.kkey("pt2:fx-graph-v1::fkey:c1")[0] == apart
+        monkey.setattr(_common.settings, "per_rank", False)
+        monkey.setattr(ic, "bucket_all_gathers_fx", "all")
+        assert fx.kkey("pt2:fx-graph-v1::fkey:c1")[0] == shared
+    finally:
+        monkey.undo()
+        dist.destroy_process_group()
