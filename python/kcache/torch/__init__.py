@@ -35,6 +35,7 @@ Importing this module does not import torch (it needs torch to be installed).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -45,7 +46,7 @@ if importlib.util.find_spec("torch") is None:
         "(kcache.torch is tested with torch 2.15), or leave KCACHE_TORCH unset"
     )
 
-from .. import default_store
+from .. import _autoload, default_store
 from . import _common, _remote
 from ._common import settings
 
@@ -73,7 +74,7 @@ def _series(version: str) -> str:
     return ".".join(parts[:2])
 
 
-def _torch_moved(what: str) -> bool:
+def _torch_moved(what: str) -> bool:  # (what install() returns then)
     _common.warn_once("moved", f"this torch's internals moved ({what} is missing); torch.compile runs without kcache")
     return False
 
@@ -105,55 +106,154 @@ def install(
     does not preprocess the header, docs/torch.md); ``untested_torch``: install on a torch outside ``TESTED`` (the internals are still checked;
     None: when KCACHE_TORCH_UNTESTED is set to 1).
 
-    Returns True when installed. On a torch outside ``TESTED``, one whose internals moved, or
-    when kcache's cache cannot be opened, warns once and returns False: torch.compile runs as
-    without kcache. Idempotent; ``uninstall()`` undoes it.
+    Returns True when installed. On a torch outside ``TESTED``, or when kcache's cache cannot
+    be opened, warns once and returns False: torch.compile runs as without kcache.
+
+    What needs Inductor is done when Inductor's modules load (at once when they are loaded
+    already), so that a process that imports torch and never compiles pays nothing for it; a
+    torch whose internals moved is found then: one warning, and torch.compile runs as without
+    kcache (``installed()`` then stays empty). Idempotent; ``uninstall()`` undoes it.
     """
     wanted = set(caches)
     if not wanted <= set(CACHES):
         raise ValueError(f"caches must be among {CACHES}, not {sorted(wanted - set(CACHES))}")
     if not compile_timeout > 0:
         raise ValueError(f"compile_timeout must be > 0 seconds, got {compile_timeout!r}")
+    if store is not None and store.closed:
+        raise ValueError("store is closed")
     torch = _common.tmod("torch")
     version = str(torch.__version__)
     if untested_torch is None:
-        from .. import _autoload
-
         untested_torch = _autoload.enabled(os.environ.get("KCACHE_TORCH_UNTESTED"))
     if _series(version) not in TESTED and not untested_torch:
         _common.warn_once("version", f"torch {version} is not a version kcache.torch is tested with "
                                      f"({', '.join(TESTED)}); torch.compile runs without kcache "
                                      "(KCACHE_TORCH_UNTESTED=1 or install(untested_torch=True) tries anyway)")
         return False
-    try:
-        remote_cache = _common.tmod("torch._inductor.remote_cache")
-    except ImportError as e:
-        return _torch_moved(f"torch._inductor.remote_cache ({e})")
-    base = getattr(remote_cache, "RemoteCache", None)
-    if base is None or not hasattr(base, "backend_override_cls") or not hasattr(remote_cache, "RemoteCacheBackend"):
+    loaded = sys.modules.get("torch._inductor.remote_cache")
+    if loaded is not None and not _has_seam(loaded):
         return _torch_moved("torch._inductor.remote_cache.RemoteCache.backend_override_cls")
-    if store is not None and store.closed:
-        raise ValueError("store is closed")
     if store is None and default_store() is None:
         return False  # default_store() said why; Inductor's own caches stay on
-    if _on:
-        _undo()
+    uninstall()
     settings.store = store
     settings.compile_timeout = float(compile_timeout)
     settings.single_flight = bool(single_flight)
     settings.per_rank = per_rank
     settings.torch_version = version
-    try:
-        _apply(wanted, remote_cache, precompiled_headers)
-    except Exception as e:  # an internal that is there but not as expected
-        _undo()
-        return _torch_moved(f"{type(e).__name__}: {e}")
-    settings.on = True
+    _wanted.clear()
+    _wanted.update(wanted)
+    _state["precompiled_headers"] = precompiled_headers
+    _state["pending"] = True
     _common.held()  # (a thread-local table made before the first compile's threads)
+    generation = _state["generation"] = _state.get("generation", 0) + 1
+    for module, step in _STEPS:
+        _autoload.after_import(module, functools.partial(step, generation))
+    if not _state["pending"]:
+        return False  # Inductor was loaded already, and its internals moved (warned)
     if _wants_triton(triton):
         _install_triton(store, triton)
-    os.environ["KCACHE_TORCH"] = "1"  # Inductor's compile workers install it too (kcache._autoload)
+    _setenv("KCACHE_TORCH", "1")  # Inductor's compile workers install it too (kcache._autoload)
     return True
+
+
+_env_saved: dict[str, str | None] = {}  # what install() set in os.environ: the values before, to restore
+
+
+def _setenv(name: str, value: str) -> None:
+    _env_saved.setdefault(name, os.environ.get(name))
+    os.environ[name] = value
+
+
+# What install() leaves to the moment Inductor's modules load: (module, step). A step of an
+# older install() (another generation) does nothing.
+_wanted: set[str] = set()
+_state: dict[str, Any] = {"pending": False}
+
+
+def _has_seam(remote_cache: Any) -> bool:
+    base = getattr(remote_cache, "RemoteCache", None)
+    return base is not None and hasattr(base, "backend_override_cls") and hasattr(remote_cache, "RemoteCacheBackend")
+
+
+def _current(generation: int) -> bool:
+    return bool(_state["pending"]) and _state.get("generation") == generation
+
+
+def _step_pgo(generation: int) -> None:
+    # Dynamo asks whether its PGO profiles have a remote before it imports remote_cache:
+    # its switches are set when its PGO module loads (and restored if remote_cache fails us).
+    if not _current(generation) or "pgo" not in _wanted:
+        return
+    mods = _config_modules()
+    remote, local = "automatic_dynamic_remote_pgo", "automatic_dynamic_local_pgo"
+    m = mods.get("torch._dynamo.config")
+    if m is not None and hasattr(m, remote) and hasattr(m, local) and _user_wants(m, remote, local):
+        _set(mods, "torch._dynamo.config", remote, True)
+        _set(mods, "torch._dynamo.config", local, False)
+
+
+def _step_remote(generation: int) -> None:
+    if not _current(generation):
+        return
+    try:
+        remote_cache = _common.tmod("torch._inductor.remote_cache")
+        if not _has_seam(remote_cache):
+            raise LookupError("torch._inductor.remote_cache.RemoteCache.backend_override_cls is missing")
+        _apply(remote_cache)
+    except Exception as e:  # an internal that is missing or not as expected
+        _state["pending"] = False
+        _undo()
+        _torch_moved(f"{type(e).__name__}: {e}")
+        return
+    settings.on = True
+
+
+def _step_codecache(generation: int) -> None:
+    if not _current(generation):
+        return
+    from . import _cpp, _local
+
+    missing = _local.patch_codecache()
+    if "cpp" in _wanted:
+        builds = _cpp.install_builds()
+        if builds:
+            _on.discard("cpp")
+        missing += builds
+    _warn_missing(missing)
+
+
+def _step_isa(generation: int) -> None:
+    if _current(generation) and "cpp" in _wanted:
+        from . import _cpp
+
+        _warn_missing(_cpp.install_isa_checks())
+
+
+def _step_autograd_cache(generation: int) -> None:
+    if not _current(generation):
+        return
+    from . import _local
+
+    _warn_missing(_local.patch_autograd_cache())
+    # Made before install() (a compile that ran already) with the old backend: made again.
+    aot = getattr(sys.modules.get("torch._functorch._aot_autograd.autograd_cache"), "AOTAutogradCache", None)
+    getattr(getattr(aot, "get_remote_cache", None), "cache_clear", lambda: None)()
+
+
+def _warn_missing(missing: list[str]) -> None:
+    if missing:
+        _common.warn_once(f"moved-{missing[0]}", f"this torch has no {', '.join(missing)}: that part of torch.compile "
+                                                 "stays Inductor's own (the rest is on kcache)")
+
+
+_STEPS = (
+    ("torch._dynamo.pgo", _step_pgo),
+    ("torch._inductor.remote_cache", _step_remote),
+    ("torch._inductor.codecache", _step_codecache),
+    ("torch._inductor.cpu_vec_isa", _step_isa),
+    ("torch._functorch._aot_autograd.autograd_cache", _step_autograd_cache),
+)
 
 
 def _config_modules() -> dict[str, Any]:
@@ -182,11 +282,20 @@ def _set(mods: dict[str, Any], mod: str, attr: str, value: Any) -> None:
     setattr(m, attr, value)
 
 
-def _apply(wanted: set[str], remote_cache: Any, precompiled_headers: bool | None) -> None:
+def _user_wants(m: Any, remote: str, local: str | None) -> bool:
+    # A cache the user turned off stays off (TORCHINDUCTOR_FX_GRAPH_CACHE=0 and the like); the
+    # value before kcache.torch changed it, if it did.
+    name = getattr(m, "__name__", "")
+    was_remote = _saved.get((name, remote), getattr(m, remote))
+    was_local = True if local is None else bool(_saved.get((name, local), getattr(m, local)))
+    return was_remote is not False and bool(was_local or was_remote)
+
+
+def _apply(remote_cache: Any) -> None:
     mods = _config_modules()
     by_name = {c.name: c for c in _remote.CACHES}
     for name, (mod, remote, local) in _SWITCHES.items():
-        if name not in wanted:
+        if name not in _wanted:
             continue
         m = mods.get(mod)
         cls = getattr(remote_cache, by_name[name].cls_name, None)
@@ -196,10 +305,7 @@ def _apply(wanted: set[str], remote_cache: Any, precompiled_headers: bool | None
             continue
         if name == "bundled-autotune" and not _gpu_available():
             continue  # Inductor asserts on it without a GPU backend (no Triton backend hash)
-        # A cache the user turned off stays off (TORCHINDUCTOR_FX_GRAPH_CACHE=0 and the like).
-        was_remote = getattr(m, remote)
-        was_local = True if local is None else bool(getattr(m, local))
-        if was_remote is False or not (was_local or was_remote):
+        if not _user_wants(m, remote, local):
             continue
         _overrides.setdefault(cls.__name__, cls.__dict__.get("backend_override_cls"))
         cls.backend_override_cls = _remote.factory(by_name[name])
@@ -207,32 +313,22 @@ def _apply(wanted: set[str], remote_cache: Any, precompiled_headers: bool | None
         if local is not None:
             _set(mods, mod, local, False)
         _on.add(name)
-    # Made before install() (a compile that ran already) with the old backend: made again.
-    try:
-        aot = _common.tmod("torch._functorch._aot_autograd.autograd_cache").AOTAutogradCache
-        getattr(aot.get_remote_cache, "cache_clear", lambda: None)()
-    except (ImportError, AttributeError):
-        pass
+    if "pgo" not in _on:  # (set early by _step_pgo; the cache did not go on kcache after all)
+        for attr in ("automatic_dynamic_remote_pgo", "automatic_dynamic_local_pgo"):
+            key = ("torch._dynamo.config", attr)
+            if key in _saved:
+                setattr(mods["torch._dynamo.config"], attr, _saved.pop(key))
     from . import _local
 
-    owned = {"fx-graph": "FxGraphCache", "aot-autograd": "AOTAutogradCache"}
-    missing = _local.install({cls for name, cls in owned.items() if name in _on})
-    if missing:
-        _common.warn_once("moved-local", f"this torch has no {', '.join(missing)}: Inductor's own local copies "
-                                         "of its graphs are still written and read beside kcache's")
-    if "cpp" in wanted:
-        from . import _cpp
-
-        missing = _cpp.install()
-        if len(missing) < 2:
-            _on.add("cpp")
-            if precompiled_headers is None and "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS" not in os.environ:
-                precompiled_headers = False
+    _local.own({cls for name, cls in (("fx-graph", "FxGraphCache"), ("aot-autograd", "AOTAutogradCache"))
+                if name in _on})
+    if "cpp" in _wanted:
+        _on.add("cpp")
+        precompiled_headers = _state.get("precompiled_headers")
+        if precompiled_headers is None and "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS" not in os.environ:
+            precompiled_headers = False
         if precompiled_headers is not None and hasattr(mods["torch._inductor.config"], "cpp_cache_precompile_headers"):
             _set(mods, "torch._inductor.config", "cpp_cache_precompile_headers", bool(precompiled_headers))
-        if missing:
-            _common.warn_once("moved-cpp", f"this torch has no {', '.join(missing)}: those C++ builds are "
-                                           "Inductor's as without kcache")
 
 
 def _gpu_available() -> bool:
@@ -246,8 +342,6 @@ def _gpu_available() -> bool:
 def _wants_triton(triton: bool | None) -> bool:
     if triton is not None:
         return triton
-    from .. import _autoload
-
     if _autoload.enabled(os.environ.get("KCACHE_TRITON")):
         return True
     if os.environ.get("TRITON_CACHE_MANAGER", "").startswith("kcache.triton"):
@@ -269,16 +363,13 @@ def _install_triton(store: Store | None, triton: bool | None) -> None:
             return
     ktriton.on_group = _triton.on_group
     if not os.environ.get("TRITON_CACHE_MANAGER", "").startswith("kcache.triton"):
-        os.environ["KCACHE_TRITON"] = "1"  # Inductor's compile workers compile through kcache.triton too
+        _setenv("KCACHE_TRITON", "1")  # Inductor's compile workers compile through kcache.triton too
 
 
 def _undo() -> None:
     _common.give_up_all()
     _remote.remove_end_callback()
-    try:
-        remote_cache = _common.tmod("torch._inductor.remote_cache")
-    except ImportError:
-        remote_cache = None
+    remote_cache = sys.modules.get("torch._inductor.remote_cache")
     for cls_name, old in _overrides.items():
         cls = getattr(remote_cache, cls_name, None)
         if cls is not None:
@@ -289,11 +380,9 @@ def _undo() -> None:
             else:
                 cls.backend_override_cls = old
     _overrides.clear()
-    if _saved:
-        mods = _config_modules()
-        for (mod, attr), value in _saved.items():
-            setattr(mods[mod], attr, value)
-        _saved.clear()
+    for (mod, attr), value in _saved.items():
+        setattr(sys.modules[mod], attr, value)
+    _saved.clear()
     from . import _cpp, _local
 
     _local.uninstall()
@@ -302,13 +391,20 @@ def _undo() -> None:
 
 
 def uninstall() -> None:
-    """Give torch.compile its own caches back (the configuration install() changed, restored)."""
+    """Give torch.compile its own caches back: the configuration and environment variables install() changed, restored."""
     settings.on = False
+    _state["pending"] = False
     _undo()
     settings.store = None
     ktriton = sys.modules.get("kcache.triton")
     if ktriton is not None and getattr(ktriton, "on_group", None) is not None:
         setattr(ktriton, "on_group", None)  # noqa: B010 (a module typed as ModuleType)
+    for name, value in _env_saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _env_saved.clear()
 
 
 def installed() -> list[str]:

@@ -215,36 +215,40 @@ def check_build(isa: Any, code: str) -> bool:
 # ---- install ------------------------------------------------------------------------------------
 
 
-def install() -> list[str]:
-    """Puts kcache in front of Inductor's C++ builds and ISA checks; what it could not wrap, by name."""
-    global original, original_check
+def install_builds() -> list[str]:
+    """Puts kcache in front of Inductor's C++ builds (its codecache has loaded); what it could not wrap."""
+    global original
     codecache = _common.tmod("torch._inductor.codecache")
-    missing = []
     current = getattr(codecache, "_worker_compile_cpp", None)
     if current is None or not callable(current):
-        missing.append("torch._inductor.codecache._worker_compile_cpp")
-    elif current is not worker_compile_cpp:
+        return ["torch._inductor.codecache._worker_compile_cpp"]
+    if current is not worker_compile_cpp:
         original = current
         codecache._worker_compile_cpp = worker_compile_cpp
-    try:
-        cpu_vec_isa = _common.tmod("torch._inductor.cpu_vec_isa")
-        vec_isa = cpu_vec_isa.VecISA
-        current_check = vec_isa.__dict__.get("check_build")
-        if not callable(current_check) or not hasattr(cpu_vec_isa, "_get_isa_dry_compile_fingerprint"):
-            raise AttributeError("check_build")
-        if current_check is not check_build:
-            original_check = current_check
-            vec_isa.check_build = check_build
-    except (ImportError, AttributeError):
-        missing.append("torch._inductor.cpu_vec_isa.VecISA.check_build")
-    return missing
+    return []
+
+
+def install_isa_checks() -> list[str]:
+    """Puts kcache in front of Inductor's vector-ISA checks (cpu_vec_isa has loaded); what it could not wrap."""
+    global original_check
+    cpu_vec_isa = _common.tmod("torch._inductor.cpu_vec_isa")
+    vec_isa = getattr(cpu_vec_isa, "VecISA", None)
+    current = getattr(vec_isa, "__dict__", {}).get("check_build")
+    if not callable(current) or not hasattr(cpu_vec_isa, "_get_isa_dry_compile_fingerprint"):
+        return ["torch._inductor.cpu_vec_isa.VecISA.check_build"]
+    if current is not check_build:
+        original_check = current
+        setattr(vec_isa, "check_build", check_build)  # noqa: B010
+    return []
 
 
 def uninstall() -> None:
     global original, original_check
-    codecache = _common.tmod("torch._inductor.codecache")
+    import sys
+
+    codecache = sys.modules.get("torch._inductor.codecache")
     if original is not None and getattr(codecache, "_worker_compile_cpp", None) is worker_compile_cpp:
-        codecache._worker_compile_cpp = original
+        codecache._worker_compile_cpp = original  # type: ignore[union-attr]
     original = None
     if original_check is not None:
         cpu_vec_isa = _common.tmod("torch._inductor.cpu_vec_isa")

@@ -25,60 +25,65 @@ _orig_iterate: Any = None
 _orig_write: Any = None
 
 
-def install(owned: set[str]) -> list[str]:
-    """Turns Inductor's local copies off for ``owned`` class names; what could not be, by name."""
-    global _orig_iterate, _orig_write
-    missing = []
+def own(owned: set[str]) -> None:
+    """Inductor's local copies are off for these GuardedCache subclasses (class names) from now on."""
     _owned.clear()
     _owned.update(owned)
+
+
+def patch_codecache() -> list[str]:
+    """Wraps the reader of local candidates (codecache has loaded); what could not be wrapped."""
+    global _orig_iterate
     from . import _common
 
     codecache = _common.tmod("torch._inductor.codecache")
     guarded = getattr(codecache, "GuardedCache", None)
     current = getattr(guarded, "__dict__", {}).get("iterate_over_candidates")
-    if isinstance(current, classmethod):
-        if _orig_iterate is None:
-            _orig_iterate = current
-            inner = current.__func__
+    if _orig_iterate is not None:
+        return []
+    if not isinstance(current, classmethod):
+        return ["torch._inductor.codecache.GuardedCache.iterate_over_candidates"]
+    _orig_iterate = current
+    inner = current.__func__
 
-            def iterate_over_candidates(cls: Any, local: bool, remote_cache: Any, key: str) -> Any:
-                return inner(cls, local and cls.__name__ not in _owned, remote_cache, key)
+    def iterate_over_candidates(cls: Any, local: bool, remote_cache: Any, key: str) -> Any:
+        return inner(cls, local and cls.__name__ not in _owned, remote_cache, key)
 
-            iterate_over_candidates.__doc__ = inner.__doc__
-            setattr(guarded, "iterate_over_candidates", classmethod(iterate_over_candidates))  # noqa: B010
-    elif _orig_iterate is None:
-        missing.append("torch._inductor.codecache.GuardedCache.iterate_over_candidates")
-    if "AOTAutogradCache" in owned:
-        try:
-            AOTAutogradCache = _common.tmod("torch._functorch._aot_autograd.autograd_cache").AOTAutogradCache
-        except (ImportError, AttributeError):
-            AOTAutogradCache = None
-        write = getattr(AOTAutogradCache, "__dict__", {}).get("_write_to_local_cache")
-        if isinstance(write, staticmethod):
-            if _orig_write is None:
-                _orig_write = write
-                real = write.__func__
+    iterate_over_candidates.__doc__ = inner.__doc__
+    setattr(guarded, "iterate_over_candidates", classmethod(iterate_over_candidates))  # noqa: B010
+    return []
 
-                def _write_to_local_cache(key: str, content: bytes) -> None:
-                    if "AOTAutogradCache" not in _owned:
-                        real(key, content)
 
-                AOTAutogradCache._write_to_local_cache = staticmethod(_write_to_local_cache)
-        elif _orig_write is None:
-            missing.append("torch._functorch._aot_autograd.autograd_cache.AOTAutogradCache._write_to_local_cache")
-    return missing
+def patch_autograd_cache() -> list[str]:
+    """Wraps AOTAutograd's local writer (its module has loaded); what could not be wrapped."""
+    global _orig_write
+    from . import _common
+
+    aot = getattr(_common.tmod("torch._functorch._aot_autograd.autograd_cache"), "AOTAutogradCache", None)
+    write = getattr(aot, "__dict__", {}).get("_write_to_local_cache")
+    if _orig_write is not None:
+        return []
+    if not isinstance(write, staticmethod):
+        return ["torch._functorch._aot_autograd.autograd_cache.AOTAutogradCache._write_to_local_cache"]
+    _orig_write = write
+    real = write.__func__
+
+    def _write_to_local_cache(key: str, content: bytes) -> None:
+        if "AOTAutogradCache" not in _owned:
+            real(key, content)
+
+    setattr(aot, "_write_to_local_cache", staticmethod(_write_to_local_cache))  # noqa: B010
+    return []
 
 
 def uninstall() -> None:
     global _orig_iterate, _orig_write
-    _owned.clear()
-    from . import _common
+    import sys
 
+    _owned.clear()
     if _orig_iterate is not None:
-        codecache = _common.tmod("torch._inductor.codecache")
-        codecache.GuardedCache.iterate_over_candidates = _orig_iterate
+        sys.modules["torch._inductor.codecache"].GuardedCache.iterate_over_candidates = _orig_iterate
         _orig_iterate = None
     if _orig_write is not None:
-        autograd_cache = _common.tmod("torch._functorch._aot_autograd.autograd_cache")
-        autograd_cache.AOTAutogradCache._write_to_local_cache = _orig_write
+        sys.modules["torch._functorch._aot_autograd.autograd_cache"].AOTAutogradCache._write_to_local_cache = _orig_write
         _orig_write = None
