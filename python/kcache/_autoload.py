@@ -29,6 +29,10 @@ same reason.
 An integration that fails to install warns once (``RuntimeWarning``) and
 steps aside: the framework runs as without kcache. Nothing here raises into
 the program's import.
+
+``after_import(name, callback)`` is the same hook for any module, a submodule
+too: an integration's install() puts off with it what needs a part of the
+framework that a program may never import (kcache.torch: Inductor's modules).
 """
 
 from __future__ import annotations
