@@ -170,7 +170,7 @@ def after_import(name: str, callback: Callable[[], None]) -> None:
     _after.setdefault(name, []).append(callback)
     if _hook is None:
         _hook = _PostImportFinder()
-        sys.meta_path.insert(0, _hook)  # type: ignore[arg-type]
+        sys.meta_path.insert(0, _hook)
 
 
 def activate(environ: dict[str, str] | os._Environ[str] | None = None) -> list[str]:
@@ -191,5 +191,5 @@ def activate(environ: dict[str, str] | os._Environ[str] | None = None) -> list[s
             _pending[framework] = kcache_module
     if _pending and _hook is None:
         _hook = _PostImportFinder()
-        sys.meta_path.insert(0, _hook)  # type: ignore[arg-type]
+        sys.meta_path.insert(0, _hook)
     return wanted
