@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .. import Store
+    from .. import Artifact, Store
 
 DOMAIN = "torch"  # the key record's domain of every entry kcache.torch writes
 KEY_FORMAT = "1"  # the version of the key fields below; a change makes every key new
@@ -152,8 +152,10 @@ def give_up_all() -> None:
 @atexit.register
 def _forget_at_exit() -> None:
     # The extension's objects (flights, the store) must not outlive it at interpreter exit.
+    global _last_store
     give_up_all()
     settings.store = None
+    _last_store = None
 
 
 def _forget_after_fork() -> None:
@@ -192,6 +194,39 @@ def host_fields() -> list[tuple[str, str]]:
             capability = "unknown"
         _host_fields = [("python", py), ("cpu", f"{platform.machine()}:{capability}")]
     return _host_fields
+
+
+_last_store: tuple[Any, bool] | None = None  # (store, whether it has a remote tier)
+
+
+def _has_remote(store: Store) -> bool:
+    global _last_store
+    last = _last_store
+    if last is None or last[0] is not store:
+        try:
+            remote = bool(store.config["remote"])
+        except Exception:
+            remote = False
+        _last_store = last = (store, remote)
+    return last[1]
+
+
+def _remote_hits(store: Store) -> int:
+    return sum(int(r.get("hits", 0)) for r in store.stats().get("remote", ()))
+
+
+def lookup(store: Store, key: _kcache.Key) -> tuple[Artifact | None, bool]:
+    """``store.get(key)``, and whether the hit came from a remote tier (the store's remote hit
+    counters moved: a few microseconds). Raises kcache.Error as ``get`` does."""
+    if not _has_remote(store):
+        return store.get(key), False
+    before = _remote_hits(store)
+    got = store.get(key)
+    return got, got is not None and _remote_hits(store) > before
+
+
+def count_hit(cache: str, remote: bool) -> None:
+    count(cache, "hit_remote" if remote else "hit")
 
 
 def tmod(name: str) -> Any:

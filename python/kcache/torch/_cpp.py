@@ -108,7 +108,7 @@ def worker_compile_cpp(lock_path: str, cpp_builders: Sequence[Any]) -> None:
     key = _common.kkey(fields)
     flight = None
     try:
-        got = store.get(key)
+        got, remote = _common.lookup(store, key)
         if got is None and _common.settings.single_flight:
             flight = _kcache._Flight(store, key, settings.compile_timeout)
             got = flight.wait()
@@ -118,7 +118,7 @@ def worker_compile_cpp(lock_path: str, cpp_builders: Sequence[Any]) -> None:
                     count(NAME, "hit_after_wait")
                     return None
         elif got is not None and got.kind == KIND and _place(target, got.payload):
-            count(NAME, "hit")
+            _common.count_hit(NAME, remote)
             return None
     except Error as e:
         _common.store_error(NAME, "build", e)
@@ -192,9 +192,9 @@ def check_build(isa: Any, code: str) -> bool:
     key = _common.kkey(fields)
     if store is not None:
         try:
-            got = store.get(key)
+            got, remote = _common.lookup(store, key)
             if got is not None and got.kind == ISA_KIND and got.payload == _ISA_OK:
-                count(ISA_NAME, "hit")
+                _common.count_hit(ISA_NAME, remote)
                 return True
         except Error as e:
             _common.store_error(ISA_NAME, "lookup", e)

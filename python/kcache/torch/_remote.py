@@ -131,28 +131,18 @@ def _usable(cache: Cache, got: Artifact) -> bytes | None:
     return data
 
 
-def _remote_hits(store: Store) -> int:
-    try:
-        return sum(int(r.get("hits", 0)) for r in store.stats().get("remote", ()))
-    except Error:
-        return 0
-
-
 def get(cache: Cache, key: str) -> bytes | None:
     """The verified payload of ``key``'s entry, or None (then this thread may hold its lease)."""
     store = settings.the_store() if settings.on else None
     if store is None:
         return None
     kkey, _ = cache.kkey(key)
-    has_remote = _has_remote(store)
     try:
-        before = _remote_hits(store) if has_remote else 0
-        got = store.get(kkey)
+        got, remote = _common.lookup(store, kkey)
         if got is not None:
             data = _usable(cache, got)
             if data is not None:
-                remote = has_remote and _remote_hits(store) > before
-                count(cache.name, "hit_remote" if remote else "hit")
+                _common.count_hit(cache.name, remote)
                 return data
         if not cache.flight or not _flights_allowed():
             count(cache.name, "miss")
@@ -176,21 +166,6 @@ def get(cache: Cache, key: str) -> bytes | None:
     held.flights[kkey.hex] = (cache.name, flight)
     count(cache.name, "miss")
     return None
-
-
-_last_store: tuple[Any, bool] | None = None  # (store, whether it has a remote tier)
-
-
-def _has_remote(store: Store) -> bool:
-    global _last_store
-    last = _last_store
-    if last is None or last[0] is not store:
-        try:
-            remote = bool(store.config["remote"])
-        except Exception:
-            remote = False
-        _last_store = last = (store, remote)
-    return last[1]
 
 
 def put(cache: Cache, key: str, data: bytes) -> None:
@@ -267,9 +242,7 @@ def remove_end_callback() -> None:
 
 @atexit.register
 def _forget() -> None:
-    # Keys and the store are the extension's objects: none may outlive it at interpreter exit.
-    global _last_store
-    _last_store = None
+    # Keys are the extension's objects: none may outlive it at interpreter exit.
     for cache in CACHES:
         cache._keys.clear()
 
