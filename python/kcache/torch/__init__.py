@@ -90,7 +90,7 @@ def install(
     precompiled_headers: bool | None = None,
     untested_torch: bool | None = None,
 ) -> bool:
-    """Put torch.compile's caches on kcache in this process (imports torch and Inductor's configuration).
+    """Put torch.compile's caches on kcache in this process (imports torch; Inductor's parts as they load).
 
     ``store``: the kcache store to use (default: ``kcache.default_store()``; compile workers
     always use the default store); ``caches``: which of ``CACHES`` to put on kcache (the
@@ -103,8 +103,8 @@ def install(
     launcher (None: when kcache.triton is on in this process or through KCACHE_TRITON);
     ``precompiled_headers``: Inductor's precompiled C++ header (None: off while the C++ builds
     are on kcache, unless TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS is set: a warm start then
-    does not preprocess the header, docs/torch.md); ``untested_torch``: install on a torch outside ``TESTED`` (the internals are still checked;
-    None: when KCACHE_TORCH_UNTESTED is set to 1).
+    does not preprocess the header, docs/torch.md); ``untested_torch``: install on a torch
+    outside ``TESTED`` (the internals are still checked; None: when KCACHE_TORCH_UNTESTED=1).
 
     Returns True when installed. On a torch outside ``TESTED``, or when kcache's cache cannot
     be opened, warns once and returns False: torch.compile runs as without kcache.
