@@ -120,22 +120,46 @@ def test_an_untested_torch_or_moved_internals_warn_once_and_change_nothing(tmp_p
         "    d = kcache.torch.install()\n"
         "print(a, b, d, c.fx_graph_cache, c.fx_graph_remote_cache, kcache.torch.installed())\n"
         "for x in w: print('W', x.message)\n"
-        "c.compile_threads = 1\n"
-        "x = torch.ones(2, 3)\n"
-        "print(torch.compile(lambda a: a @ a.T)(x).tolist())\n"
     )
     r = run_python(code, {"KCACHE_DIR": str(tmp_path / "k"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "i"),
                           "TORCHINDUCTOR_COMPILE_THREADS": "1"}, timeout=600)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "False False False True None []", r.stdout
-    # torch.compile as without kcache: Inductor's own FX graph cache, nothing in kcache's.
-    assert lines[-1] == "[[3.0, 3.0], [3.0, 3.0]]"
-    assert (tmp_path / "i" / "fxgraph").is_dir() and not (tmp_path / "k").exists()
+    assert not (tmp_path / "k").exists()  # nothing opened
     warned = [x for x in lines[1:] if x.startswith("W kcache.torch")]
     assert len(warned) == 2, r.stdout  # one for the version (not two), one for the internals
     assert "torch 2.99.0 is not a version kcache.torch is tested with" in warned[0]
     assert "backend_override_cls is missing" in warned[1] and "runs without kcache" in warned[1]
+
+
+def test_internals_found_moved_when_inductor_loads_warn_once_and_change_nothing(tmp_path: Path) -> None:
+    # install() before Inductor loads (as KCACHE_TORCH=1 does it): the seam is checked when
+    # Inductor's remote cache module loads; gone there, one warning, the switches are restored
+    # and torch.compile runs as without kcache.
+    code = (
+        "import sys, warnings, torch, kcache._autoload as a, kcache.torch\n"
+        "assert 'torch._inductor' not in sys.modules\n"
+        "a.after_import('torch._inductor.remote_cache', lambda: delattr(sys.modules['torch._inductor.remote_cache']"
+        ".RemoteCache, 'backend_override_cls'))\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    print(kcache.torch.install())\n"
+        "    import torch._inductor.config as c\n"
+        "    c.compile_threads = 1\n"
+        "    print(torch.compile(lambda a: a @ a.T)(torch.ones(2, 3)).tolist())\n"
+        "print(c.fx_graph_cache, c.fx_graph_remote_cache, kcache.torch.installed(), kcache.torch.stats())\n"
+        "for x in w: print('W', x.message)\n"
+    )
+    r = run_python(code, {"KCACHE_DIR": str(tmp_path / "k"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "i"),
+                          "TORCHINDUCTOR_COMPILE_THREADS": "1"}, timeout=600)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:3] == ["True", "[[3.0, 3.0], [3.0, 3.0]]", "True None [] {}"], r.stdout
+    warned = [x for x in lines[3:] if x.startswith("W kcache")]
+    assert len(warned) == 1 and "backend_override_cls is missing" in warned[0], r.stdout
+    assert (tmp_path / "i" / "fxgraph").is_dir()  # Inductor's own FX graph cache
+    assert entries(tmp_path / "k") == {}
 
 
 # ---- hosts share every graph --------------------------------------------------------------------
