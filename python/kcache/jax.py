@@ -48,7 +48,7 @@ import _thread
 import os
 import time
 
-from . import Error, _kcache, default_store
+from . import Error, _integration, _kcache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -104,20 +104,11 @@ def stats() -> dict[str, float]:
 
 
 def _warn_once(what: str, message: str) -> None:
-    with _lock:
-        if what in _warned:
-            return
-        _warned.add(what)
-    import warnings
-
-    warnings.warn(f"kcache.jax: {message}", RuntimeWarning, stacklevel=3)
+    _integration.warn_once(_warned, "kcache.jax", what, message)
 
 
 def _the_store() -> Store | None:
-    s = _store
-    if s is not None and not s.closed:
-        return s
-    return default_store()
+    return _integration.live_store(_store)
 
 
 class _Thread:

@@ -55,7 +55,7 @@ import _thread
 import os
 import struct
 
-from . import Error, _kcache, default_store
+from . import Error, _integration, _kcache
 from . import _triton_files as _files
 
 TYPE_CHECKING = False
@@ -146,20 +146,11 @@ _warned: set[str] = set()
 
 
 def _warn_once(what: str, message: str) -> None:
-    with _lock:
-        if what in _warned:
-            return
-        _warned.add(what)
-    import warnings
-
-    warnings.warn(f"kcache.triton: {message}", RuntimeWarning, stacklevel=3)
+    _integration.warn_once(_warned, "kcache.triton", what, message)
 
 
 def _the_store() -> Store | None:
-    s = _store
-    if s is not None and not s.closed:
-        return s
-    return default_store()
+    return _integration.live_store(_store)
 
 
 # ---- the keys a thread holds ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ import os
 import sys
 import weakref
 
-from .. import Error, _kcache, default_store
+from .. import Error, _integration, _kcache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,10 +39,7 @@ class Settings:
         self.torch_version = ""
 
     def the_store(self) -> Store | None:
-        s = self.store
-        if s is not None and not s.closed:
-            return s
-        return default_store()
+        return _integration.live_store(self.store)
 
 
 settings = Settings()
@@ -52,13 +49,7 @@ _warned: set[str] = set()
 
 def warn_once(what: str, message: str) -> None:
     """One RuntimeWarning per ``what`` and process, prefixed "kcache.torch: "."""
-    with _lock:
-        if what in _warned:
-            return
-        _warned.add(what)
-    import warnings
-
-    warnings.warn(f"kcache.torch: {message}", RuntimeWarning, stacklevel=3)
+    _integration.warn_once(_warned, "kcache.torch", what, message)
 
 
 # ---- outcomes ----------------------------------------------------------------------------------
