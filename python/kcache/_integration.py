@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import _thread
 import os
+from typing import Generic, TypeVar
 
 from . import default_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from . import Store
+
+T = TypeVar("T")
 
 _lock = _thread.allocate_lock()
 
@@ -44,3 +50,28 @@ def live_store(store: Store | None) -> Store | None:
     if store is not None and not store.closed:
         return store
     return default_store()
+
+
+class PerThread(Generic[T]):
+    """One ``T`` per thread, made by ``make()`` on the thread's first ``get()``. A forked child
+    starts with none: what the parent's threads held (their leases) is the parent's."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+        self._local: Any = None  # threading.local(), made on first use (import threading costs)
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._local = None
+
+    def get(self) -> T:
+        if self._local is None:
+            import threading
+
+            with _lock:
+                if self._local is None:
+                    self._local = threading.local()
+        value: T | None = getattr(self._local, "value", None)
+        if value is None:
+            value = self._local.value = self._make()
+        return value

@@ -131,30 +131,14 @@ class _Thread:
         self.give_up()
 
 
-_local: Any = None  # threading.local() with .state, made on first use
-
-
 def _forget_after_fork() -> None:
-    global _lock, _local
+    global _lock
     _lock = _thread.allocate_lock()  # another thread may have held it at the fork
-    _local = None  # the parent's leases are the parent's
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
 
-
-def _thread_state() -> _Thread:
-    global _local
-    if _local is None:
-        import threading
-
-        with _lock:
-            if _local is None:
-                _local = threading.local()
-    state: _Thread | None = getattr(_local, "state", None)
-    if state is None:
-        state = _local.state = _Thread()
-    return state
+_thread_state = _integration.PerThread(_Thread).get  # what this thread is doing for JAX
 
 
 # ---- keys ---------------------------------------------------------------------------------------

@@ -176,30 +176,14 @@ class _Held:
         self.give_up()
 
 
-_held: Any = None  # threading.local() with .held, made on first use
-
-
 def _forget_after_fork() -> None:
-    global _lock, _held
+    global _lock
     _lock = _thread.allocate_lock()  # another thread may have held it at the fork
-    _held = None
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
 
-
-def _thread_held() -> _Held:
-    global _held
-    if _held is None:
-        import threading
-
-        with _lock:
-            if _held is None:
-                _held = threading.local()
-    held: _Held | None = getattr(_held, "held", None)
-    if held is None:
-        held = _held.held = _Held()
-    return held
+_thread_held = _integration.PerThread(_Held).get  # the single-flight keys this thread holds
 
 
 # ---- the cache manager --------------------------------------------------------------------------

@@ -112,24 +112,17 @@ class Held:
         self.give_up()
 
 
-_local: Any = None  # threading.local() with .held, made on first use
 _all_held: weakref.WeakSet[Held] = weakref.WeakSet()  # of every live thread, for give_up_all()
 
 
-def held() -> Held:
-    global _local
-    if _local is None:
-        import threading
-
-        with _lock:
-            if _local is None:
-                _local = threading.local()
-    h: Held | None = getattr(_local, "held", None)
-    if h is None:
-        h = _local.held = Held()
-        with _lock:
-            _all_held.add(h)
+def _new_held() -> Held:
+    h = Held()
+    with _lock:
+        _all_held.add(h)
     return h
+
+
+held = _integration.PerThread(_new_held).get  # the single-flight keys this thread holds
 
 
 def give_up_all() -> None:
@@ -150,9 +143,8 @@ def _forget_at_exit() -> None:
 
 
 def _forget_after_fork() -> None:
-    global _lock, _local
+    global _lock
     _lock = _thread.allocate_lock()  # another thread may have held it at the fork
-    _local = None
     _all_held.clear()
 
 
