@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.hpp"
+#include "bundle/bundle_store.hpp"
 #include "kcache/config.hpp"
 #include "util/posix_io.hpp"
 
@@ -129,8 +130,22 @@ Result<void> FetchedEntry::copy_to(int out_fd, std::string_view out_name) const 
   if (!bundled) {
     return file.copy_to(out_fd, out_name);
   }
-  if (const int e = util::io::write_all(out_fd, {bundled->payload.data(), bundled->payload.size()}); e != 0) {
-    return tl::unexpected(Error{ErrorCode::io, "cannot write " + std::string(out_name) + ": " + std::strerror(e), {}});
+  auto* tier = dynamic_cast<bundle::BundleStore*>(bundle_tier.get());
+  if (tier == nullptr) {
+    return make_error(ErrorCode::internal, "a bundle hit without its bundle tier");
+  }
+  auto copied = tier->copy_payload(bundled->passport.key, [&](std::string_view chunk) -> Result<void> {
+    if (const int e = util::io::write_all(out_fd, chunk); e != 0) {
+      return tl::unexpected(Error{ErrorCode::io, "cannot write " + std::string(out_name) + ": " + std::strerror(e), {}});
+    }
+    return {};
+  });
+  if (!copied) {
+    return tl::unexpected(copied.error());
+  }
+  if (!*copied) {
+    return make_error(ErrorCode::corrupt, "the bundle that held " + bundled->passport.key.hex() +
+                                              " was refused while it was copied");
   }
   return {};
 }
@@ -165,6 +180,7 @@ int fetch_entry(const Context& ctx, const std::string& key_text, FetchedEntry& o
       auto bundled = bundles->get(*key);
       if (bundled && bundled->has_value()) {
         out.bundled = std::move(**bundled);
+        out.bundle_tier = std::move(bundles);
         return k_exit_ok;
       }
     }

@@ -9,11 +9,14 @@
 #include "kcache/bundle.hpp"
 #include "support/files.hpp"
 #include "support/temp_dir.hpp"
+#include "util/hex.hpp"
 #include "util/sha256.hpp"
 
+#include <fcntl.h>
 #include <filesystem>
 #include <gtest/gtest.h>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace kcache::test {
@@ -71,6 +74,111 @@ inline void resign(const std::filesystem::path& file, const std::filesystem::pat
   ASSERT_TRUE(sig.has_value());
   std::copy(sig->begin(), sig->end(), bytes.data() + trailer + k_trailer_signature);
   write_file(file, bytes);
+}
+
+// One entry of a bundle written byte by byte (write_raw_bundle): any
+// passport text, and a payload given as bytes or, when `payload` is empty and
+// `zeros` is not, as that many zero bytes left as a hole in the file (a large
+// payload that costs neither memory nor disk).
+struct RawEntry {
+  Key key;
+  std::string passport;
+  std::string payload;
+  std::uint64_t zeros = 0;
+  std::uint64_t size() const { return payload.empty() ? zeros : payload.size(); }
+};
+
+// The SHA-256 (hex) of `n` zero bytes, hashed a MiB at a time.
+inline std::string sha256_of_zeros(std::uint64_t n) {
+  static const std::string zeros(1 << 20, '\0');
+  util::Sha256 sha;
+  for (std::uint64_t done = 0; done < n;) {
+    const auto k = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), n - done));
+    sha.update(std::string_view(zeros).substr(0, k));
+    done += k;
+  }
+  const auto d = sha.finish();
+  return util::to_hex(d.data(), d.size());
+}
+
+// Writes `entries` (in the order given: sort them by key for a valid bundle)
+// laid out exactly as bundle_format.hpp says, digested and signed with
+// `key_file` (empty: unsigned), whatever the passports hold: a test's own
+// encoder, so that a reader can be shown bytes `create_bundle` never writes.
+inline void write_raw_bundle(const std::filesystem::path& file, const std::vector<RawEntry>& entries,
+                             const std::filesystem::path& key_file) {
+  using namespace bundle; // NOLINT(google-build-using-namespace)
+  // `meta`: every byte of the file but the payloads, in file order; `at`: the file offset.
+  std::string meta(k_header_size + k_record_size * entries.size(), '\0');
+  std::vector<std::pair<std::uint64_t, const RawEntry*>> payloads;
+  std::uint64_t at = meta.size();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const RawEntry& e = entries[i];
+    char* r = meta.data() + k_header_size + i * k_record_size;  // written before `meta` grows
+    std::copy(e.key.bytes().begin(), e.key.bytes().end(), r);
+    const std::uint64_t payload = payload_start(at + e.passport.size());
+    const std::uint64_t end = payload + e.size();
+    store_u64(r + k_record_passport_offset, at);
+    store_u64(r + k_record_passport_size, e.passport.size());
+    store_u64(r + k_record_payload_offset, payload);
+    store_u64(r + k_record_payload_size, e.size());
+    meta += e.passport;
+    meta.append(static_cast<std::size_t>(payload - at - e.passport.size()), '\0');
+    meta.append(static_cast<std::size_t>(next_entry_start(end) - end), '\0');
+    payloads.emplace_back(payload, &e);
+    at = next_entry_start(end);
+  }
+  const std::uint64_t trailer = at;
+  std::memcpy(meta.data(), k_magic.data(), k_magic.size());
+  store_u32(meta.data() + k_header_version, k_bundle_format_version);
+  store_u32(meta.data() + k_header_alignment, k_alignment);
+  store_u64(meta.data() + k_header_count, entries.size());
+  store_u64(meta.data() + k_header_index_offset, k_header_size);
+  store_u64(meta.data() + k_header_file_size, trailer + k_trailer_size);
+  store_u64(meta.data() + k_header_trailer_offset, trailer);
+  const auto d = util::sha256(meta);
+  std::string t(k_trailer_size, '\0');
+  std::memcpy(t.data(), k_trailer_magic.data(), k_trailer_magic.size());
+  std::copy(d.begin(), d.end(), t.data() + k_trailer_digest);
+  if (!key_file.empty()) {
+    auto key = read_private_key(key_file);
+    ASSERT_TRUE(key.has_value()) << key.error().describe();
+    std::string message(k_signed_prefix);
+    message.append(reinterpret_cast<const char*>(d.data()), d.size());
+    auto sig = ed25519_sign(key->seed, message);
+    ASSERT_TRUE(sig.has_value());
+    store_u32(t.data() + k_trailer_scheme, k_scheme_ed25519);
+    std::copy(key->public_key.bytes.begin(), key->public_key.bytes.end(), t.data() + k_trailer_public_key);
+    std::copy(sig->begin(), sig->end(), t.data() + k_trailer_signature);
+  }
+  // Lay the file out: metadata pieces between the payloads.
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << file;
+  std::uint64_t meta_at = 0;   // position in `meta`
+  std::uint64_t file_at = 0;   // position in the file
+  const auto put = [&](const char* p, std::size_t n) {
+    ASSERT_EQ(::pwrite(fd, p, n, static_cast<off_t>(file_at)), static_cast<ssize_t>(n));
+    file_at += n;
+  };
+  for (const auto& [offset, e] : payloads) {
+    const std::uint64_t before = offset - file_at;  // metadata up to this payload
+    put(meta.data() + meta_at, static_cast<std::size_t>(before));
+    meta_at += before;
+    if (!e->payload.empty()) {
+      put(e->payload.data(), e->payload.size());
+    } else {
+      file_at += e->zeros;  // a hole
+    }
+  }
+  put(meta.data() + meta_at, static_cast<std::size_t>(meta.size() - meta_at));
+  put(t.data(), t.size());
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(file_at)), 0);
+  ::close(fd);
+}
+
+// A raw entry for `a`, with its passport as create_bundle writes it.
+inline RawEntry raw_entry(const Artifact& a) {
+  return RawEntry{a.passport.key, a.passport.to_json(), std::string(a.payload.view()), 0};
 }
 
 } // namespace kcache::test
