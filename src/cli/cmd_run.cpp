@@ -71,6 +71,19 @@ std::string check_stand_in(const fs::path& library) {
   if (util::Fd exe(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC)); exe) {
     self_read = ::pread(exe.get(), &self, sizeof self, 0) == static_cast<ssize_t>(sizeof self);
   }
+  // A program (a PIE is ET_DYN too) names its interpreter; a library does not.
+  bool program = false;
+  for (unsigned i = 0; i < header.e_phnum && header.e_phentsize == sizeof(ElfW(Phdr)) && i < 4096; ++i) {
+    ElfW(Phdr) ph{};
+    if (::pread(file->fd.get(), &ph, sizeof ph, static_cast<off_t>(header.e_phoff + i * sizeof ph)) !=
+        static_cast<ssize_t>(sizeof ph)) {
+      break;
+    }
+    program = program || ph.p_type == PT_INTERP;
+  }
+  if (program) {
+    return "the stand-in library " + library.string() + " is a program, not a shared library";
+  }
   if (header.e_type != ET_DYN ||
       (self_read && (header.e_ident[EI_CLASS] != self.e_ident[EI_CLASS] ||
                      header.e_ident[EI_DATA] != self.e_ident[EI_DATA] || header.e_machine != self.e_machine))) {

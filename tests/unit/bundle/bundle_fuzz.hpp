@@ -14,11 +14,16 @@
 
 namespace kcache::test {
 
-// The byte ranges of `bundle` that hold payloads (read from its own index;
-// `bundle` must be a valid bundle).
-inline std::vector<std::pair<std::uint64_t, std::uint64_t>> payload_ranges(std::string_view bundle) {
+// The byte ranges of `bundle` that `bundle ls` does not judge: its payloads
+// (read from its own index) and, for a signed bundle, the public key and
+// signature of its trailer. `bundle` must be a valid bundle.
+inline std::vector<std::pair<std::uint64_t, std::uint64_t>> unjudged_ranges(std::string_view bundle) {
   using namespace kcache::bundle; // NOLINT(google-build-using-namespace)
   std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+  const std::uint64_t trailer = load_u64(bundle.data() + k_header_trailer_offset);
+  if (load_u32(bundle.data() + trailer + k_trailer_scheme) == k_scheme_ed25519) {
+    out.emplace_back(trailer + k_trailer_public_key, trailer + k_trailer_size);
+  }
   const std::uint64_t count = load_u64(bundle.data() + k_header_count);
   for (std::uint64_t i = 0; i < count; ++i) {
     const char* r = bundle.data() + k_header_size + i * k_record_size;
@@ -37,7 +42,8 @@ inline std::vector<std::pair<std::uint64_t, std::uint64_t>> payload_ranges(std::
 // - verify accepts only the original bytes: one encoding per set of entries,
 //   and a signature that covers the rest;
 // - inspect (no signature, no payload hash) accepts only bytes whose
-//   metadata is the original's: a difference may lie in payloads alone.
+//   metadata is the original's: a difference may lie in payloads, or in the
+//   signer's key and signature, alone.
 inline std::string check_bundle_readers(const std::filesystem::path& file, std::string_view mutant,
                                         std::string_view original, const BundleTrust& trust) {
   const auto judge = [&](const Result<BundleInfo>& r, std::string_view who) -> std::string {
@@ -66,7 +72,7 @@ inline std::string check_bundle_readers(const std::filesystem::path& file, std::
     if (mutant.size() != original.size()) {
       return "inspect accepted a bundle of another size";
     }
-    const auto payloads = payload_ranges(original);
+    const auto payloads = unjudged_ranges(original);
     for (std::size_t i = 0; i < mutant.size(); ++i) {
       if (mutant[i] == original[i]) {
         continue;
@@ -76,7 +82,7 @@ inline std::string check_bundle_readers(const std::filesystem::path& file, std::
         in_payload = in_payload || (i >= begin && i < end);
       }
       if (!in_payload) {
-        return "inspect accepted a change at byte " + std::to_string(i) + ", outside every payload";
+        return "inspect accepted a change at byte " + std::to_string(i) + ", outside the payloads and the signature";
       }
     }
   }
