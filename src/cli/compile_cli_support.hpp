@@ -234,11 +234,12 @@ inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, b
   } else {
     ::setenv("KCACHE_BASE_DIR", env.config.base_dir.c_str(), 1);
   }
-  // A disabled or untrusted cache gets nothing written: no memo, no lock, no entry.
+  // A disabled or untrusted cache gets nothing written: no memo, no lock, no
+  // entry; nor does a read-only bundle image (memo_dir_for).
   if (env.config.disable || !problems.empty() || env.config.cache_dir.empty()) {
     no_cache = true;
   } else {
-    env.memo_dir = env.config.cache_dir / "v1" / "toolkit";
+    env.memo_dir = memo_dir_for(env.config);
   }
   Toolkit::instance().set_memo_dir(env.memo_dir);  // the header manifests follow it too
   if (!no_cache) {

@@ -13,6 +13,7 @@
 
 #include "cli/exit_codes.hpp"
 #include "bundle/bundle_store.hpp"
+#include "cache/lazy_file_tier.hpp"
 #include "kcache/config.hpp"
 #include "util/posix_io.hpp"
 
@@ -160,12 +161,34 @@ int fetch_entry(const Context& ctx, const std::string& key_text, FetchedEntry& o
   if (!config) {
     return report(config.error());
   }
+  // A read-only bundle image (bundles set, no cache layout yet, or a cache
+  // directory that cannot be opened): the bundles answer and nothing is
+  // written (docs/bundles.md).
+  const auto from_bundles = [&](const std::string& disk_note) {
+    if (auto bundles = open_configured_bundle_tier(*config)) {
+      auto bundled = bundles->get(*key);
+      if (bundled && bundled->has_value()) {
+        out.bundled = std::move(**bundled);
+        out.bundle_tier = std::move(bundles);
+        return k_exit_ok;
+      }
+    }
+    note("no entry for " + key->hex() + " (a miss" + disk_note + ")");
+    return k_exit_miss;
+  };
+  if (!config->bundles.empty() && !cache_layout_exists(config->cache_dir)) {
+    return from_bundles("; the cache directory holds no entries yet");
+  }
   // A damaged entry is removed by get() and is a miss; say what was wrong.
   std::string damage;
   FileStoreOptions options = config->file_store_options();
   options.damaged = [&damage](const Key&, const std::string& why) { damage = why; };
   auto store = FileStore::open(std::move(options));
   if (!store) {
+    if (!config->bundles.empty()) {
+      note("warning: the cache directory cannot be used (" + store.error().message + "); only the bundles are asked");
+      return from_bundles("");
+    }
     return report(store.error());
   }
   // get() verifies the payload: only an entry that would be served is shown or written.
