@@ -36,6 +36,12 @@ int run_get(const Context& ctx, const GetArgs& args) {
     written = util::write_output_file_with(output, [&](int fd) { return entry.copy_to(fd, output); });
   }
   if (!written) {
+    // An entry removed while it was copied (another process's clear or
+    // prune) is a miss; a regular output is left as it was.
+    if (written.error().code == ErrorCode::not_found) {
+      note(written.error().message);
+      return k_exit_miss;
+    }
     // A damaged payload (exit 4) is the cache's; anything else is the output's.
     if (written.error().code == ErrorCode::corrupt) {
       return report(written.error());

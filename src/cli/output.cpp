@@ -164,14 +164,21 @@ int fetch_entry(const Context& ctx, const std::string& key_text, FetchedEntry& o
   // A read-only bundle image (bundles set, no cache layout yet, or a cache
   // directory that cannot be opened): the bundles answer and nothing is
   // written (docs/bundles.md).
-  const auto from_bundles = [&](const std::string& disk_note) {
+  // A hit of the bundle tier, kept in `out`; false when it holds no such entry.
+  const auto bundle_hit = [&] {
     if (auto bundles = open_configured_bundle_tier(*config)) {
       auto bundled = bundles->get(*key);
       if (bundled && bundled->has_value()) {
         out.bundled = std::move(**bundled);
         out.bundle_tier = std::move(bundles);
-        return k_exit_ok;
+        return true;
       }
+    }
+    return false;
+  };
+  const auto from_bundles = [&](const std::string& disk_note) {
+    if (bundle_hit()) {
+      return k_exit_ok;
     }
     note("no entry for " + key->hex() + " (a miss" + disk_note + ")");
     return k_exit_miss;
@@ -199,13 +206,8 @@ int fetch_entry(const Context& ctx, const std::string& key_text, FetchedEntry& o
   if (!got->has_value() && damage.empty()) {
     // The disk tier first (no bundle is opened for a disk hit), then the
     // bundle tier, which holds the same bytes for a key.
-    if (auto bundles = open_configured_bundle_tier(*config)) {
-      auto bundled = bundles->get(*key);
-      if (bundled && bundled->has_value()) {
-        out.bundled = std::move(**bundled);
-        out.bundle_tier = std::move(bundles);
-        return k_exit_ok;
-      }
+    if (bundle_hit()) {
+      return k_exit_ok;
     }
   }
   if (!got->has_value()) {
