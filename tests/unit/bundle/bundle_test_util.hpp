@@ -48,6 +48,20 @@ inline BundleTrust make_signed_bundle(const std::filesystem::path& key,
   return pub ? BundleTrust{{*pub}} : BundleTrust{};
 }
 
+// Signs `digest` with `key_file` into the trailer at `trailer` (scheme, public key, signature).
+inline void sign_trailer(char* trailer, const util::Digest256& digest, const std::filesystem::path& key_file) {
+  using namespace bundle; // NOLINT(google-build-using-namespace)
+  auto key = read_private_key(key_file);
+  ASSERT_TRUE(key.has_value()) << key.error().describe();
+  std::string message(k_signed_prefix);
+  message.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+  auto sig = ed25519_sign(key->seed, message);
+  ASSERT_TRUE(sig.has_value());
+  store_u32(trailer + k_trailer_scheme, k_scheme_ed25519);
+  std::copy(key->public_key.bytes.begin(), key->public_key.bytes.end(), trailer + k_trailer_public_key);
+  std::copy(sig->begin(), sig->end(), trailer + k_trailer_signature);
+}
+
 // Recomputes the digest and the signature of a bundle whose bytes a test
 // edited, so that only the edit (not the signature) can make it fail.
 inline void resign(const std::filesystem::path& file, const std::filesystem::path& key_file) {
@@ -66,15 +80,27 @@ inline void resign(const std::filesystem::path& file, const std::filesystem::pat
   digest.update(bytes.data() + at, trailer - at);
   const auto d = digest.finish();
   std::copy(d.begin(), d.end(), bytes.data() + trailer + k_trailer_digest);
-  auto key = read_private_key(key_file);
-  ASSERT_TRUE(key.has_value()) << key.error().describe();
-  std::string message(k_signed_prefix);
-  message.append(reinterpret_cast<const char*>(d.data()), d.size());
-  auto sig = ed25519_sign(key->seed, message);
-  ASSERT_TRUE(sig.has_value());
-  std::copy(sig->begin(), sig->end(), bytes.data() + trailer + k_trailer_signature);
+  sign_trailer(bytes.data() + trailer, d, key_file);
   write_file(file, bytes);
 }
+
+// A test with its own directory, a key pair (key(), key().pub) and
+// bundle(): the sample artifacts, signed with it; `trust` accepts it.
+class SignedBundleTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    artifacts = sample_artifacts();
+    trust = make_signed_bundle(key(), bundle(), artifacts);
+    ASSERT_EQ(trust.keys.size(), 1U);
+  }
+  std::filesystem::path key() const { return m_dir.path() / "ci.key"; }
+  std::filesystem::path bundle() const { return m_dir.path() / "kernels.kcb"; }
+  std::filesystem::path dir() const { return m_dir.path(); }
+
+  TempDir m_dir;
+  BundleTrust trust;
+  std::vector<Artifact> artifacts;
+};
 
 // One entry of a bundle written byte by byte (write_raw_bundle): any
 // passport text, and a payload given as bytes or, when `payload` is empty and
@@ -154,15 +180,7 @@ inline void write_raw_bundle(const std::filesystem::path& file, const std::vecto
   std::memcpy(t.data(), k_trailer_magic.data(), k_trailer_magic.size());
   std::copy(d.begin(), d.end(), t.data() + k_trailer_digest);
   if (!key_file.empty()) {
-    auto key = read_private_key(key_file);
-    ASSERT_TRUE(key.has_value()) << key.error().describe();
-    std::string message(k_signed_prefix);
-    message.append(reinterpret_cast<const char*>(d.data()), d.size());
-    auto sig = ed25519_sign(key->seed, message);
-    ASSERT_TRUE(sig.has_value());
-    store_u32(t.data() + k_trailer_scheme, k_scheme_ed25519);
-    std::copy(key->public_key.bytes.begin(), key->public_key.bytes.end(), t.data() + k_trailer_public_key);
-    std::copy(sig->begin(), sig->end(), t.data() + k_trailer_signature);
+    sign_trailer(t.data(), d, key_file);
   }
   // Lay the file out: metadata pieces between the payloads.
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -33,21 +33,7 @@ namespace {
 using test::read_file;
 using test::write_file;
 
-class BundleHostile : public ::testing::Test {
-protected:
-  void SetUp() override {
-    artifacts = test::sample_artifacts();
-    trust = test::make_signed_bundle(key(), bundle(), artifacts);
-    ASSERT_EQ(trust.keys.size(), 1U);
-  }
-  std::filesystem::path key() const { return m_dir.path() / "ci.key"; }
-  std::filesystem::path bundle() const { return m_dir.path() / "kernels.kcb"; }
-  std::filesystem::path dir() const { return m_dir.path(); }
-
-  test::TempDir m_dir;
-  BundleTrust trust;
-  std::vector<Artifact> artifacts;
-};
+class BundleHostile : public test::SignedBundleTest {};
 
 // Runs `body` in a child process that must finish within `seconds` (a
 // blocked open is SIGALRM); returns its exit status and its peak RSS (KiB).
