@@ -48,7 +48,7 @@ import _thread
 import os
 import time
 
-from . import Error, _kcache, default_store
+from . import Error, _integration, _kcache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -104,20 +104,11 @@ def stats() -> dict[str, float]:
 
 
 def _warn_once(what: str, message: str) -> None:
-    with _lock:
-        if what in _warned:
-            return
-        _warned.add(what)
-    import warnings
-
-    warnings.warn(f"kcache.jax: {message}", RuntimeWarning, stacklevel=3)
+    _integration.warn_once(_warned, "kcache.jax", what, message)
 
 
 def _the_store() -> Store | None:
-    s = _store
-    if s is not None and not s.closed:
-        return s
-    return default_store()
+    return _integration.live_store(_store)
 
 
 class _Thread:
@@ -140,30 +131,14 @@ class _Thread:
         self.give_up()
 
 
-_local: Any = None  # threading.local() with .state, made on first use
-
-
 def _forget_after_fork() -> None:
-    global _lock, _local
+    global _lock
     _lock = _thread.allocate_lock()  # another thread may have held it at the fork
-    _local = None  # the parent's leases are the parent's
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
 
-
-def _thread_state() -> _Thread:
-    global _local
-    if _local is None:
-        import threading
-
-        with _lock:
-            if _local is None:
-                _local = threading.local()
-    state: _Thread | None = getattr(_local, "state", None)
-    if state is None:
-        state = _local.state = _Thread()
-    return state
+_thread_state = _integration.PerThread(_Thread).get  # what this thread is doing for JAX
 
 
 # ---- keys ---------------------------------------------------------------------------------------

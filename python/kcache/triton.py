@@ -55,7 +55,7 @@ import _thread
 import os
 import struct
 
-from . import Error, _kcache, default_store
+from . import Error, _integration, _kcache
 from . import _triton_files as _files
 
 TYPE_CHECKING = False
@@ -146,20 +146,11 @@ _warned: set[str] = set()
 
 
 def _warn_once(what: str, message: str) -> None:
-    with _lock:
-        if what in _warned:
-            return
-        _warned.add(what)
-    import warnings
-
-    warnings.warn(f"kcache.triton: {message}", RuntimeWarning, stacklevel=3)
+    _integration.warn_once(_warned, "kcache.triton", what, message)
 
 
 def _the_store() -> Store | None:
-    s = _store
-    if s is not None and not s.closed:
-        return s
-    return default_store()
+    return _integration.live_store(_store)
 
 
 # ---- the keys a thread holds ----------------------------------------------------------------------
@@ -185,30 +176,14 @@ class _Held:
         self.give_up()
 
 
-_held: Any = None  # threading.local() with .held, made on first use
-
-
 def _forget_after_fork() -> None:
-    global _lock, _held
+    global _lock
     _lock = _thread.allocate_lock()  # another thread may have held it at the fork
-    _held = None
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
 
-
-def _thread_held() -> _Held:
-    global _held
-    if _held is None:
-        import threading
-
-        with _lock:
-            if _held is None:
-                _held = threading.local()
-    held: _Held | None = getattr(_held, "held", None)
-    if held is None:
-        held = _held.held = _Held()
-    return held
+_thread_held = _integration.PerThread(_Held).get  # the single-flight keys this thread holds
 
 
 # ---- the cache manager --------------------------------------------------------------------------

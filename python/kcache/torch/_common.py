@@ -13,7 +13,7 @@ import os
 import sys
 import weakref
 
-from .. import Error, _kcache, default_store
+from .. import Error, _integration, _kcache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,10 +39,7 @@ class Settings:
         self.torch_version = ""
 
     def the_store(self) -> Store | None:
-        s = self.store
-        if s is not None and not s.closed:
-            return s
-        return default_store()
+        return _integration.live_store(self.store)
 
 
 settings = Settings()
@@ -52,13 +49,7 @@ _warned: set[str] = set()
 
 def warn_once(what: str, message: str) -> None:
     """One RuntimeWarning per ``what`` and process, prefixed "kcache.torch: "."""
-    with _lock:
-        if what in _warned:
-            return
-        _warned.add(what)
-    import warnings
-
-    warnings.warn(f"kcache.torch: {message}", RuntimeWarning, stacklevel=3)
+    _integration.warn_once(_warned, "kcache.torch", what, message)
 
 
 # ---- outcomes ----------------------------------------------------------------------------------
@@ -121,24 +112,17 @@ class Held:
         self.give_up()
 
 
-_local: Any = None  # threading.local() with .held, made on first use
 _all_held: weakref.WeakSet[Held] = weakref.WeakSet()  # of every live thread, for give_up_all()
 
 
-def held() -> Held:
-    global _local
-    if _local is None:
-        import threading
-
-        with _lock:
-            if _local is None:
-                _local = threading.local()
-    h: Held | None = getattr(_local, "held", None)
-    if h is None:
-        h = _local.held = Held()
-        with _lock:
-            _all_held.add(h)
+def _new_held() -> Held:
+    h = Held()
+    with _lock:
+        _all_held.add(h)
     return h
+
+
+held = _integration.PerThread(_new_held).get  # the single-flight keys this thread holds
 
 
 def give_up_all() -> None:
@@ -159,9 +143,8 @@ def _forget_at_exit() -> None:
 
 
 def _forget_after_fork() -> None:
-    global _lock, _local
+    global _lock
     _lock = _thread.allocate_lock()  # another thread may have held it at the fork
-    _local = None
     _all_held.clear()
 
 
