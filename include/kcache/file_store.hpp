@@ -195,8 +195,10 @@ class PayloadFile {
   // bounded chunks (sendfile where the kernel can), then checks that the
   // payload file is still the one that was verified (inode, size, mtime,
   // ctime: any write to it changes them). Returns an io error naming
-  // `out_name` when writing fails, and `corrupt` when the file changed while
-  // it was copied (the bytes written are then not to be trusted).
+  // `out_name` when writing fails, `not_found` when the entry was removed
+  // while it was copied (unlinked: another process's clear, prune or
+  // eviction; a miss), and `corrupt` when the file changed while it was
+  // copied; in both cases the bytes written are not to be used.
   Result<void> copy_to(int out_fd, std::string_view out_name) const;
 
   // Reads `n` bytes of the payload at `offset` into `out` (pread: the file

@@ -251,8 +251,10 @@ class _Manager:
             if artifact.kind != kind:
                 raise ValueError(f"kind {artifact.kind}")
             files = unpack_group(artifact.view)
-            if name not in files:
-                raise ValueError(f"it holds no {name}")
+            missing = _files.missing_for_triton(name, files) if kind == GROUP_KIND else (
+                None if name in files else f"it holds no {name}")
+            if missing is not None:
+                raise ValueError(missing)
         except ValueError as e:
             _warn_once("bad-group", f"entry {artifact.key} is not a usable Triton group ({e}): compiling again")
             try:
@@ -313,6 +315,12 @@ class _Manager:
                     labels["triton.target"] = f"{t.get('backend')}:{t.get('arch')}:{t.get('warp_size')}"
                 arch = _cuda_arch(t)
         flight = self._flights.pop(kkey.hex, None)
+        missing = _files.missing_for_triton(name, files) if kind == GROUP_KIND else None
+        if missing is not None:  # every process that hit it would fail to load it
+            if flight is not None:
+                flight.abandon()
+            _warn_once("incomplete", f"Triton's group {name} is not cached: {missing}")
+            return
         try:
             artifact = _kcache._record_artifact(_DOMAIN, self._fields(kind, name), kind, pack_group(files), "triton",
                                                 self._triton_version, arch, labels)

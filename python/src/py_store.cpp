@@ -154,10 +154,9 @@ void open_handle(StoreHandle& h, const Config& c) {
   if (!c.cuda_home.empty()) {
     ::setenv("KCACHE_CUDA_HOME", c.cuda_home.c_str(), 1);
   }
-  if (c.disable) {
-    Toolkit::instance().set_memo_dir({});  // a disabled cache has nothing written under its directory
-  } else if (!c.cache_dir.empty()) {
-    Toolkit::instance().set_memo_dir(c.cache_dir / "v1" / "toolkit");
+  // A disabled cache, or a read-only bundle image, has nothing written under its directory.
+  if (c.disable || !c.cache_dir.empty()) {
+    Toolkit::instance().set_memo_dir(memo_dir_for(c));
   }
   // Large payloads are read into memory of this process, never mapped: a
   // mapping would show what another process writes into the entry's file

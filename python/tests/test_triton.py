@@ -197,6 +197,72 @@ def test_a_damaged_group_is_recompiled_never_served(tstore: kcache.Store, damage
         s2.close()
 
 
+@pytest.mark.parametrize("lack", ["cubin", "target", "text", "first-json"])
+def test_a_group_lacking_what_triton_reads_is_a_miss_and_compiled_again(tstore: kcache.Store, lack: str) -> None:
+    # A group that verifies as an entry (its passport names these very bytes)
+    # but lacks what Triton's CompiledKernel reads: a miss, removed, compiled
+    # again; never Triton's KeyError in every process that hits it.
+    first = compile_counted([3])
+    (entry,) = tstore.list()
+    got = tstore.get(entry.key)
+    files = kcache.triton.unpack_group(got.payload)
+    if lack == "cubin":
+        del files["add_kernel.cubin"]
+    elif lack == "target":
+        meta = json.loads(files["add_kernel.json"])
+        del meta["target"]
+        files["add_kernel.json"] = json.dumps(meta).encode()
+    elif lack == "text":
+        files["add_kernel.ptx"] = b"\xff\xfe" + files["add_kernel.ptx"]
+    else:  # another JSON file sorts first: Triton would take it for the metadata
+        files["a.json"] = b"{}"
+    p = got.passport
+    fields = [(f["name"], f["value"]) for f in p["key_record"]["fields"]]
+    bad = kcache._kcache._record_artifact("triton", fields, kcache.triton.GROUP_KIND, kcache.triton.pack_group(files),
+                                          "triton", p["producer"]["version"], p["target"]["arch"], p["labels"])
+    assert bad.key.hex == entry.key.hex
+    tstore.remove(entry.key)
+    tstore.put(bad)
+    kcache.triton._warned.clear()
+    s2 = reopen(tstore)
+    try:
+        with pytest.warns(RuntimeWarning, match="is not a usable Triton group"):
+            again = compile_counted([3])
+        assert (again["compiles"], again["hits"]) == (1, 0) and again["cubins"] == first["cubins"]
+        fixed = kcache.triton.unpack_group(s2.get(entry.key).payload)
+        assert kcache._triton_files.missing_for_triton("add_kernel.json", fixed) is None
+    finally:
+        s2.close()
+
+
+def test_a_group_lacking_its_binary_is_never_published(tstore: kcache.Store) -> None:
+    kcache.triton._warned.clear()
+    meta = json.dumps({"name": "k", "target": {"backend": "cuda", "arch": 90, "warp_size": 32}})
+    m = kcache.triton.KCacheManager("f" * 64)
+    assert m.get_group("k.json") is None  # a miss: this manager holds the key
+    path = m.put(meta, "k.json", binary=False)
+    with pytest.warns(RuntimeWarning, match=r"group k.json is not cached: it holds no .cubin file"):
+        m.put_group("k.json", {"k.json": path})
+    assert tstore.list() == []
+    # The key was given up: the next compile of it publishes a complete group.
+    m2 = kcache.triton.KCacheManager("f" * 64)
+    assert m2.get_group("k.json") is None
+    group = {"k.json": m2.put(meta, "k.json", binary=False), "k.cubin": m2.put(b"\x7fELF cubin", "k.cubin")}
+    m2.put_group("k.json", group)
+    assert [e.kind for e in tstore.list()] == [kcache.triton.GROUP_KIND]
+
+
+def test_a_fifo_at_the_key_memo_never_blocks(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    code = ("import kcache._triton_key as k, triton.runtime.cache as tc, os; "
+            "p = k.memo_path(os.environ['KCACHE_DIR'], tc); os.makedirs(os.path.dirname(p), exist_ok=True); "
+            "os.mkfifo(p); print(k._read_valid(p, 'x'))")
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "KCACHE_DIR": str(cache)},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "None"
+
+
 def test_a_materialized_file_edited_in_the_process_is_written_again(tstore: kcache.Store) -> None:
     compile_counted([2])
     m = kcache.triton.KCacheManager

@@ -1,6 +1,9 @@
 // kcache run: run a program with the stand-in JIT libraries preloaded, so
 // that its NVRTC, nvJitLink and NVVM compiles go through the cache with no change to the program
 // (docs/run.md).
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +16,8 @@
 
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
+#include "util/fd.hpp"
+#include "util/input_file.hpp"
 #include "util/install_location.hpp"
 
 #ifndef KCACHE_INTERPOSE_RELPATH
@@ -36,6 +41,53 @@ fs::path interpose_library() {
     return fs::absolute(env);
   }
   return util::installed_file(KCACHE_INTERPOSE_RELPATH);
+}
+
+// Empty when `library` can be preloaded into a program like this one: a
+// regular file holding an ELF shared object for this machine and word size.
+// Otherwise what is wrong with it: the dynamic loader would only print a line
+// of its own and run the program uncached, exit 0, which no one notices.
+std::string check_stand_in(const fs::path& library) {
+  if (library.empty()) {
+    return "the stand-in library libkcache-interpose.so is missing (the kcache executable's path is unknown)";
+  }
+  auto file = util::open_input_file(library, "the stand-in library");
+  if (!file) {
+    return file.error().code == ErrorCode::not_found ? "the stand-in library " + library.string() + " is missing"
+                                                     : file.error().message;
+  }
+  ElfW(Ehdr) header{};
+  const ssize_t n = ::pread(file->fd.get(), &header, sizeof header, 0);
+  const bool elf = n == static_cast<ssize_t>(sizeof header) && std::memcmp(header.e_ident, ELFMAG, SELFMAG) == 0;
+  if (!elf) {
+    return "the stand-in library " + library.string() + " is not an ELF shared library";
+  }
+  // The program runs on this machine as kcache does: the stand-in must match kcache's own ELF header.
+  ElfW(Ehdr) self{};
+  bool self_read = false;
+  if (util::Fd exe(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC)); exe) {
+    self_read = ::pread(exe.get(), &self, sizeof self, 0) == static_cast<ssize_t>(sizeof self);
+  }
+  // A program (a PIE is ET_DYN too) names its interpreter; a library does not.
+  bool program = false;
+  for (unsigned i = 0; i < header.e_phnum && header.e_phentsize == sizeof(ElfW(Phdr)) && i < 4096; ++i) {
+    ElfW(Phdr) ph{};
+    if (::pread(file->fd.get(), &ph, sizeof ph, static_cast<off_t>(header.e_phoff + i * sizeof ph)) !=
+        static_cast<ssize_t>(sizeof ph)) {
+      break;
+    }
+    program = program || ph.p_type == PT_INTERP;
+  }
+  if (program) {
+    return "the stand-in library " + library.string() + " is a program, not a shared library";
+  }
+  if (header.e_type != ET_DYN ||
+      (self_read && (header.e_ident[EI_CLASS] != self.e_ident[EI_CLASS] ||
+                     header.e_ident[EI_DATA] != self.e_ident[EI_DATA] || header.e_machine != self.e_machine))) {
+    return "the stand-in library " + library.string() +
+           " is not a shared library for this machine (an ELF file of another type, word size or architecture)";
+  }
+  return {};
 }
 
 // LD_PRELOAD with `library` appended (a preload that must come first, such as
@@ -63,13 +115,11 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
     command.erase(command.begin());
   }
   const fs::path library = interpose_library();
-  std::error_code ec;
-  if (library.empty() || !fs::is_regular_file(library, ec)) {
+  if (auto unusable = check_stand_in(library); !unusable.empty()) {
     std::fprintf(stderr,
-                 "kcache: error: the stand-in library %s is missing\nkcache: hint: it is installed beside kcache in "
-                 "<libdir>/kcache/ (from the wheel: site-packages/kcache/); reinstall kcache or set "
-                 "KCACHE_INTERPOSE_LIBRARY to its path\n",
-                 library.empty() ? "libkcache-interpose.so" : library.c_str());
+                 "kcache: error: %s\nkcache: hint: it is installed beside kcache in <libdir>/kcache/ (from the "
+                 "wheel: site-packages/kcache/); reinstall kcache or set KCACHE_INTERPOSE_LIBRARY to its path\n",
+                 unusable.c_str());
     return k_exit_error;
   }
   // Settings given on kcache's command line reach the program as environment

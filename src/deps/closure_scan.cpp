@@ -43,13 +43,17 @@ std::int64_t now_ns() {
 // the caller's buffer, reused for every header of a scan.
 Result<void> load(const std::string& path, ManifestHeader& entry, std::string& bytes) {
   for (int attempt = 0; attempt < 3; ++attempt) {
-    util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: a FIFO swapped in since the header was found never blocks the scan.
+    util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (!fd) {
       return make_errno_error(errno, "open header " + path);
     }
     struct stat before {};
     if (::fstat(fd.get(), &before) != 0) {
       return make_errno_error(errno, "stat header " + path);
+    }
+    if (!S_ISREG(before.st_mode)) {
+      return make_error(ErrorCode::io, "header " + path + " is not a regular file");
     }
     bytes.resize(static_cast<std::size_t>(before.st_size));
     std::size_t got = 0;

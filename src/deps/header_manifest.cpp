@@ -434,7 +434,7 @@ std::optional<HeaderManifest> load_manifest(const fs::path& dir, const std::stri
     return std::nullopt;
   }
   const fs::path p = dir / input.substr(0, 2) / input;
-  util::Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  util::Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));  // a FIFO never blocks
   if (!fd) {
     return std::nullopt;
   }

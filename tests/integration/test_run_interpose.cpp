@@ -164,6 +164,10 @@ TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   const ShellRun plain = sh("env " + plain_cmd);
   ASSERT_EQ(plain.rc, 0) << plain.err;
   ASSERT_NE(file("plain.out").find("cubin size_rc=0 size="), std::string::npos);
+  // The real nvJitLink on a completed handle: a second Complete and an AddData return 6
+  // (NVJITLINK_ERROR_INTERNAL); the warm run, whose links are hits, must answer the same.
+  ASSERT_NE(file("plain.out").find("complete-again rc=6\n"), std::string::npos) << file("plain.out");
+  ASSERT_NE(file("plain.out").find("after-complete add rc=6 "), std::string::npos) << file("plain.out");
 
   const ShellRun cold = run(client(GetParam(), "cold.out"), "cold.log");
   ASSERT_EQ(cold.rc, 0) << cold.err;
