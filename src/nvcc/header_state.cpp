@@ -1,0 +1,248 @@
+#include "nvcc/header_state.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "util/hex.hpp"
+#include "util/sha256.hpp"
+
+namespace kcache::nvcc {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string normalize(const std::string& spelled, const fs::path& cwd) {
+  fs::path p(spelled.empty() ? "." : spelled);
+  if (p.is_relative()) {
+    p = cwd / p;
+  }
+  std::string s = p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') {
+    s.pop_back();
+  }
+  return s;
+}
+
+std::string parent_spelled(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) {
+    return ".";
+  }
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  if (dir == ".") {
+    return name;
+  }
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+struct TrieNode {
+  std::map<std::string, std::unique_ptr<TrieNode>> children;
+};
+
+void insert(TrieNode& root, std::string_view rel) {
+  TrieNode* at = &root;
+  std::size_t start = 0;
+  while (start < rel.size()) {
+    const std::size_t slash = std::min(rel.find('/', start), rel.size());
+    const std::string part(rel.substr(start, slash - start));
+    start = slash + 1;
+    if (part.empty() || part == ".") {
+      continue;
+    }
+    auto& child = at->children[part];
+    if (!child) {
+      child = std::make_unique<TrieNode>();
+    }
+    at = child.get();
+  }
+}
+
+// One directory's entries: name -> is a directory. nullopt when it cannot be listed.
+using Listing = std::unordered_map<std::string, bool>;
+
+class Lister {
+ public:
+  const std::optional<Listing>& list(const std::string& dir) {
+    auto it = m_cache.find(dir);
+    if (it != m_cache.end()) {
+      return it->second;
+    }
+    std::optional<Listing> listing;
+    if (DIR* d = ::opendir(dir.c_str())) {
+      listing.emplace();
+      while (const dirent* e = ::readdir(d)) {
+        const std::string_view name = e->d_name;
+        if (name == "." || name == "..") {
+          continue;
+        }
+        bool is_dir = e->d_type == DT_DIR;
+        if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
+          struct stat st {};
+          is_dir = ::stat(join(dir, std::string(name)).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+        }
+        listing->emplace(std::string(name), is_dir);
+      }
+      ::closedir(d);
+    }
+    return m_cache.emplace(dir, std::move(listing)).first->second;
+  }
+
+ private:
+  std::unordered_map<std::string, std::optional<Listing>> m_cache;
+};
+
+void walk(const std::string& dir, const TrieNode& node, Lister& lister, std::set<AbsentName>& out, int depth) {
+  if (depth > 64) {
+    return;
+  }
+  const auto& listing = lister.list(dir);
+  if (!listing) {
+    return;
+  }
+  for (const auto& [name, child] : node.children) {
+    if (name == "..") {
+      continue;  // not followed (docs/nvcc.md)
+    }
+    const auto it = listing->find(name);
+    if (it == listing->end()) {
+      out.insert(AbsentName{dir, name});
+    } else if (it->second && !child->children.empty()) {
+      walk(join(dir, name), *child, lister, out, depth + 1);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<AbsentName> absent_names(const std::vector<std::string>& headers, const std::string& source,
+                                     const std::vector<std::string>& search_dirs) {
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  struct Dir {
+    std::string spelled;
+    std::string norm;
+  };
+  std::vector<Dir> dirs;
+  std::unordered_set<std::string> seen;
+  const auto add_dir = [&](const std::string& spelled) {
+    std::string s = spelled.empty() ? "." : spelled;
+    while (s.size() > 1 && s.back() == '/') {
+      s.pop_back();
+    }
+    std::string norm = normalize(s, cwd);
+    if (seen.insert(norm).second) {
+      dirs.push_back(Dir{std::move(s), std::move(norm)});
+    }
+  };
+  for (const auto& d : search_dirs) {
+    add_dir(d);
+  }
+  add_dir(parent_spelled(source));
+  for (const auto& h : headers) {
+    add_dir(parent_spelled(h));
+  }
+  TrieNode trie;
+  for (const auto& h : headers) {
+    const std::string norm = normalize(h, cwd);
+    for (const auto& x : dirs) {
+      const std::string prefix = x.norm == "/" ? "/" : x.norm + "/";
+      if (norm.size() > prefix.size() && norm.compare(0, prefix.size(), prefix) == 0) {
+        insert(trie, std::string_view(norm).substr(prefix.size()));
+      }
+    }
+  }
+  Lister lister;
+  std::set<AbsentName> out;
+  for (const auto& y : dirs) {
+    if (lister.list(y.spelled)) {
+      walk(y.spelled, trie, lister, out, 0);
+      continue;
+    }
+    // A search directory that does not exist: created later, it could hold
+    // any of the names. Record it as missing in the nearest existing parent.
+    std::string child = y.spelled;
+    for (int up = 0; up < 64; ++up) {
+      const std::string parent = parent_spelled(child);
+      if (parent == child) {
+        break;
+      }
+      if (lister.list(parent)) {
+        const auto slash = child.rfind('/');
+        const std::string name = slash == std::string::npos ? child : child.substr(slash + 1);
+        if (!name.empty() && name != "." && name != "..") {
+          out.insert(AbsentName{parent, name});
+        }
+        break;
+      }
+      child = parent;
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+HeaderState header_state(const std::vector<std::string>& headers, const std::vector<AbsentName>& absent,
+                         const KnownDigests* known) {
+  HeaderState state;
+  util::Sha256 h;
+  state.headers.reserve(headers.size());
+  for (const auto& path : headers) {
+    HeaderFile f;
+    f.path = path;
+    const auto stamp = stamp_of(path);
+    if (!stamp) {
+      f.sha256 = "missing";
+    } else {
+      f.stamp = *stamp;
+      std::optional<std::string> sha;
+      if (known != nullptr) {
+        if (const auto it = known->find(path); it != known->end() && it->second.first == *stamp) {
+          sha = it->second.second;
+        }
+      }
+      if (!sha) {
+        FileStamp read_stamp;
+        sha = sha256_of_file(path, &read_stamp);
+        if (sha && !(read_stamp == *stamp)) {
+          f.stamp = read_stamp;
+        }
+      }
+      f.sha256 = sha ? *sha : "missing";
+      state.settled_ns = std::max(state.settled_ns, f.stamp.settled_ns());
+    }
+    h.update(f.path);
+    h.update("\0", 1);
+    h.update(f.sha256);
+    h.update("\n", 1);
+    state.headers.push_back(std::move(f));
+  }
+  h.update("absent\n", 7);
+  for (const auto& a : absent) {
+    const std::string path = join(a.dir, a.name);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+      ++state.present;
+      state.present_names += path + "\n";
+      h.update(path);
+      h.update("\n", 1);
+    }
+  }
+  const auto d = h.finish();
+  state.digest = util::to_hex(d.data(), d.size());
+  return state;
+}
+
+}  // namespace kcache::nvcc

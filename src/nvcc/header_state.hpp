@@ -1,0 +1,81 @@
+// nvcc/header_state.hpp: what a compile read, and what must stay absent for
+// it to read the same again (private).
+//
+// nvcc's dependency file lists every file the compile read (nvcc/
+// dependency_file.hpp) but not the paths the preprocessor tried first and
+// found missing. A header created at one of those paths later (a file named
+// like a system header dropped into a `-I` directory, a new header beside the
+// source) would be read instead, so the key must hold that those paths are
+// still missing. absent_names() works them out from the list and the search
+// path: for every header H and every directory X it could have been found
+// under (every search directory, and the directory of every file the compile
+// read, since quoted includes look there first), H's path below X is a name
+// the compile may have looked up; that name under every other such directory
+// Y is a path that must not exist. Each is recorded as the deepest existing
+// directory on the way and the first name missing in it (`Y/sub` exists,
+// `Y/sub/h.h` does not: ("Y/sub", "h.h")). Paths are kept as spelled (a
+// relative search directory stays relative), so the records mean the same
+// wherever the compile runs from. The result is a superset of the lookups
+// the preprocessor made: a file created at any recorded name makes the next
+// lookup a miss, whether or not the compile would have read it.
+//
+// header_state() then gives the state a key holds: the SHA-256 of each
+// header (or "missing"), and for each absent name whether it is still
+// missing; its digest changes when any of them does.
+//
+// Not seen: `__has_include` of a file that exists nowhere (it is in no
+// dependency file), and a directory on the search path that a `#include`
+// reaches through `..`. Both are documented in docs/nvcc.md.
+//
+// Thread-safety: functions without shared state.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nvcc/file_stamp.hpp"
+
+namespace kcache::nvcc {
+
+struct AbsentName {
+  std::string dir;   // an existing directory, as spelled
+  std::string name;  // one path component that did not exist in it
+  friend bool operator==(const AbsentName&, const AbsentName&) = default;
+  friend auto operator<=>(const AbsentName&, const AbsentName&) = default;
+};
+
+// The names that must stay missing for `headers` (as the dependency file
+// spells them, relative to the working directory or absolute) to be what a
+// compile reads, given the search directories `search_dirs` (as spelled).
+// `source` is the compile's input. Sorted and unique.
+std::vector<AbsentName> absent_names(const std::vector<std::string>& headers, const std::string& source,
+                                     const std::vector<std::string>& search_dirs);
+
+// What was read of one header.
+struct HeaderFile {
+  std::string path;    // as spelled
+  std::string sha256;  // 64 hex, or "missing"
+  FileStamp stamp;     // zero when missing
+};
+
+struct HeaderState {
+  std::vector<HeaderFile> headers;  // in the order of the list
+  std::uint64_t present = 0;        // absent names that exist now
+  std::string digest;               // 64 hex over every header's path and digest and every verdict
+  std::string present_names;        // "dir/name" of each that exists now, newline-separated (for why-miss)
+  // The latest FileStamp::settled_ns() of the headers read: a compile that
+  // started after it read them as they are now.
+  std::int64_t settled_ns = 0;
+};
+
+// Remembered digests: a header whose stamp equals the remembered one is not read again.
+using KnownDigests = std::map<std::string, std::pair<FileStamp, std::string>>;
+
+// The state of `headers` and `absent` now. `known`, when given, spares
+// reading headers whose stamp is unchanged.
+HeaderState header_state(const std::vector<std::string>& headers, const std::vector<AbsentName>& absent,
+                         const KnownDigests* known = nullptr);
+
+}  // namespace kcache::nvcc

@@ -1,0 +1,133 @@
+#include "nvcc/nvcc_keys.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "nvcc/nvcc_manifest.hpp"
+#include "util/hex.hpp"
+#include "util/sha256.hpp"
+
+namespace kcache::nvcc {
+
+namespace {
+
+constexpr std::size_t k_max_header_fields = 64;
+
+std::array<std::uint8_t, 32> raw_digest(const std::string& hex) {
+  std::array<std::uint8_t, 32> out{};
+  if (auto bytes = util::from_hex(hex); bytes && bytes->size() == 32) {
+    std::copy(bytes->begin(), bytes->end(), out.begin());
+  } else {
+    out = util::sha256(hex);  // "missing": a digest no file has
+  }
+  return out;
+}
+
+void add_inputs(KeyBuilder& kb, const KeyInputs& in) {
+  const NvccCommand& cmd = *in.command;
+  kb.add("nvcc.version", in.nvcc->version);
+  kb.add_digest("nvcc.tools", raw_digest(in.nvcc->tools_sha256));
+  kb.add("host.version", in.host->version);
+  kb.add("host.machine", in.host->machine);
+  kb.add_digest("host.driver", raw_digest(in.host->driver_sha256));
+  kb.add("host.cc1plus", in.host->cc1plus_sha256.empty() ? "none" : in.host->cc1plus_sha256);
+  kb.add("host.as", in.host->as_sha256.empty() ? "none" : in.host->as_sha256);
+  for (const auto& [name, value] : in.environment) {
+    kb.add("env:" + name, value);
+  }
+  if (!in.working_directory.empty()) {
+    kb.add("working_directory", in.working_directory);
+  }
+  kb.add("output_kind", kind_name(cmd.output_kind));
+  kb.add("source_path", cmd.input);
+  kb.add_digest("source", raw_digest(in.source_sha256));
+  for (const auto& o : cmd.key_options) {
+    kb.add("option", o);
+  }
+  for (const auto& d : cmd.options_file_digests) {
+    kb.add_digest("options_file", raw_digest(d));
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> keyed_environment(const NvccIdentity& nvcc) {
+  std::vector<std::string> names = {"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN",
+                                    "CPATH",              "C_INCLUDE_PATH",    "CPLUS_INCLUDE_PATH",
+                                    "GCC_EXEC_PREFIX",    "COMPILER_PATH",     "SOURCE_DATE_EPOCH",
+                                    "GCC_COMPARE_DEBUG",  "LANG",              "LC_ALL",
+                                    "LC_CTYPE",           "LC_MESSAGES"};
+  for (const auto& v : nvcc.profile_environment) {
+    if (v != "PATH" && v != "LD_LIBRARY_PATH") {
+      names.push_back(v);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& n : names) {
+    if (const char* v = std::getenv(n.c_str())) {
+      out.emplace_back(n, v);
+    }
+  }
+  return out;
+}
+
+KeyBuilder root_manifest_record(const KeyInputs& in) {
+  KeyBuilder kb("nvcc-deps");
+  add_inputs(kb, in);
+  const DependencyOutput& deps = in.command->deps;
+  kb.add("depfile.mode", deps.mode == DepMode::none ? "none" : deps.mode == DepMode::full ? "full" : "nonsystem");
+  if (deps.mode != DepMode::none) {
+    if (deps.targets.empty()) {
+      kb.add("depfile.target", in.command->output);  // nvcc names the output
+    }
+    for (const auto& t : deps.targets) {
+      kb.add("depfile.target", t);
+    }
+    kb.add("depfile.phony", deps.phony ? "yes" : "no");
+  }
+  return kb;
+}
+
+Key root_manifest_key(const KeyInputs& in) { return root_manifest_record(in).key(); }
+
+KeyBuilder next_manifest_record(const Key& parent, const HeaderState& state) {
+  KeyBuilder kb("nvcc-deps");
+  kb.add("parent", parent.hex());
+  kb.add_digest("state", raw_digest(state.digest));
+  return kb;
+}
+
+KeyBuilder object_record(const KeyInputs& in, const DependencyManifest& manifest, const HeaderState& state) {
+  KeyBuilder kb("nvcc");
+  add_inputs(kb, in);
+  if (state.headers.size() <= k_max_header_fields) {
+    for (const auto& h : state.headers) {
+      kb.add_digest("header:" + h.path, raw_digest(h.sha256));
+    }
+  } else {
+    util::Sha256 list;
+    for (const auto& h : state.headers) {
+      list.update(h.path);
+      list.update("\0", 1);
+      list.update(h.sha256);
+      list.update("\n", 1);
+    }
+    kb.add("headers.count", static_cast<std::int64_t>(state.headers.size()));
+    kb.add_digest("headers", list.finish());
+  }
+  util::Sha256 names;
+  for (const auto& a : manifest.absent) {
+    names.update(a.dir);
+    names.update("\0", 1);
+    names.update(a.name);
+    names.update("\n", 1);
+  }
+  kb.add("absent.count", static_cast<std::int64_t>(manifest.absent.size()));
+  kb.add_digest("absent", names.finish());
+  kb.add("absent.present", state.present == 0 ? std::string("none") : state.present_names);
+  return kb;
+}
+
+}  // namespace kcache::nvcc

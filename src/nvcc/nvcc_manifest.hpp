@@ -1,0 +1,86 @@
+// nvcc/nvcc_manifest.hpp: the entries and files that remember what an nvcc
+// compile read (private; docs/nvcc.md, "How a lookup works").
+//
+// A dependency manifest is a store entry (kind "nvcc-deps", so the cap,
+// verify, prune, bundles and every remote tier carry it like any other): the
+// headers a compile read, as its dependency file spells them and in its
+// order, the names that must stay absent (nvcc/header_state.hpp), and the
+// dependency file nvcc wrote, when one was asked for:
+//
+//   manifest := "kcache-nvcc-deps 1\n" header* group* depfile? "end\n"
+//   header   := "h" str(path) "\n"
+//   group    := "a" str(dir) num(count) "\n" ("n" str(name) "\n"){count}
+//   depfile  := "d" str(text) "\n"
+//
+// A local memo (one file per input key, <cache>/v1/nvcc/<k0k1>/<key hex>,
+// never shared) remembers how the last lookup resolved on this machine: the
+// manifest it used, the object key it found, the stat identity and SHA-256 of
+// every header, the identity of every directory holding an absent name, and
+// the dependency file. While every identity is unchanged the object key is
+// known without reading a header: a hit costs one stat per header and
+// directory.
+//
+//   memo  := "kcache-nvcc-memo 1\n" keys file* dir* depfile? "sum" str(sha256) "\n"
+//   keys  := "k" str(input key) str(manifest key) str(object key) "\n"
+//   file  := "f" str(path) stamp str(sha256) "\n"
+//   dir   := "g" str(dir) stamp "\n"
+//   stamp := num(dev) num(ino) num(size) num(mtime_ns) num(ctime_ns)
+//   (sum: SHA-256 hex of every byte before "sum")
+//
+// Both are untrusted: strictly parsed (nvcc/record_text.hpp), bounded
+// (manifests 16 MiB, memos 16 MiB), and any deviation makes them ignored.
+//
+// Thread-safety: values.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nvcc/file_stamp.hpp"
+#include "nvcc/header_state.hpp"
+
+namespace kcache::nvcc {
+
+inline constexpr std::size_t k_manifest_max_bytes = std::size_t{16} << 20;
+
+struct DependencyManifest {
+  std::vector<std::string> headers;
+  std::vector<AbsentName> absent;  // sorted
+  bool has_depfile = false;
+  std::string depfile;
+
+  std::string serialize() const;
+  static std::optional<DependencyManifest> parse(std::string_view text);
+};
+
+struct LocalMemo {
+  std::string input_key;
+  std::string manifest_key;
+  std::string object_key;
+  std::vector<HeaderFile> headers;  // a zero stamp never matches
+  std::vector<std::pair<std::string, FileStamp>> dirs;
+  bool has_depfile = false;
+  std::string depfile;
+
+  // The memo of a lookup that found (or stored) `object_key` for the headers
+  // of `manifest` in `state`: identities changed within the racy window are
+  // recorded as zero (never trusted), as are those of the absent names'
+  // directories, which are stat'ed now.
+  static LocalMemo make(std::string input_key, std::string manifest_key, std::string object_key,
+                        const HeaderState& state, const DependencyManifest& manifest);
+
+  std::string serialize() const;
+  static std::optional<LocalMemo> parse(std::string_view text);
+
+  // The memo of `input_key_hex` under `dir` (v1/nvcc); nullopt when none or unusable.
+  static std::optional<LocalMemo> load(const std::filesystem::path& dir, const std::string& input_key_hex);
+  // Writes it atomically (mode 0600), keeping its shard within 256 files. Best effort.
+  void save(const std::filesystem::path& dir) const;
+  // True when every header and directory has its remembered identity now.
+  bool still_applies() const;
+};
+
+}  // namespace kcache::nvcc
