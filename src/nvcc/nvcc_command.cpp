@@ -202,6 +202,14 @@ class Parser {
         case OptionRole::keyed:
           m_cmd.key_options.push_back(canonical);
           note_path_option(*opt, value);
+          if (opt->long_name == "ptxas-options" && value) {
+            // ptxas's own -g / -lineinfo write line tables naming the files.
+            for (const auto& p : split_commas(*value)) {
+              if (p == "-g" || p == "--device-debug" || p == "-lineinfo" || p == "--generate-line-info") {
+                m_cmd.output_names_paths = true;
+              }
+            }
+          }
           break;
         case OptionRole::phase:
           if (phase && *phase != opt->long_name) {

@@ -36,7 +36,10 @@ void add_inputs(KeyBuilder& kb, const KeyInputs& in) {
     kb.add("env:" + name, value);
   }
   if (!in.working_directory.empty()) {
+    // Debug information names the working directory; with -G a cubin also
+    // names its own output file (ptxas's command line), so both are keyed.
     kb.add("working_directory", in.working_directory);
+    kb.add("output_path", cmd.output);
   }
   kb.add("output_kind", kind_name(cmd.output_kind));
   kb.add("source_path", cmd.input);
