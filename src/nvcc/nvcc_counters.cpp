@@ -61,6 +61,30 @@ std::uint64_t NvccCounters::get(Uncacheable reason) const noexcept {
   return std::atomic_ref<std::uint64_t>(*word(k_event_words + r)).load(std::memory_order_relaxed);
 }
 
+std::optional<NvccStats> read_nvcc_stats(const std::filesystem::path& cache_dir) {
+  std::error_code ec;
+  if (cache_dir.empty() || !std::filesystem::exists(cache_dir / "v1" / "stats" / "nvcc", ec)) {
+    return std::nullopt;
+  }
+  const auto c = NvccCounters::open(cache_dir);
+  NvccStats s;
+  static constexpr std::pair<NvccOutcome, const char*> k_names[] = {{NvccOutcome::hit, "hits"},
+                                                                    {NvccOutcome::compiled, "compiles"},
+                                                                    {NvccOutcome::failed, "failed"},
+                                                                    {NvccOutcome::uncached, "uncached"},
+                                                                    {NvccOutcome::fallback, "fallbacks"}};
+  for (const auto& [outcome, name] : k_names) {
+    s.outcomes.emplace_back(name, c->get(outcome));
+  }
+  for (unsigned r = 1; r < k_uncacheable_reasons; ++r) {
+    const auto reason = static_cast<Uncacheable>(r);
+    if (const auto n = c->get(reason); n != 0) {
+      s.uncached_reasons.emplace_back(std::string(to_string(reason)), n);
+    }
+  }
+  return s;
+}
+
 Uncacheable reason_named(std::string_view name) noexcept {
   for (unsigned r = 1; r < k_uncacheable_reasons; ++r) {
     if (to_string(static_cast<Uncacheable>(r)) == name) {

@@ -19,6 +19,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kcache/nvcc_launcher.hpp"
 #include "nvcc/nvcc_command.hpp"
@@ -48,6 +52,16 @@ class NvccCounters {
   void* m_mapped = nullptr;
   std::unique_ptr<std::uint64_t[]> m_local;
 };
+
+// What `kcache stats` shows of the file, when any process counted into it:
+// the outcomes by name ("hits", "compiles", "failed", "uncached",
+// "fallbacks") and, of the uncached commands, each reason counted (by its
+// to_string name). Empty when no nvcc command was ever run with this cache.
+struct NvccStats {
+  std::vector<std::pair<std::string, std::uint64_t>> outcomes;
+  std::vector<std::pair<std::string, std::uint64_t>> uncached_reasons;
+};
+std::optional<NvccStats> read_nvcc_stats(const std::filesystem::path& cache_dir);
 
 // The reason whose counter name is `name` (to_string(Uncacheable)); `other` when none.
 Uncacheable reason_named(std::string_view name) noexcept;

@@ -54,6 +54,33 @@ void add_inputs(KeyBuilder& kb, const KeyInputs& in) {
 
 }  // namespace
 
+bool is_project_header(const std::string& path, const NvccCommand& command) {
+  if (path.empty() || path.front() != '/') {
+    return true;
+  }
+  const auto under = [&path](std::string dir) {
+    if (dir.empty() || dir.front() != '/') {
+      return false;  // a relative directory names relative paths, which are the project's already
+    }
+    while (dir.size() > 1 && dir.back() == '/') {
+      dir.pop_back();
+    }
+    return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+  };
+  for (const auto& d : command.include_dirs) {
+    if (under(d)) {
+      return true;
+    }
+  }
+  for (const auto& d : command.system_dirs) {
+    if (under(d)) {
+      return true;
+    }
+  }
+  const auto slash = command.input.rfind('/');
+  return slash != std::string::npos && slash > 0 && under(command.input.substr(0, slash));
+}
+
 std::vector<std::pair<std::string, std::string>> keyed_environment(const NvccIdentity& nvcc) {
   std::vector<std::string> names = {"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN",
                                     "CPATH",              "C_INCLUDE_PATH",    "CPLUS_INCLUDE_PATH",
@@ -105,21 +132,32 @@ KeyBuilder next_manifest_record(const Key& parent, const HeaderState& state) {
 KeyBuilder object_record(const KeyInputs& in, const DependencyManifest& manifest, const HeaderState& state) {
   KeyBuilder kb("nvcc");
   add_inputs(kb, in);
-  if (state.headers.size() <= k_max_header_fields) {
-    for (const auto& h : state.headers) {
-      kb.add_digest("header:" + h.path, raw_digest(h.sha256));
+  // The project's headers one field each (so `kcache why-miss` names the one
+  // that changed), the toolkit's and the system's as one digest.
+  std::vector<const HeaderFile*> user;
+  std::vector<const HeaderFile*> system;
+  for (const auto& h : state.headers) {
+    (is_project_header(h.path, *in.command) ? user : system).push_back(&h);
+  }
+  const auto add_list = [&kb](const std::string& name, const std::vector<const HeaderFile*>& list) {
+    util::Sha256 digest;
+    for (const HeaderFile* h : list) {
+      digest.update(h->path);
+      digest.update("\0", 1);
+      digest.update(h->sha256);
+      digest.update("\n", 1);
+    }
+    kb.add(name + ".count", static_cast<std::int64_t>(list.size()));
+    kb.add_digest(name, digest.finish());
+  };
+  if (user.size() <= k_max_header_fields) {
+    for (const HeaderFile* h : user) {
+      kb.add_digest("header:" + h->path, raw_digest(h->sha256));
     }
   } else {
-    util::Sha256 list;
-    for (const auto& h : state.headers) {
-      list.update(h.path);
-      list.update("\0", 1);
-      list.update(h.sha256);
-      list.update("\n", 1);
-    }
-    kb.add("headers.count", static_cast<std::int64_t>(state.headers.size()));
-    kb.add_digest("headers", list.finish());
+    add_list("headers", user);
   }
+  add_list("headers.system", system);
   util::Sha256 names;
   for (const auto& a : manifest.absent) {
     names.update(a.dir);

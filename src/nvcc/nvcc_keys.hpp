@@ -13,9 +13,11 @@
 //   compile whose headers were not the previous one's (an edit added an
 //   include) or whose object was not stored for that state;
 // - the object key (domain "nvcc"): the inputs, without the dependency-file
-//   fields (an object does not depend on them), plus each header by content
-//   (`header:<path>`, at most 64; more are one digest over the list) and the
-//   absent names (their digest, and those that exist now).
+//   fields (an object does not depend on them), plus each of the project's
+//   headers by content (`header:<path>`, at most 64; more are one digest over
+//   their list), one digest over the toolkit's and system's headers
+//   (`headers.system`), and the absent names (their digest, and those that
+//   exist now).
 //
 // Thread-safety: functions without shared state.
 #pragma once
@@ -51,6 +53,12 @@ struct KeyInputs {
 // GCC_EXEC_PREFIX, COMPILER_PATH, SOURCE_DATE_EPOCH, GCC_COMPARE_DEBUG, LANG,
 // LC_ALL, LC_CTYPE, LC_MESSAGES). Those set now, with their values, sorted.
 std::vector<std::pair<std::string, std::string>> keyed_environment(const NvccIdentity& nvcc);
+
+// True for a header of the project rather than of the toolkit or the system:
+// a relative path, or one under an -I or -isystem directory of `command` or
+// the source's directory. Only the record's shape depends on it (one field
+// per project header): every header is in the key either way.
+bool is_project_header(const std::string& path, const NvccCommand& command);
 
 Key root_manifest_key(const KeyInputs& in);
 KeyBuilder root_manifest_record(const KeyInputs& in);
