@@ -5,7 +5,7 @@
 //   build/ci/bench/bench_compile --benchmark_min_time=0.2
 //   build/ci/bench/bench_compile --benchmark_filter='Cold'
 //
-// docs/performance-jit.md records the figures.
+// docs/performance.md records the figures ("In-process hits", "Misses and cold compiles").
 #include <benchmark/benchmark.h>
 
 #include <filesystem>

@@ -15,7 +15,8 @@
 //   cmake --build --preset ci --target bench_headers
 //   build/ci/bench/bench_headers --benchmark_min_time=0.3 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //
-// docs/performance-jit.md records the figures ("Header trees").
+// docs/performance.md records the figures ("In-process hits"); their history:
+// docs/history/performance-jit.md, "Header trees".
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -25,7 +26,7 @@
 #include <sstream>
 #include <thread>
 
-#include "compile/header_scanner.hpp"
+#include "deps/header_scanner.hpp"
 #include "kcache/compiler.hpp"
 #include "kcache/memory_store.hpp"
 #include "kcache/toolkit.hpp"

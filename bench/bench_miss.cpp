@@ -34,7 +34,7 @@
 //   build/ci/bench/bench_miss [rounds=3] [program_kernels=50]
 //
 // `strace -f -c -e trace=newfstatat,statx,stat,lstat` around one child gives
-// the stat calls per miss (docs/performance-jit.md, "Misses over large header trees").
+// the stat calls per miss (docs/performance.md, "Misses and cold compiles").
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>

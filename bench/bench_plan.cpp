@@ -1,4 +1,4 @@
-// Plan benchmarks (docs/performance-plan.md):
+// Plan benchmarks (docs/performance.md, "Plans"):
 //   BM_ReuseCheck200MiB      exists + sidecar verify of a 200 MiB engine (OpenSSL SHA-256)
 //   BM_Sha256sum200MiB       coreutils `sha256sum -c` of the same file: the baseline, same run
 //   BM_WarmPlan200MiB        a whole `plan build` run (orchestrator) that REUSES that engine

@@ -1,4 +1,4 @@
-// Worker pool and single-flight benchmarks (docs/performance-worker.md).
+// Worker pool and single-flight benchmarks (docs/performance.md, "Worker pool and single-flight").
 //
 //   BM_CorpusSerialInProcess   64 distinct cold kernels compiled one after the
 //                              other in this process (the baseline)

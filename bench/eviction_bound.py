@@ -3,8 +3,8 @@
 bench_eviction_trace (issue 21): offline (policies that know the future included) and
 online (every policy a cache can run, one that knows each kernel's popularity included),
 and how close LRU, exact GDSF, an LFU-by-cost with counts that outlive eviction and two
-offline heuristics come to them. Results: docs/performance-store.md, "What any policy
-could reach".
+offline heuristics come to them. Results: docs/performance.md, "The store at its limits";
+every run: docs/history/performance-store.md, "What any policy could reach".
 
   python3 -m venv .venv-bench && .venv-bench/bin/pip install scipy numpy
   .venv-bench/bin/python bench/eviction_bound.py                        # the issue's setting: Zipf 0.8, cap 25 %

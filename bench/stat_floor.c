@@ -1,6 +1,7 @@
 /* The floor of a hit over a large header tree: what the `stat`s a manifest
  * check makes cost on this machine, with nothing of kcache around them
- * (docs/performance-jit.md, "What a header stat costs").
+ * (docs/performance.md, "Process start"; docs/history/performance-jit.md,
+ * "What a header stat costs").
  *
  * Usage: stat_floor MANIFEST_OR_LIST [REPEATS=30] [MAX_THREADS=8]
  *   MANIFEST_OR_LIST: a header manifest (its `header ... N:path` lines are

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CPU (task-clock) of fresh processes (docs/performance-jit.md, "Misses into a new cache directory"):
+# CPU (task-clock) of fresh processes (docs/history/performance-jit.md,
+# "Misses into a new cache directory"):
 # plain NVRTC vs a kcache miss into a new cache directory, with the user's memos warmed by one
 # compile of another variant (newdir) and with a new user, an empty XDG_CACHE_HOME (firstuse).
 #   KCACHE_BENCH_CUPY=$(scripts/fetch-cupy-headers.sh) scripts/bench-miss-cpu.sh build/ci/bench/bench_miss cupy 4

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CPU (task-clock) of fresh processes, two builds of bench_miss paired in the same rounds
-# (docs/performance-jit.md, "Warm misses over large header trees, fourth pass"): plain NVRTC, then
+# (docs/performance.md, "Misses and cold compiles"): plain NVRTC, then
 # a kcache miss of a new kernel variant into a new cache directory (the user's memos warm) and
 # into a warm one, for build A and build B in turn. Prints the medians and each build's cost over
 # plain (median and quartiles of the per-round differences): steadier than unpaired runs on a

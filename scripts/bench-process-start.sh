@@ -13,6 +13,9 @@
 #        (after `cmake --preset release && cmake --build --preset release`);
 #        KCACHE_COLD_ONLY=1 runs only the cold overhead (its rounds are cheap:
 #        ~0.2 s each, so 101 or more give a steady median).
+#        SCCACHE_BIN=<sccache> adds sccache + nvcc hits of the same kernels to the
+#        same turns (its server runs on a socket and a cache directory of its own;
+#        a hit takes ~0.5 s, so keep runs and batches small).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
@@ -21,7 +24,7 @@ cold_runs=${3:-101}
 kcache=${KCACHE_BIN:-build/release/bin/kcache}
 cuda=${KCACHE_CUDA_HOME:-${CUDA_HOME:-/usr/local/cuda}}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'if [ -n "${SCCACHE_BIN:-}" ]; then "$SCCACHE_BIN" --stop-server >/dev/null 2>&1 || true; fi; rm -rf "$work"' EXIT
 export KCACHE_DIR=$work/kcache
 export CCACHE_DIR=$work/ccache
 unset KCACHE_REMOTE
@@ -36,6 +39,10 @@ cp bench/corpus/trivial.cu "$work/src/trivial.cu"
 if [ -z "${KCACHE_COLD_ONLY:-}" ]; then
 declare -A cmd
 names=("/bin/true" "hello (libc only)" "kcache --version")
+if [ -n "${SCCACHE_BIN:-}" ]; then
+  export SCCACHE_DIR=$work/sccache SCCACHE_SERVER_UDS=$work/sccache.sock SCCACHE_IDLE_TIMEOUT=0
+  "$SCCACHE_BIN" --start-server >/dev/null
+fi
 cmd["/bin/true"]="/bin/true"
 cmd["hello (libc only)"]="$work/hello"
 cmd["kcache --version"]="$kcache --version"
@@ -51,6 +58,12 @@ for k in trivial medium heavy_cub; do
   # shellcheck disable=SC2086
   ${cmd["ccache nvcc hit, $k"]} >/dev/null
   names+=("kcache hit, $k" "ccache nvcc hit, $k")
+  if [ -n "${SCCACHE_BIN:-}" ]; then
+    cmd["sccache nvcc hit, $k"]="$SCCACHE_BIN $cuda/bin/nvcc -c $work/src/$k.cu -arch sm_90 -I $cuda/include/cccl -o $work/out/$k.sccache.o"
+    # shellcheck disable=SC2086
+    ${cmd["sccache nvcc hit, $k"]} >/dev/null
+    names+=("sccache nvcc hit, $k")
+  fi
 done
 sleep 2.5  # past the racy window of the files just written
 # KCACHE_BASELINE_BIN (another build, e.g. of main) adds its --version and hits, in the same turns.
@@ -81,6 +94,16 @@ for k in trivial medium heavy_cub; do
   printf 'ccache+nvcc / kcache, %-10s %5.2fx\n' "$k" \
     "$(ratio "$(median_of "ccache nvcc hit, $k")" "$(median_of "kcache hit, $k")")"
 done
+if [ -n "${SCCACHE_BIN:-}" ]; then
+  for k in trivial medium heavy_cub; do
+    printf 'sccache+nvcc / kcache, %-9s %6.2fx\n' "$k" \
+      "$(ratio "$(median_of "sccache nvcc hit, $k")" "$(median_of "kcache hit, $k")")"
+  done
+  # Every timed sccache run must have been a hit: its misses are the three cold compiles above.
+  "$SCCACHE_BIN" --show-stats --stats-format json | python3 -c 'import json, sys
+s = json.load(sys.stdin)["stats"]
+print("sccache: hits", s["cache_hits"]["counts"], "misses", s["cache_misses"]["counts"])'
+fi
 else
   sleep 2.5  # past the racy window of the source just copied
 fi  # KCACHE_COLD_ONLY

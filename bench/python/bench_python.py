@@ -1,4 +1,4 @@
-"""Benchmarks of the Python package (docs/performance.md, "Python").
+"""Benchmarks of the Python package (docs/performance.md, "In-process hits", "cuda.core").
 
     .venv/bin/python bench/python/bench_python.py [--quick] [--json out.json]
 

@@ -228,7 +228,7 @@ inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, b
   if (!env.config.cuda_home.empty()) {
     ::setenv("KCACHE_CUDA_HOME", env.config.cuda_home.c_str(), 1);
   }
-  // Read by the key derivation (compile/base_dir.hpp), in this process and its workers.
+  // Read by the key derivation (deps/base_dir.hpp), in this process and its workers.
   if (env.config.base_dir.empty()) {
     ::unsetenv("KCACHE_BASE_DIR");
   } else {

@@ -276,6 +276,14 @@ Result<BackendOutput> run_nvrtc(const CompileRequest& request, const std::vector
   return out;
 }
 
+Result<std::string> run_nvrtc_probe(const CompileRequest& request, const std::vector<std::string>& options) {
+  auto out = run_nvrtc(request, options);
+  if (!out) {
+    return tl::unexpected(out.error());
+  }
+  return std::move(out->log);
+}
+
 Result<BackendOutput> run_nvjitlink(const CompileRequest& request, const std::vector<std::string>& options) {
   auto api_r = nvjitlink_api();
   if (!api_r) {

@@ -31,4 +31,8 @@ Result<BackendOutput> run_nvrtc(const CompileRequest& request, const std::vector
 Result<BackendOutput> run_nvjitlink(const CompileRequest& request, const std::vector<std::string>& options);
 Result<BackendOutput> run_nvvm(const CompileRequest& request, const std::vector<std::string>& options);
 
+// run_nvrtc() as the dependency layer's probe compile (deps/predefined_macros.hpp,
+// ProbeCompile): NVRTC's log on success, run_nvrtc()'s error otherwise.
+Result<std::string> run_nvrtc_probe(const CompileRequest& request, const std::vector<std::string>& options);
+
 }  // namespace kcache::jit

@@ -10,18 +10,16 @@
 #include <random>
 
 #include "compile/backends.hpp"
-#include "compile/base_dir.hpp"
-#include "compile/derivation_memo.hpp"
 #include "compile/elf_file.hpp"
-#include "compile/name_directory.hpp"
-#include "compile/header_manifest.hpp"
-#include "compile/header_scanner.hpp"
-#include "compile/working_directory.hpp"
+#include "deps/base_dir.hpp"
+#include "deps/dependencies.hpp"
+#include "deps/derivation_memo.hpp"
+#include "deps/header_manifest.hpp"
 #include "kcache/compile_options.hpp"
 #include "kcache/toolkit.hpp"
+#include "util/clock.hpp"
 #include "util/hex.hpp"
 #include "util/sha256.hpp"
-#include "util/clock.hpp"
 
 namespace kcache {
 
@@ -30,7 +28,7 @@ namespace {
 using util::Clock;
 using util::micros_since;
 
-// Everything derive() learns about a request (compile/derivation.hpp).
+// Everything derive() learns about a request (deps/derivation.hpp).
 using Derived = jit::Derivation;
 
 bool contains(const std::vector<std::string>& v, std::string_view s) {
@@ -51,7 +49,7 @@ std::filesystem::path header_memo_dir(Toolkit& tk) {
 
 // Where what depends only on the toolkit or on a file's identity is kept for
 // every cache directory of the user: beside the per-user toolkit memo
-// (`$XDG_CACHE_HOME/kcache-toolkit/`, compile/user_memo.hpp); none when the
+// (`$XDG_CACHE_HOME/kcache-toolkit/`, deps/user_memo.hpp); none when the
 // toolkit memo is off.
 std::filesystem::path user_memo_dir(Toolkit& tk) {
   const auto file = tk.memo_file();
@@ -115,73 +113,31 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
   d.library = ToolkitLibrary::nvrtc;
   d.version = id->version;
   d.arch = canon->arch;
-  // Only where NVRTC writes it into the output (docs/keys.md), so release
-  // builds of a relocated project still share entries.
-  std::string location_problem;
-  std::string keyed_cwd;
-  if (const auto why = jit::working_directory_embedded_because(r, *canon); !why.empty()) {
-    if (auto cwd = jit::nvrtc_working_directory()) {
-      keyed_cwd = *cwd;
-      d.keyed_directory = *cwd;
-    } else {
-      location_problem = "NVRTC writes the working directory into this output (" + why +
-                         ") and it cannot be read: " + cwd.error().describe();
-    }
+  // What the compile depends on (deps/dependencies.hpp).
+  jit::DependencyRequest dr;
+  dr.request = &r;
+  dr.options = &*canon;
+  dr.library_identity = id->version + "\n" + id->build_id;
+  dr.toolkit_fingerprint = *fingerprint;
+  dr.toolkit_home = tk.cuda_home();
+  dr.memo_dir = header_memo_dir(tk);
+  if (!dr.memo_dir.empty()) {
+    dr.user_memo_dir = user_memo_dir(tk);
   }
-  // The digests also name the header manifest (scan.*_sha256): hashed once.
-  jit::ScanInput scan;
-  scan.source_sha256 = util::sha256(r.source);
-  for (const auto& h : r.headers) {
-    scan.memory_header_sha256.push_back(util::sha256(h.bytes));
-  }
-  scan.source = r.source;
-  scan.program_name = r.name;
-  scan.source_path = r.source_path;
-  scan.memory_headers = &r.headers;
-  scan.include_dirs = canon->include_dirs;
-  scan.pre_includes = canon->pre_includes;
-  for (const auto& o : canon->options) {
-    if (o.rfind("--define-macro=", 0) == 0) {
-      scan.defines.push_back(o.substr(15));
-    }
-  }
-  if (const auto home = tk.cuda_home(); !home.empty()) {
-    scan.toolkit_root = jit::canonical_path(home.string());
-  }
-  scan.toolkit_fingerprint = *fingerprint;
-  scan.memo_dir = header_memo_dir(tk);
-  if (!scan.memo_dir.empty()) {
-    scan.user_memo_dir = user_memo_dir(tk);
-  }
-  // Asked of NVRTC only when a computed include uses an identifier (and then
-  // once per context and user: compile/predefined_macros.hpp).
-  const auto predefined = jit::predefined_context(id->version + "\n" + id->build_id, *fingerprint, canon->options,
-                                                  scan.user_memo_dir, scan.memo_dir);
-  scan.predefined = &predefined;
+  dr.compile_probe = jit::run_nvrtc_probe;
   // Not with base_dir: its verdict reads the headers' bytes, which must be the ones keyed.
-  scan.defer_member_checks = defer && jit::base_dir_setting().empty();
-  auto scanned = jit::scan_headers(scan);
-  if (!scanned) {
-    return tl::unexpected(scanned.error());
+  dr.defer_member_checks = defer && jit::base_dir_setting().empty();
+  auto found = jit::find_dependencies(dr);
+  if (!found) {
+    return tl::unexpected(found.error());
   }
-  d.not_cacheable = scanned->not_cacheable;
-  if (!location_problem.empty()) {
-    d.not_cacheable = location_problem;
-  }
-  // The program name's directory is keyed only where the output can depend
-  // on it (docs/keys.md, "The program name"): `__FILE__` and the module id
-  // need the basename only, which is always keyed.
-  const auto has_option = [&](std::string_view o) {
-    return std::find(canon->options.begin(), canon->options.end(), o) != canon->options.end();
-  };
+  jit::Dependencies& deps = *found;
+  jit::ScanResult& scanned = deps.scan;
+  d.keyed_directory = deps.keyed_directory;
+  d.not_cacheable = deps.not_cacheable;
+  const std::string& keyed_cwd = deps.keyed_directory;
+  const bool name_directory_left_out = deps.name_directory_left_out;
   const std::size_t name_slash = r.name.rfind('/');
-  const bool name_directory_left_out = name_slash != std::string::npos && name_slash + 1 < r.name.size() &&
-                                       r.target_kind != "ltoir" && !has_option("--device-debug") &&
-                                       !has_option("--generate-line-info") &&
-                                       jit::name_directory_seen_because(r.source, scan.defines,
-                                                                        scanned->name_directory_seen,
-                                                                        scanned->file_macros)
-                                           .empty();
 
   // The key, with the paths under `base` keyed relative to it (none when
   // empty) and `verdict` as the base_dir field (none when empty).
@@ -201,32 +157,32 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
     if (!keyed_cwd.empty()) {
       kb.add("working_directory", keyed_cwd);
     }
-    kb.add_digest("source", scan.source_sha256);
+    kb.add_digest("source", deps.source_sha256);
     for (const auto& o : canon->options) {
       const auto eq = o.find('=');
       const bool path_option = o.rfind("--include-path=", 0) == 0 || o.rfind("--pre-include=", 0) == 0;
       kb.add("option", path_option ? o.substr(0, eq + 1) + keyed(o.substr(eq + 1)) : o);
     }
     for (std::size_t i = 0; i < r.headers.size(); ++i) {
-      kb.add_digest("header:" + keyed(r.headers[i].name), scan.memory_header_sha256[i]);
+      kb.add_digest("header:" + keyed(r.headers[i].name), deps.memory_header_sha256[i]);
     }
     for (const auto& e : r.name_expressions) {
       kb.add("name_expression", e);
     }
     kb.add_content("extra_digest", r.extra_digest);
-    if (base.empty() && scanned->headers.size() > k_max_header_fields && scanned->headers_list.size() == 64) {
+    if (base.empty() && scanned.headers.size() > k_max_header_fields && scanned.headers_list.size() == 64) {
       // A large tree with the paths as they are: the digest of the list (as
       // below) is the one the scan's manifest remembers. A hit neither copies
       // nor hashes the list again.
-      kb.add("disk_headers.count", std::to_string(scanned->headers.size()));
-      kb.add_digest("disk_headers", digest_of_hex(scanned->headers_list));
+      kb.add("disk_headers.count", std::to_string(scanned.headers.size()));
+      kb.add_digest("disk_headers", digest_of_hex(scanned.headers_list));
       if (!verdict.empty()) {
         kb.add("base_dir", verdict);
       }
       return kb;
     }
     std::vector<std::pair<std::string, const std::string*>> headers;  // keyed path, SHA-256
-    for (const auto& h : scanned->headers) {
+    for (const auto& h : scanned.headers) {
       headers.emplace_back(keyed(h.path), &h.sha256);
     }
     if (!base.empty()) {
@@ -259,26 +215,26 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
     // Nothing under base_dir: the key is the same either way.
     if (build(base, {}).key() != d.key.key()) {
       const std::string rel_hex = relative.key().hex();
-      auto verdict = jit::remembered_verdict(rel_hex, scan.memo_dir);
+      auto verdict = jit::remembered_verdict(rel_hex, dr.memo_dir);
       if (!verdict) {
         std::string why = jit::paths_reach_output_because(r, *canon);
         if (why.empty()) {
-          why = jit::files_name_their_location(r, scanned->headers.vector(), base);
+          why = jit::files_name_their_location(r, scanned.headers.vector(), base);
         }
         verdict = why.empty() ? std::string("relative") : "absolute: " + why;
-        jit::remember_verdict(rel_hex, scan.memo_dir, *verdict);
+        jit::remember_verdict(rel_hex, dr.memo_dir, *verdict);
       }
       d.key = *verdict == "relative" ? std::move(relative) : build({}, *verdict);
       d.base_dir = *verdict == "relative" ? base : std::string();
       d.relative_key = rel_hex;
     }
   }
-  d.headers = std::move(scanned->headers);
+  d.headers = std::move(scanned.headers);
   d.options = std::move(canon->options);
-  d.checks = std::move(scanned->checks);
-  d.checked = scanned->checked;
-  d.scan_directory = std::move(scanned->working_directory);
-  d.memo_dir = std::move(scan.memo_dir);
+  d.checks = std::move(scanned.checks);
+  d.checked = scanned.checked;
+  d.scan_directory = std::move(scanned.working_directory);
+  d.memo_dir = std::move(dr.memo_dir);
   return d;
 }
 
@@ -390,7 +346,7 @@ struct SharedDerived {
 };
 
 // derive(), with the key computed, served from the process's memo
-// (compile/derivation_memo.hpp) while nothing it depended on changed. Shared:
+// (deps/derivation_memo.hpp) while nothing it depended on changed. Shared:
 // the memo and every caller that got the same derivation hold it. With
 // Checks::deferred a remembered derivation, or a family member's result, comes
 // back unchecked (SharedDerived::checked false).

@@ -20,7 +20,7 @@
 
 #include "compile/elf_file.hpp"
 #include "compile/toolkit_api.hpp"
-#include "compile/toolkit_memo.hpp"
+#include "deps/toolkit_memo.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"

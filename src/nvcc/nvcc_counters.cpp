@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-#include "store/shared_file.hpp"
+#include "store/file/shared_file.hpp"
 
 namespace kcache::nvcc {
 

@@ -121,7 +121,7 @@ namespace {
 
 // Which XXH3 code the CPU can run. glibc's dynamic loader has already asked
 // the CPU; reading its answer costs nothing, where CPUID traps to the
-// hypervisor on a virtual machine (see compile/directive_scanner.cpp).
+// hypervisor on a virtual machine (see deps/directive_scanner.cpp).
 enum class XxhCode { baseline, avx2, avx512 };
 
 XxhCode xxh_code() noexcept {

@@ -4,7 +4,7 @@
 // it; for a payload read from a file that is a second pass over the bytes (as
 // costly as the read itself for a cached 4 MiB file). C++23's
 // resize_and_overwrite() skips it; this is that call for C++20 code (its one
-// translation unit is compiled as C++23, docs/performance-store.md).
+// translation unit is compiled as C++23, docs/history/performance-store.md).
 //
 // Thread-safety: a free function over the caller's string.
 #pragma once

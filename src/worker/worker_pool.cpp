@@ -17,7 +17,7 @@
 #include <mutex>
 #include <thread>
 
-#include "compile/working_directory.hpp"
+#include "deps/working_directory.hpp"
 #include "util/fd.hpp"
 #include "util/tied_child.hpp"
 #include "worker/worker_protocol.hpp"

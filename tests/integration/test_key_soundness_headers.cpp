@@ -7,7 +7,7 @@
 // still hit.
 //
 // A header manifest trusts a file's identity only once it is older than two
-// seconds (compile/header_manifest.hpp), so the steps that must exercise a
+// seconds (deps/header_manifest.hpp), so the steps that must exercise a
 // remembered manifest wait that long first (wait_until_trusted()).
 #include <gtest/gtest.h>
 

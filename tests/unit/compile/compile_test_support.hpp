@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "compile/directive_scanner.hpp"
+#include "deps/directive_scanner.hpp"
 #include "kcache/store.hpp"
 #include "kcache/toolkit.hpp"
 #include "support/files.hpp"

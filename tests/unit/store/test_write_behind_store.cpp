@@ -24,7 +24,7 @@
 #include "support/child.hpp"
 #include "support/payload.hpp"
 #include "support/temp_dir.hpp"
-#include "unit/store/file_store_test_util.hpp"
+#include "unit/store/file/file_store_test_util.hpp"
 #include "util/fault.hpp"
 
 using kcache::Artifact;
