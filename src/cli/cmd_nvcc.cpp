@@ -86,6 +86,11 @@ int run_nvcc(const std::string& nvcc, const std::vector<std::string>& args) {
   if (!check.cacheable) {
     // Not cacheable: nvcc runs exactly as it would without kcache; only the count is ours.
     if (auto config = ctx.config(); config && !config->disable && !config->cache_dir.empty()) {
+      std::error_code ec;
+      if (!std::filesystem::exists(config->cache_dir / "v1" / "stats", ec)) {
+        // A cache never used: the store makes its directories, with its modes.
+        (void)open_configured_store(*config);
+      }
       NvccLauncherOptions counting;
       counting.cache_dir = config->cache_dir;
       NvccLauncher(counting).record_uncached(check.reason);

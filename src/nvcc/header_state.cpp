@@ -13,7 +13,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "deps/directive_scanner.hpp"
 #include "util/hex.hpp"
+#include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
 namespace kcache::nvcc {
@@ -128,67 +130,172 @@ void walk(const std::string& dir, const TrieNode& node, Lister& lister, std::set
 
 }  // namespace
 
-std::vector<AbsentName> absent_names(const std::vector<std::string>& headers, const std::string& source,
-                                     const std::vector<std::string>& search_dirs) {
-  std::error_code ec;
-  const fs::path cwd = fs::current_path(ec);
-  struct Dir {
-    std::string spelled;
-    std::string norm;
-  };
-  std::vector<Dir> dirs;
-  std::unordered_set<std::string> seen;
-  const auto add_dir = [&](const std::string& spelled) {
+namespace {
+
+struct SearchDir {
+  std::string spelled;
+  std::string norm;
+};
+
+// The search directories, each once (by its lexically normal absolute path).
+class DirSet {
+ public:
+  explicit DirSet(fs::path cwd) : m_cwd(std::move(cwd)) {}
+  void add(const std::string& spelled) {
     std::string s = spelled.empty() ? "." : spelled;
     while (s.size() > 1 && s.back() == '/') {
       s.pop_back();
     }
-    std::string norm = normalize(s, cwd);
-    if (seen.insert(norm).second) {
-      dirs.push_back(Dir{std::move(s), std::move(norm)});
+    std::string norm = normalize(s, m_cwd);
+    if (m_seen.insert(norm).second) {
+      m_dirs.push_back(SearchDir{std::move(s), std::move(norm)});
     }
-  };
-  for (const auto& d : search_dirs) {
-    add_dir(d);
   }
-  add_dir(parent_spelled(source));
-  for (const auto& h : headers) {
-    add_dir(parent_spelled(h));
-  }
-  TrieNode trie;
-  for (const auto& h : headers) {
-    const std::string norm = normalize(h, cwd);
-    for (const auto& x : dirs) {
-      const std::string prefix = x.norm == "/" ? "/" : x.norm + "/";
-      if (norm.size() > prefix.size() && norm.compare(0, prefix.size(), prefix) == 0) {
-        insert(trie, std::string_view(norm).substr(prefix.size()));
+  const std::vector<SearchDir>& dirs() const noexcept { return m_dirs; }
+  const fs::path& cwd() const noexcept { return m_cwd; }
+
+ private:
+  fs::path m_cwd;
+  std::vector<SearchDir> m_dirs;
+  std::unordered_set<std::string> m_seen;
+};
+
+// Records where the lookup of `name` under `dir` stops when the path does
+// not exist: the deepest existing directory and the first missing component.
+void record_lookup(const std::string& dir, std::string_view name, Lister& lister, std::set<AbsentName>& out) {
+  std::string at = dir;
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    const std::size_t slash = std::min(name.find('/', start), name.size());
+    const std::string part(name.substr(start, slash - start));
+    const bool last = slash >= name.size();
+    start = slash + 1;
+    if (part.empty() || part == ".") {
+      if (last) {
+        return;
       }
+      continue;
     }
+    if (part == "..") {
+      at = parent_spelled(at == "." ? fs::current_path().string() : at);
+      continue;
+    }
+    const auto& listing = lister.list(at);
+    if (!listing) {
+      return;  // not a readable directory: nothing to record under it
+    }
+    const auto it = listing->find(part);
+    if (it == listing->end()) {
+      out.insert(AbsentName{at, part});
+      return;
+    }
+    if (last || !it->second) {
+      return;  // the path exists (or runs into a file): nothing is missing here
+    }
+    at = join(at, part);
+  }
+}
+
+// A search directory that does not exist could be created with any of the
+// names in it: it is recorded as missing in its nearest existing parent.
+void record_missing_dir(const std::string& spelled, Lister& lister, std::set<AbsentName>& out) {
+  std::string child = spelled;
+  for (int up = 0; up < 64; ++up) {
+    const std::string parent = parent_spelled(child);
+    if (parent == child) {
+      return;
+    }
+    if (lister.list(parent)) {
+      const auto slash = child.rfind('/');
+      const std::string name = slash == std::string::npos ? child : child.substr(slash + 1);
+      if (!name.empty() && name != "." && name != "..") {
+        out.insert(AbsentName{parent, name});
+      }
+      return;
+    }
+    child = parent;
+  }
+}
+
+}  // namespace
+
+std::vector<AbsentName> absent_names(const std::vector<std::string>& headers, const std::string& source,
+                                     const std::vector<std::string>& search_dirs,
+                                     const std::vector<std::string>& pre_includes) {
+  std::error_code ec;
+  DirSet chain(fs::current_path(ec));
+  for (const auto& d : search_dirs) {
+    chain.add(d);
   }
   Lister lister;
   std::set<AbsentName> out;
-  for (const auto& y : dirs) {
-    if (lister.list(y.spelled)) {
-      walk(y.spelled, trie, lister, out, 0);
-      continue;
+  for (const auto& y : chain.dirs()) {
+    if (!lister.list(y.spelled)) {
+      record_missing_dir(y.spelled, lister, out);
     }
-    // A search directory that does not exist: created later, it could hold
-    // any of the names. Record it as missing in the nearest existing parent.
-    std::string child = y.spelled;
-    for (int up = 0; up < 64; ++up) {
-      const std::string parent = parent_spelled(child);
-      if (parent == child) {
-        break;
+  }
+  // Each directive of each file read, looked up as the preprocessor does: a
+  // quoted name in the includer's directory, then (as every name) along the
+  // search path; a pre-include in the working directory first.
+  DirSet computed(chain.cwd());  // the directories of files with a computed include
+  const auto look_up = [&](const std::string& includer_dir, const jit::IncludeDirective& d) {
+    if (!d.angled) {
+      record_lookup(includer_dir, d.name, lister, out);
+    }
+    for (const auto& y : chain.dirs()) {
+      record_lookup(y.spelled, d.name, lister, out);
+    }
+  };
+  for (const auto& p : pre_includes) {
+    look_up(".", jit::IncludeDirective{p, false, false});
+  }
+  std::vector<std::string> files{source};
+  files.insert(files.end(), headers.begin(), headers.end());
+  std::string text;
+  for (const auto& f : files) {
+    if (!util::io::read_small_file_into(f, std::size_t{256} << 20, text)) {
+      continue;  // a header that cannot be read is keyed as missing
+    }
+    std::string computed_at;
+    const auto directives = jit::find_directives(text, &computed_at);
+    const std::string dir = parent_spelled(f);
+    for (const auto& d : directives) {
+      if (!d.computed) {
+        look_up(dir, d);
       }
-      if (lister.list(parent)) {
-        const auto slash = child.rfind('/');
-        const std::string name = slash == std::string::npos ? child : child.substr(slash + 1);
-        if (!name.empty() && name != "." && name != "..") {
-          out.insert(AbsentName{parent, name});
+    }
+    if (!computed_at.empty()) {
+      computed.add(dir);
+    }
+  }
+  // A computed include (`#include MACRO`) names what its macros expand to:
+  // any header of the list, under its directory or the search path. Every
+  // name each header has below a search directory or an includer's directory
+  // is looked up there.
+  if (!computed.dirs().empty()) {
+    DirSet bases(chain.cwd());
+    for (const auto& y : chain.dirs()) {
+      bases.add(y.spelled);
+      computed.add(y.spelled);
+    }
+    bases.add(parent_spelled(source));
+    for (const auto& h : headers) {
+      bases.add(parent_spelled(h));
+    }
+    TrieNode trie;
+    for (const auto& h : headers) {
+      const std::string norm = normalize(h, chain.cwd());
+      for (const auto& x : bases.dirs()) {
+        const std::string prefix = x.norm == "/" ? "/" : x.norm + "/";
+        if (norm.size() > prefix.size() && norm.compare(0, prefix.size(), prefix) == 0) {
+          insert(trie, std::string_view(norm).substr(prefix.size()));
         }
-        break;
       }
-      child = parent;
+    }
+    for (const auto& y : computed.dirs()) {
+      if (lister.list(y.spelled)) {
+        walk(y.spelled, trie, lister, out, 0);
+      }
     }
   }
   return {out.begin(), out.end()};

@@ -6,26 +6,32 @@
 // found missing. A header created at one of those paths later (a file named
 // like a system header dropped into a `-I` directory, a new header beside the
 // source) would be read instead, so the key must hold that those paths are
-// still missing. absent_names() works them out from the list and the search
-// path: for every header H and every directory X it could have been found
-// under (every search directory, and the directory of every file the compile
-// read, since quoted includes look there first), H's path below X is a name
-// the compile may have looked up; that name under every other such directory
-// Y is a path that must not exist. Each is recorded as the deepest existing
-// directory on the way and the first name missing in it (`Y/sub` exists,
-// `Y/sub/h.h` does not: ("Y/sub", "h.h")). Paths are kept as spelled (a
-// relative search directory stays relative), so the records mean the same
-// wherever the compile runs from. The result is a superset of the lookups
-// the preprocessor made: a file created at any recorded name makes the next
+// still missing. absent_names() works them out as the preprocessor looks
+// names up: every `#include`, `#include_next`, `#import` and `__has_include`
+// of every file read (deps/directive_scanner.hpp, every conditional branch) is
+// looked up in the includer's directory (a quoted name) and in every search
+// directory; a pre-include in the working directory first. Where the path
+// does not exist, the deepest existing directory on the way and the first
+// name missing in it are recorded (`Y/sub` exists, `Y/sub/h.h` does not:
+// ("Y/sub", "h.h")). A `__has_include` of a file that exists nowhere is
+// recorded everywhere it was looked for. A computed include (`#include
+// MACRO`) can name any header of the list: for the directory of a file that
+// has one, and for every search directory, every name a header of the list
+// has below a search directory or an includer's directory is looked up too.
+// A search directory that does not exist is recorded as missing in its
+// nearest existing parent. Paths are kept as spelled (a relative search
+// directory stays relative), so the records mean the same wherever the
+// compile runs from. The result is a superset of the lookups the
+// preprocessor made: a file created at any recorded name makes the next
 // lookup a miss, whether or not the compile would have read it.
 //
 // header_state() then gives the state a key holds: the SHA-256 of each
 // header (or "missing"), and for each absent name whether it is still
 // missing; its digest changes when any of them does.
 //
-// Not seen: `__has_include` of a file that exists nowhere (it is in no
-// dependency file), and a directory on the search path that a `#include`
-// reaches through `..`. Both are documented in docs/nvcc.md.
+// Not seen: a `__has_include` whose name is computed by a macro and names a
+// file that exists nowhere (it is in no dependency file); documented in
+// docs/nvcc.md.
 //
 // Thread-safety: functions without shared state.
 #pragma once
@@ -48,10 +54,11 @@ struct AbsentName {
 
 // The names that must stay missing for `headers` (as the dependency file
 // spells them, relative to the working directory or absolute) to be what a
-// compile reads, given the search directories `search_dirs` (as spelled).
-// `source` is the compile's input. Sorted and unique.
+// compile reads, given the search directories `search_dirs` (as spelled) and
+// the pre-included names. `source` is the compile's input. Sorted and unique.
 std::vector<AbsentName> absent_names(const std::vector<std::string>& headers, const std::string& source,
-                                     const std::vector<std::string>& search_dirs);
+                                     const std::vector<std::string>& search_dirs,
+                                     const std::vector<std::string>& pre_includes = {});
 
 // What was read of one header.
 struct HeaderFile {

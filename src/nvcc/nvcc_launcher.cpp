@@ -355,7 +355,15 @@ Result<NvccResult> NvccLauncher::Impl::run(const NvccRequest& request) {
           }
           DependencyManifest manifest;
           manifest.headers.assign(deps->prerequisites.begin() + 1, deps->prerequisites.end());
-          manifest.absent = absent_names(manifest.headers, cmd.input, dirs);
+          // nvcc pre-includes cuda_runtime.h; -include and the host's -include / -imacros add more.
+          std::vector<std::string> pre_includes{"cuda_runtime.h"};
+          pre_includes.insert(pre_includes.end(), cmd.pre_includes.begin(), cmd.pre_includes.end());
+          for (std::size_t i = 0; i + 1 < cmd.host_options.size(); ++i) {
+            if (cmd.host_options[i] == "-include" || cmd.host_options[i] == "-imacros") {
+              pre_includes.push_back(cmd.host_options[i + 1]);
+            }
+          }
+          manifest.absent = absent_names(manifest.headers, cmd.input, dirs, pre_includes);
           manifest.has_depfile = cmd.deps.mode != DepMode::none;
           if (manifest.has_depfile) {
             manifest.depfile = *depfile_text;

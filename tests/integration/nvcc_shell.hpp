@@ -34,7 +34,7 @@ inline std::string mask_temporary_names(const std::string& bytes) {
 }
 
 // A toolkit at `root` whose bin/nvcc appends a line to $KCACHE_TEST_NVCC_LOG
-// for each compile it runs (its arguments hold " -c ") and then runs the real
+// for each compile it runs (its arguments hold " -c ", not --dryrun) and then runs the real
 // `nvcc`; every other file is a link to the real toolkit's, so kcache sees
 // the same programs. Returns the wrapper's path.
 inline std::string make_counting_nvcc(const std::filesystem::path& root, const std::string& nvcc) {
@@ -52,7 +52,7 @@ inline std::string make_counting_nvcc(const std::filesystem::path& root, const s
     }
   }
   const fs::path wrapper = root / "bin" / "nvcc";
-  write_file(wrapper, "#!/bin/sh\ncase \" $* \" in *\" -c \"*) [ -n \"$KCACHE_TEST_NVCC_LOG\" ] && echo \"$*\" >> "
+  write_file(wrapper, "#!/bin/sh\ncase \" $* \" in *--dryrun*) ;; *\" -c \"*) [ -n \"$KCACHE_TEST_NVCC_LOG\" ] && echo \"$*\" >> "
                       "\"$KCACHE_TEST_NVCC_LOG\";; esac\nexec '" + nvcc + "' \"$@\"\n");
   fs::permissions(wrapper, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
   return wrapper.string();

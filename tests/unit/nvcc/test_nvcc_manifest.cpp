@@ -117,9 +117,9 @@ class NvccAbsentNames : public ::testing::Test {
     fs::create_directories("proj/src");
     fs::create_directories("proj/include/project");
     fs::create_directories("sys/bits");
-    test::write_file("proj/src/k.cu", "");
-    test::write_file("proj/include/project/util.h", "");
-    test::write_file("sys/vector", "");
+    test::write_file("proj/src/k.cu", "#include <vector>\n#include \"project/util.h\"\n");
+    test::write_file("proj/include/project/util.h", "#if __has_include(<optional_thing.h>)\n#endif\n");
+    test::write_file("sys/vector", "#include <bits/stl.h>\n");
     test::write_file("sys/bits/stl.h", "");
   }
   void TearDown() override { fs::current_path(m_old); }
@@ -140,18 +140,31 @@ class NvccAbsentNames : public ::testing::Test {
 
 TEST_F(NvccAbsentNames, NameEveryPathThatWouldShadowAHeader) {
   const auto n = names();
-  // A system header dropped into the -I directory, or beside the source, would be found first.
+  // A system header dropped into the -I directory would be found first.
   EXPECT_TRUE(holds(n, "proj/include", "vector"));
-  EXPECT_TRUE(holds(n, "proj/src", "vector"));
   EXPECT_TRUE(holds(n, "proj/include", "bits"));
-  // The project's header under another search directory, and relative to an includer's directory.
-  EXPECT_TRUE(holds(n, "sys", "project"));
+  // A quoted include is looked for beside its includer first, then along the search path.
   EXPECT_TRUE(holds(n, "proj/src", "project"));
-  EXPECT_TRUE(holds(n, "sys/bits", "vector"));
+  EXPECT_TRUE(holds(n, "sys", "project"));
+  // An angled one is not looked for beside its includer.
+  EXPECT_FALSE(holds(n, "proj/src", "vector"));
+  // A __has_include of a file that exists nowhere: every place it was looked for.
+  EXPECT_TRUE(holds(n, "proj/include", "optional_thing.h"));
+  EXPECT_TRUE(holds(n, "sys", "optional_thing.h"));
   // What exists is never recorded as absent.
   EXPECT_FALSE(holds(n, "sys", "vector"));
   EXPECT_FALSE(holds(n, "proj/include", "project"));
   EXPECT_TRUE(std::is_sorted(n.begin(), n.end()));
+}
+
+TEST_F(NvccAbsentNames, AComputedIncludeLooksForEveryNameOfTheList) {
+  test::write_file("proj/src/k.cu", "#define H <vector>\n#include H\n#include \"project/util.h\"\n");
+  const auto n = names();
+  // The macro's expansion is not known: every name a header of the list has is looked for
+  // beside the source and along the search path.
+  EXPECT_TRUE(holds(n, "proj/src", "vector"));
+  EXPECT_TRUE(holds(n, "proj/src", "bits"));
+  EXPECT_TRUE(holds(n, "proj/include", "vector"));
 }
 
 TEST_F(NvccAbsentNames, TheStateChangesWhenAShadowAppearsAndWhenAHeaderChanges) {
