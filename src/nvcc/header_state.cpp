@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "deps/directive_scanner.hpp"
+#include "nvcc/path_rewrite.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
@@ -303,12 +304,19 @@ std::vector<AbsentName> absent_names(const std::vector<std::string>& headers, co
 
 HeaderState header_state(const std::vector<std::string>& headers, const std::vector<AbsentName>& absent,
                          const KnownDigests* known) {
+  return header_state(headers, absent, PathRewrite(), known);
+}
+
+HeaderState header_state(const std::vector<std::string>& headers, const std::vector<AbsentName>& absent,
+                         const PathRewrite& rewrite, const KnownDigests* known) {
   HeaderState state;
   util::Sha256 h;
   state.headers.reserve(headers.size());
-  for (const auto& path : headers) {
+  for (const auto& keyed : headers) {
     HeaderFile f;
-    f.path = path;
+    f.path = rewrite.expand(keyed);
+    f.keyed = keyed;
+    const std::string& path = f.path;
     const auto stamp = stamp_of(path);
     if (!stamp) {
       f.sha256 = "missing";
@@ -330,7 +338,7 @@ HeaderState header_state(const std::vector<std::string>& headers, const std::vec
       f.sha256 = sha ? *sha : "missing";
       state.settled_ns = std::max(state.settled_ns, f.stamp.settled_ns());
     }
-    h.update(f.path);
+    h.update(f.keyed);
     h.update("\0", 1);
     h.update(f.sha256);
     h.update("\n", 1);
@@ -338,12 +346,13 @@ HeaderState header_state(const std::vector<std::string>& headers, const std::vec
   }
   h.update("absent\n", 7);
   for (const auto& a : absent) {
-    const std::string path = join(a.dir, a.name);
+    const std::string path = join(rewrite.expand(a.dir), a.name);
     struct stat st {};
     if (::lstat(path.c_str(), &st) == 0) {
+      const std::string keyed = join(a.dir, a.name);
       ++state.present;
-      state.present_names += path + "\n";
-      h.update(path);
+      state.present_names += keyed + "\n";
+      h.update(keyed);
       h.update("\n", 1);
     }
   }

@@ -62,7 +62,8 @@ std::vector<AbsentName> absent_names(const std::vector<std::string>& headers, co
 
 // What was read of one header.
 struct HeaderFile {
-  std::string path;    // as spelled
+  std::string path;    // as spelled (base_dir expanded: a path to open)
+  std::string keyed;   // as the key holds it (nvcc/path_rewrite.hpp); `path` without base_dir
   std::string sha256;  // 64 hex, or "missing"
   FileStamp stamp;     // zero when missing
 };
@@ -80,8 +81,14 @@ struct HeaderState {
 // Remembered digests: a header whose stamp equals the remembered one is not read again.
 using KnownDigests = std::map<std::string, std::pair<FileStamp, std::string>>;
 
-// The state of `headers` and `absent` now. `known`, when given, spares
-// reading headers whose stamp is unchanged.
+class PathRewrite;
+
+// The state of `headers` and `absent` (as keyed: `rewrite` expands them to
+// paths) now. `known`, when given, spares reading headers whose stamp is
+// unchanged. The digest and the names in it are those of the keyed paths.
+HeaderState header_state(const std::vector<std::string>& headers, const std::vector<AbsentName>& absent,
+                         const PathRewrite& rewrite, const KnownDigests* known = nullptr);
+// The same with paths as they are.
 HeaderState header_state(const std::vector<std::string>& headers, const std::vector<AbsentName>& absent,
                          const KnownDigests* known = nullptr);
 

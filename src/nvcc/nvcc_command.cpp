@@ -114,8 +114,9 @@ class Parser {
     }
   }
 
-  // Appends `args`, with options files read in their place.
-  void expand(const std::vector<std::string>& args, int depth) {
+  // Appends `args`, with options files read in their place. With
+  // `from_args`, each argument remembers its index in the command line.
+  void expand(const std::vector<std::string>& args, int depth, bool from_args = false) {
     for (std::size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
       std::optional<std::string> file;
@@ -131,6 +132,7 @@ class Parser {
       }
       if (!file) {
         m_expanded.push_back(a);
+        m_origin.push_back(from_args && depth == 0 ? i : k_not_an_argument);
         continue;
       }
       if (depth >= k_max_options_file_depth) {
@@ -154,6 +156,7 @@ class Parser {
     std::optional<std::string> phase;
     bool forward_unknown = false;
     for (std::size_t i = 0; i < m_expanded.size(); ++i) {
+      const std::size_t option_at = i;
       const std::string& tok = m_expanded[i];
       if (tok.empty() || tok[0] != '-' || tok == "-") {
         if (tok == "-" || tok.empty()) {
@@ -212,6 +215,7 @@ class Parser {
           }
           break;
         case OptionRole::phase:
+          note_listing_drops(option_at, i);
           if (phase && *phase != opt->long_name) {
             fail(Uncacheable::other, "several compile phases (--" + *phase + ", --" + std::string(opt->long_name) + ")");
           }
@@ -219,23 +223,29 @@ class Parser {
           m_cmd.key_options.push_back(canonical);
           break;
         case OptionRole::output:
+          note_listing_drops(option_at, i);
           m_cmd.output = *value;
           m_cmd.explicit_output = true;
           break;
         case OptionRole::dep_full:
+          note_listing_drops(option_at, i);
           m_cmd.deps.mode = DepMode::full;
           break;
         case OptionRole::dep_nonsystem:
+          note_listing_drops(option_at, i);
           m_cmd.deps.mode = DepMode::nonsystem;
           break;
         case OptionRole::dep_file:
+          note_listing_drops(option_at, i);
           m_cmd.deps.file = *value;
           m_cmd.deps.explicit_file = true;
           break;
         case OptionRole::dep_target:
+          note_listing_drops(option_at, i);
           m_cmd.deps.targets.push_back(*value);
           break;
         case OptionRole::dep_phony:
+          note_listing_drops(option_at, i);
           m_cmd.deps.phony = true;
           break;
         case OptionRole::host_compiler:
@@ -282,8 +292,23 @@ class Parser {
   }
 
   std::vector<std::string> m_expanded;
+  std::vector<std::size_t> m_origin;  // index in the command line, or k_not_an_argument
+  static constexpr std::size_t k_not_an_argument = SIZE_MAX;
 
  private:
+  // Notes that the option at m_expanded[first..last] (its value included) is
+  // one a dependency listing leaves out (nvcc/nvcc_command.hpp).
+  void note_listing_drops(std::size_t first, std::size_t last) {
+    for (std::size_t i = first; i <= last; ++i) {
+      if (m_origin[i] == k_not_an_argument) {
+        m_listing_from_elsewhere = true;
+      } else {
+        m_cmd.listing_drops.push_back(m_origin[i]);
+      }
+    }
+  }
+  bool m_listing_from_elsewhere = false;
+
   void add_host_option(const std::string& h) {
     if (const auto why = host_option_problem(h); !why.empty()) {
       fail(Uncacheable::host_option, "the host compiler option " + h + " " + std::string(why));
@@ -356,6 +381,10 @@ class Parser {
     }
     if (m_cmd.deps.mode != DepMode::none && !m_cmd.deps.explicit_file) {
       m_cmd.deps.file = std::filesystem::path(m_cmd.output).replace_extension(".d").string();
+    }
+    if (m_cmd.deps.mode == DepMode::nonsystem && m_listing_from_elsewhere) {
+      fail(Uncacheable::other, "-MMD with the output, phase or dependency options in NVCC_PREPEND_FLAGS, "
+                               "NVCC_APPEND_FLAGS or an options file");
     }
     if (m_cmd.deps.mode == DepMode::none && (m_cmd.deps.explicit_file || !m_cmd.deps.targets.empty() || m_cmd.deps.phony)) {
       // -MF, -MT or -MP without -MD/-MMD: nvcc ignores them for a compile;
@@ -520,7 +549,7 @@ NvccCommand parse_command(const std::vector<std::string>& args, const NvccEnviro
   if (env.has_prepend) {
     p.expand(split_environment_flags(env.prepend_flags), 0);
   }
-  p.expand(args, 0);
+  p.expand(args, 0, /*from_args=*/true);
   if (env.has_append) {
     p.expand(split_environment_flags(env.append_flags), 0);
   }

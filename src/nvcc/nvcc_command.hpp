@@ -114,6 +114,12 @@ struct NvccCommand {
   // host -g*): the working directory goes into the key.
   bool output_names_paths = false;
 
+  // Indices in `args` of the output, phase and dependency-file options
+  // (values included): without them, and with `-M -MF FILE`, the command
+  // lists every header without compiling (how kcache learns the headers of
+  // an -MMD compile, whose own file leaves out the system ones).
+  std::vector<std::size_t> listing_drops;
+
   bool cacheable() const noexcept { return reason == Uncacheable::none; }
 };
 

@@ -23,6 +23,21 @@ std::array<std::uint8_t, 32> raw_digest(const std::string& hex) {
   return out;
 }
 
+// The options whose values are paths, which base_dir rewrites.
+bool names_paths(std::string_view option) {
+  for (const std::string_view p : {"--include-path=", "--system-include=", "--pre-include=", "--library-path=",
+                                   "--compiler-options=", "--forwarded="}) {
+    if (option.substr(0, p.size()) == p) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string keyed(const KeyInputs& in, std::string_view path) {
+  return in.rewrite != nullptr ? in.rewrite->to_key(path) : std::string(path);
+}
+
 void add_inputs(KeyBuilder& kb, const KeyInputs& in) {
   const NvccCommand& cmd = *in.command;
   kb.add("nvcc.version", in.nvcc->version);
@@ -42,13 +57,16 @@ void add_inputs(KeyBuilder& kb, const KeyInputs& in) {
     kb.add("output_path", cmd.output);
   }
   kb.add("output_kind", kind_name(cmd.output_kind));
-  kb.add("source_path", cmd.input);
+  kb.add("source_path", keyed(in, cmd.input));
   kb.add_digest("source", raw_digest(in.source_sha256));
   for (const auto& o : cmd.key_options) {
-    kb.add("option", o);
+    kb.add("option", names_paths(o) ? keyed(in, o) : o);
   }
   for (const auto& d : cmd.options_file_digests) {
     kb.add_digest("options_file", raw_digest(d));
+  }
+  if (!in.base_dir.empty()) {
+    kb.add("base_dir", in.base_dir);
   }
 }
 
@@ -110,10 +128,10 @@ KeyBuilder root_manifest_record(const KeyInputs& in) {
   kb.add("depfile.mode", deps.mode == DepMode::none ? "none" : deps.mode == DepMode::full ? "full" : "nonsystem");
   if (deps.mode != DepMode::none) {
     if (deps.targets.empty()) {
-      kb.add("depfile.target", in.command->output);  // nvcc names the output
+      kb.add("depfile.target", keyed(in, in.command->output));  // nvcc names the output
     }
     for (const auto& t : deps.targets) {
-      kb.add("depfile.target", t);
+      kb.add("depfile.target", keyed(in, t));
     }
     kb.add("depfile.phony", deps.phony ? "yes" : "no");
   }
@@ -142,7 +160,7 @@ KeyBuilder object_record(const KeyInputs& in, const DependencyManifest& manifest
   const auto add_list = [&kb](const std::string& name, const std::vector<const HeaderFile*>& list) {
     util::Sha256 digest;
     for (const HeaderFile* h : list) {
-      digest.update(h->path);
+      digest.update(h->keyed);
       digest.update("\0", 1);
       digest.update(h->sha256);
       digest.update("\n", 1);
@@ -152,7 +170,7 @@ KeyBuilder object_record(const KeyInputs& in, const DependencyManifest& manifest
   };
   if (user.size() <= k_max_header_fields) {
     for (const HeaderFile* h : user) {
-      kb.add_digest("header:" + h->path, raw_digest(h->sha256));
+      kb.add_digest("header:" + h->keyed, raw_digest(h->sha256));
     }
   } else {
     add_list("headers", user);

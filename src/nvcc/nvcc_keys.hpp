@@ -30,6 +30,7 @@
 #include "kcache/key_builder.hpp"
 #include "nvcc/header_state.hpp"
 #include "nvcc/nvcc_command.hpp"
+#include "nvcc/path_rewrite.hpp"
 #include "nvcc/toolchain.hpp"
 
 namespace kcache::nvcc {
@@ -43,6 +44,11 @@ struct KeyInputs {
   std::vector<std::pair<std::string, std::string>> environment;  // name -> value, set ones, sorted by name
   std::string working_directory;  // empty: not keyed
   std::string source_sha256;      // 64 hex
+  // base_dir (nvcc/path_rewrite.hpp): paths keyed without it when active;
+  // `base_dir` is the key's field for it ("relative", "absolute: <why>",
+  // empty without base_dir).
+  const PathRewrite* rewrite = nullptr;
+  std::string base_dir;
 };
 
 // The environment variables that change what nvcc or its host compiler

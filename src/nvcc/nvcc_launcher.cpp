@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +23,9 @@
 #include "nvcc/nvcc_counters.hpp"
 #include "nvcc/nvcc_keys.hpp"
 #include "nvcc/nvcc_manifest.hpp"
+#include "nvcc/path_rewrite.hpp"
 #include "nvcc/toolchain.hpp"
+#include "deps/base_dir.hpp"
 #include "util/atomic_write.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
@@ -92,10 +95,6 @@ NvccCommand parse_with_environment(const std::vector<std::string>& args) {
     cmd.reason_text = "NVCC_PREPEND_FLAGS or NVCC_APPEND_FLAGS names a dependency-file or output option";
     return cmd;
   }
-  if (cmd.deps.mode == DepMode::nonsystem) {
-    cmd.reason = Uncacheable::other;
-    cmd.reason_text = "-MMD (dependencies without system headers): use -MD";
-  }
   return cmd;
 }
 
@@ -108,6 +107,30 @@ std::string temporary_depfile_path() {
   }
   ::close(fd);
   return pattern;
+}
+
+// Every header the compile of `cmd` reads, as `nvcc -M` lists them (the
+// command without its output, phase and dependency options); nullopt when
+// nvcc fails to list them.
+std::optional<std::string> list_every_header(const NvccRequest& request, const NvccCommand& cmd) {
+  const std::string path = temporary_depfile_path();
+  if (path.empty()) {
+    return std::nullopt;
+  }
+  std::vector<std::string> argv{request.nvcc.string()};
+  for (std::size_t i = 0; i < request.args.size(); ++i) {
+    if (std::find(cmd.listing_drops.begin(), cmd.listing_drops.end(), i) == cmd.listing_drops.end()) {
+      argv.push_back(request.args[i]);
+    }
+  }
+  argv.insert(argv.end(), {"-M", "-MF", path});
+  auto ran = run_captured(request.nvcc, argv, std::size_t{1} << 20);
+  std::optional<std::string> text;
+  if (ran && ran->status() == 0) {
+    text = util::io::read_small_file(path, k_max_depfile_bytes);
+  }
+  ::unlink(path.c_str());
+  return text;
 }
 
 // The outputs of an entry, written where nvcc would write them.
@@ -248,6 +271,28 @@ Result<NvccResult> NvccLauncher::Impl::run(const NvccRequest& request) {
     in.working_directory = working_directory();
   }
   in.source_sha256 = util::sha256_hex(*source);
+  // base_dir: paths keyed without it, unless the output names them.
+  PathRewrite rewrite;
+  std::optional<Key> relative_root;
+  if (const std::string base = jit::base_dir_setting(); !base.empty()) {
+    std::string why = cmd.output_names_paths ? "the output names the files it reads (-g, -G, -lineinfo)"
+                                             : PathRewrite::unusable_because(base);
+    if (why.empty()) {
+      rewrite = PathRewrite(base);
+      in.rewrite = &rewrite;
+      in.base_dir = "relative";
+      relative_root = root_manifest_key(in);
+      if (auto verdict = jit::remembered_verdict(relative_root->hex(), memo_dir);
+          verdict && verdict->rfind("absolute: ", 0) == 0) {
+        why = verdict->substr(10);
+      }
+    }
+    if (!why.empty()) {
+      rewrite = PathRewrite();
+      in.rewrite = nullptr;
+      in.base_dir = "absolute: " + why;
+    }
+  }
   const KeyBuilder root_record = root_manifest_record(in);
   const Key root = root_record.key();
 
@@ -257,6 +302,9 @@ Result<NvccResult> NvccLauncher::Impl::run(const NvccRequest& request) {
   // The local memo: while every header and directory it names is unchanged,
   // it knows the object key.
   std::optional<LocalMemo> memo = LocalMemo::load(memo_dir, root.hex());
+  if (memo && memo->base_dir != rewrite.base()) {
+    memo.reset();  // made in another checkout
+  }
   KnownDigests known;
   if (memo) {
     for (const auto& h : memo->headers) {
@@ -329,7 +377,13 @@ Result<NvccResult> NvccLauncher::Impl::run(const NvccRequest& request) {
           if (ran->status() != 0) {
             return make_error(ErrorCode::compile_failed, "nvcc failed", ran->err);
           }
-          auto deps = depfile_text ? parse_dependency_file(*depfile_text) : std::nullopt;
+          std::optional<std::string> listing_text = depfile_text;
+          if (cmd.deps.mode == DepMode::nonsystem) {
+            // -MMD leaves the system headers out of the file nvcc wrote;
+            // kcache asks nvcc for every header (`-M`, no compile).
+            listing_text = list_every_header(request, cmd);
+          }
+          auto deps = listing_text ? parse_dependency_file(*listing_text) : std::nullopt;
           auto output = util::io::read_small_file(cmd.output, k_max_output_bytes);
           if (!deps || deps->prerequisites.empty() || !output) {
             return make_error(ErrorCode::internal, "nvcc wrote no readable output or dependency file");
@@ -354,7 +408,7 @@ Result<NvccResult> NvccLauncher::Impl::run(const NvccRequest& request) {
             }
           }
           DependencyManifest manifest;
-          manifest.headers.assign(deps->prerequisites.begin() + 1, deps->prerequisites.end());
+          const std::vector<std::string> headers(deps->prerequisites.begin() + 1, deps->prerequisites.end());
           // nvcc pre-includes cuda_runtime.h; -include and the host's -include / -imacros add more.
           std::vector<std::string> pre_includes{"cuda_runtime.h"};
           pre_includes.insert(pre_includes.end(), cmd.pre_includes.begin(), cmd.pre_includes.end());
@@ -363,12 +417,20 @@ Result<NvccResult> NvccLauncher::Impl::run(const NvccRequest& request) {
               pre_includes.push_back(cmd.host_options[i + 1]);
             }
           }
-          manifest.absent = absent_names(manifest.headers, cmd.input, dirs, pre_includes);
+          // The manifest keeps the paths as keyed (without base_dir).
+          for (const auto& h : headers) {
+            manifest.headers.push_back(rewrite.to_key(h));
+          }
+          for (auto& a : absent_names(headers, cmd.input, dirs, pre_includes)) {
+            manifest.absent.push_back(AbsentName{rewrite.to_key(a.dir), std::move(a.name)});
+          }
+          std::sort(manifest.absent.begin(), manifest.absent.end());
+          manifest.absent.erase(std::unique(manifest.absent.begin(), manifest.absent.end()), manifest.absent.end());
           manifest.has_depfile = cmd.deps.mode != DepMode::none;
           if (manifest.has_depfile) {
-            manifest.depfile = *depfile_text;
+            manifest.depfile = rewrite.to_key(*depfile_text);
           }
-          const HeaderState state = header_state(manifest.headers, manifest.absent, &known);
+          const HeaderState state = header_state(manifest.headers, manifest.absent, rewrite, &known);
           const auto source_after = stamp_of(cmd.input);
           bool cacheable = !ran->truncated && ran->err.size() <= k_passport_max_log_bytes &&
                            state.settled_ns < started_ns && source_after && *source_after == *source_stamp &&
@@ -383,6 +445,14 @@ Result<NvccResult> NvccLauncher::Impl::run(const NvccRequest& request) {
             object.passport.labels["stdout"] = ran->out;
           }
           stored_object = object.passport.key;
+          if (rewrite.active() &&
+              jit::output_names_base(std::string_view(object.payload.data(), object.payload.size()), rewrite.base())) {
+            // Keyed without base_dir, but the output names a path under it
+            // (`__FILE__`, `assert`): not stored; keyed absolute from now on.
+            cacheable = false;
+            jit::remember_verdict(relative_root->hex(), memo_dir,
+                                  "absolute: the output names a path under base_dir");
+          }
           if (cacheable) {
             if (auto put = store.put(object); !put) {
               warn("the compiled object was not stored: " + put.error().describe());
@@ -390,7 +460,8 @@ Result<NvccResult> NvccLauncher::Impl::run(const NvccRequest& request) {
             }
           }
           if (cacheable) {
-            LocalMemo::make(root.hex(), manifest_key.hex(), object.passport.key.hex(), state, manifest).save(memo_dir);
+            LocalMemo::make(root.hex(), manifest_key.hex(), object.passport.key.hex(), state, manifest, rewrite)
+                .save(memo_dir);
           }
           Artifact m = Artifact::make(record, "nvcc-deps", Payload(manifest.serialize()),
                                       Producer{"kcache", KCACHE_VERSION}, Target{});
@@ -441,12 +512,12 @@ Result<NvccResult> NvccLauncher::Impl::run(const NvccRequest& request) {
       warn("dependency manifest " + manifest_key.hex() + " cannot be read; compiling without the cache");
       return run_plain(request, NvccOutcome::fallback, "unreadable dependency manifest");
     }
-    const HeaderState state = header_state(manifest->headers, manifest->absent, &known);
+    const HeaderState state = header_state(manifest->headers, manifest->absent, rewrite, &known);
     const Key object_key = object_record(in, *manifest, state).key();
     auto object = store.get(object_key);
     if (object && *object) {
-      LocalMemo::make(root.hex(), manifest_key.hex(), object_key.hex(), state, *manifest).save(memo_dir);
-      return serve(**object, manifest->has_depfile, manifest->depfile);
+      LocalMemo::make(root.hex(), manifest_key.hex(), object_key.hex(), state, *manifest, rewrite).save(memo_dir);
+      return serve(**object, manifest->has_depfile, rewrite.expand(manifest->depfile));
     }
     // Not stored for this state: the next manifest in the chain.
     record = next_manifest_record(manifest_key, state);

@@ -114,34 +114,39 @@ std::optional<DependencyManifest> DependencyManifest::parse(std::string_view tex
 }
 
 LocalMemo LocalMemo::make(std::string input_key, std::string manifest_key, std::string object_key,
-                          const HeaderState& state, const DependencyManifest& manifest) {
+                          const HeaderState& state, const DependencyManifest& manifest,
+                          const PathRewrite& rewrite) {
   const std::int64_t now = wall_clock_ns();
   LocalMemo m;
   m.input_key = std::move(input_key);
   m.manifest_key = std::move(manifest_key);
   m.object_key = std::move(object_key);
+  m.base_dir = rewrite.base();
   m.headers = state.headers;
   for (auto& h : m.headers) {
     if (h.stamp.is_racy(now)) {
       h.stamp = FileStamp{};
     }
   }
+  std::string last;
   for (const auto& a : manifest.absent) {
-    if (!m.dirs.empty() && m.dirs.back().first == a.dir) {
+    if (a.dir == last) {
       continue;
     }
-    const auto s = stamp_of(a.dir);
-    m.dirs.emplace_back(a.dir, s && !s->is_racy(now) ? *s : FileStamp{});
+    last = a.dir;
+    const std::string dir = rewrite.expand(a.dir);
+    const auto s = stamp_of(dir);
+    m.dirs.emplace_back(dir, s && !s->is_racy(now) ? *s : FileStamp{});
   }
   m.has_depfile = manifest.has_depfile;
-  m.depfile = manifest.depfile;
+  m.depfile = rewrite.expand(manifest.depfile);
   return m;
 }
 
 std::string LocalMemo::serialize() const {
   RecordWriter w;
   w.raw(k_memo_magic);
-  w.tag("k").str(input_key).str(manifest_key).str(object_key).end();
+  w.tag("k").str(input_key).str(manifest_key).str(object_key).str(base_dir).end();
   for (const auto& h : headers) {
     w.tag("f").str(h.path);
     write_stamp(w, h.stamp);
@@ -174,9 +179,11 @@ std::optional<LocalMemo> LocalMemo::parse(std::string_view text) {
   const auto k1 = r.str();
   const auto k2 = r.str();
   const auto k3 = r.str();
-  if (!k1 || !k2 || !k3 || !is_key_hex(*k1) || !is_key_hex(*k2) || !is_key_hex(*k3) || !r.end()) {
+  const auto base = k3 ? r.str() : std::nullopt;
+  if (!k1 || !k2 || !base || !is_key_hex(*k1) || !is_key_hex(*k2) || !is_key_hex(*k3) || !r.end()) {
     return std::nullopt;
   }
+  m.base_dir = std::string(*base);
   m.input_key = std::string(*k1);
   m.manifest_key = std::string(*k2);
   m.object_key = std::string(*k3);
@@ -187,7 +194,7 @@ std::optional<LocalMemo> LocalMemo::parse(std::string_view text) {
     if (!sha || path->empty() || !(*sha == "missing" || is_key_hex(*sha)) || !r.end()) {
       return std::nullopt;
     }
-    m.headers.push_back(HeaderFile{std::string(*path), std::string(*sha), *stamp});
+    m.headers.push_back(HeaderFile{std::string(*path), std::string(*path), std::string(*sha), *stamp});
   }
   while (r.tag_is("g")) {
     const auto dir = r.str();

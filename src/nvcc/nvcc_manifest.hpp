@@ -21,7 +21,7 @@
 // directory.
 //
 //   memo  := "kcache-nvcc-memo 1\n" keys file* dir* depfile? "sum" str(sha256) "\n"
-//   keys  := "k" str(input key) str(manifest key) str(object key) "\n"
+//   keys  := "k" str(input key) str(manifest key) str(object key) str(base_dir) "\n"
 //   file  := "f" str(path) stamp str(sha256) "\n"
 //   dir   := "g" str(dir) stamp "\n"
 //   stamp := num(dev) num(ino) num(size) num(mtime_ns) num(ctime_ns)
@@ -41,6 +41,7 @@
 
 #include "nvcc/file_stamp.hpp"
 #include "nvcc/header_state.hpp"
+#include "nvcc/path_rewrite.hpp"
 
 namespace kcache::nvcc {
 
@@ -60,6 +61,7 @@ struct LocalMemo {
   std::string input_key;
   std::string manifest_key;
   std::string object_key;
+  std::string base_dir;             // the base_dir the paths were expanded with (another: not used)
   std::vector<HeaderFile> headers;  // a zero stamp never matches
   std::vector<std::pair<std::string, FileStamp>> dirs;
   bool has_depfile = false;
@@ -70,7 +72,7 @@ struct LocalMemo {
   // recorded as zero (never trusted), as are those of the absent names'
   // directories, which are stat'ed now.
   static LocalMemo make(std::string input_key, std::string manifest_key, std::string object_key,
-                        const HeaderState& state, const DependencyManifest& manifest);
+                        const HeaderState& state, const DependencyManifest& manifest, const PathRewrite& rewrite);
 
   std::string serialize() const;
   static std::optional<LocalMemo> parse(std::string_view text);

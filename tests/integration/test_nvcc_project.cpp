@@ -3,16 +3,16 @@
 // of the cold tree at once compile each unit once, a rebuild runs nvcc zero
 // times with byte-identical objects and dependency files, a header edit
 // rebuilds only the units that include it, and a second host with its own
-// cache directory builds everything from a real redis-server.
-#include <gtest/gtest.h>
-
-#include <filesystem>
-#include <map>
-#include <string>
-
+// cache directory builds everything from a real redis-server. One test, so
+// the cold build (the costly part) happens once.
 #include "integration/nvcc_shell.hpp"
 #include "support/files.hpp"
 #include "support/redis_server.hpp"
+
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <map>
+#include <string>
 
 namespace kcache::test {
 namespace {
@@ -36,7 +36,7 @@ std::map<std::string, std::string> outputs(const fs::path& build) {
 }
 
 class NvccProject : public NvccShell {
- protected:
+protected:
   void SetUp() override {
     NvccShell::SetUp();
     if (IsSkipped()) {
@@ -45,7 +45,8 @@ class NvccProject : public NvccShell {
     if (std::system("command -v cmake >/dev/null && command -v ninja >/dev/null") != 0) {
       GTEST_SKIP() << "cmake or ninja is not installed";
     }
-    fs::copy(fs::path(KCACHE_SOURCE_DIR) / "tests" / "nvcc_project", dir() / "project", fs::copy_options::recursive);
+    fs::copy(fs::path(KCACHE_SOURCE_DIR) / "tests" / "nvcc_project", dir() / "project",
+             fs::copy_options::recursive);
     m_wrapper = make_counting_nvcc(root() / "cuda", nvcc());
   }
 
@@ -53,23 +54,65 @@ class NvccProject : public NvccShell {
   // plus `env`), the counting nvcc as the CUDA compiler.
   ShellRun configure(const std::string& name) {
     return sh("cmake -S project -B " + name + " -G Ninja -DCMAKE_CUDA_COMPILER='" + m_wrapper +
-              "' -DCMAKE_CUDA_COMPILER_LAUNCHER=\"$K\" >" + name + ".configure.log 2>&1 || { cat " + name +
-              ".configure.log; exit 1; }");
+              "' -DCMAKE_CUDA_COMPILER_LAUNCHER=\"$K\" >" + name + ".configure.log 2>&1 || { cat " +
+              name + ".configure.log; exit 1; }");
   }
 
   // Builds `name`, keeping the dependency files ninja would delete after reading them.
   static std::string build(const std::string& name) {
-    return "ninja -C " + name + " -d keepdepfile -j2 >" + name + ".build.log 2>&1 || { cat " + name +
-           ".build.log; exit 1; }";
+    return "ninja -C " + name + " -d keepdepfile -j2 >" + name + ".build.log 2>&1 || { cat " +
+           name + ".build.log; exit 1; }";
   }
 
-  std::size_t nvcc_runs() const { return count_lines(dir() / "nvcc.log"); }
-  static std::string log_env() { return "export KCACHE_TEST_NVCC_LOG=$PWD/nvcc.log\n"; }
+  // A header edit in b1 (built above) rebuilds only the units that include it.
+  void expect_an_edit_rebuilds_only_its_units() {
+    const auto before = outputs(dir() / "b1");
+    ShellRun r;
+    // device_math.cuh is included by k01-k06 only.
+    const fs::path header = dir() / "project/include/project/device_math.cuh";
+    std::string text = read_file(header);
+    text.replace(text.find("+ 0.5f"), 6, "+ 0.75f");
+    write_file(header, text);
+    r = sh(log_env() + "rm -f nvcc.log\n" + build("b1"));
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const std::string log = read_file(dir() / "nvcc.log");
+    EXPECT_EQ(nvcc_runs(), 6u) << log;
+    for (int k = 1; k <= 6; ++k) {
+      EXPECT_NE(log.find("src/k0" + std::to_string(k) + ".cu"), std::string::npos) << log;
+    }
+    const auto after = outputs(dir() / "b1");
+    for (const auto& [path, bytes] : after) {
+      const bool rebuilt = path.find("/k0") != std::string::npos &&
+                           path[path.find("/k0") + 3] >= '1' && path[path.find("/k0") + 3] <= '6';
+      if (!rebuilt) {
+        EXPECT_EQ(bytes, before.at(path)) << path;
+      } else if (path.ends_with(".o")) {
+        EXPECT_NE(mask_temporary_names(bytes), mask_temporary_names(before.at(path))) << path;
+      }
+    }
+    // The edit undone: the old objects come back from the cache, nvcc runs 0 times.
+    text.replace(text.find("+ 0.75f"), 7, "+ 0.5f");
+    write_file(header, text);
+    r = sh(log_env() + "rm -f nvcc.log\n" + build("b1"));
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(nvcc_runs(), 0u) << read_file(dir() / "nvcc.log");
+    EXPECT_EQ(outputs(dir() / "b1"), before);
+  }
+}
 
-  std::string m_wrapper;
+std::size_t
+nvcc_runs() const {
+  return count_lines(dir() / "nvcc.log");
+}
+static std::string log_env() {
+  return "export KCACHE_TEST_NVCC_LOG=$PWD/nvcc.log\n";
+}
+
+std::string m_wrapper;
 };
 
-TEST_F(NvccProject, BuildsOnceRebuildsFromTheCacheAndSharesThroughRedis) {
+TEST_F(NvccProject,
+       BuildsOnceRebuildsFromTheCacheSharesThroughRedisAndRebuildsOnlyWhatAnEditTouches) {
   std::string why;
   auto redis = RedisServer::start(root() / "redis", &why);
   if (!redis) {
@@ -80,9 +123,10 @@ TEST_F(NvccProject, BuildsOnceRebuildsFromTheCacheAndSharesThroughRedis) {
     ASSERT_EQ(configure(b).rc, 0);
   }
   // Four builds of the cold tree at once: each unit is compiled once.
-  auto r = sh(log_env() + remote + "rm -f nvcc.log\n" + "(" + build("b1") + ") & (" + build("b2") + ") & (" +
-              build("b3") + ") & (" + build("b4") + ") & wait\n" +
-              "for b in b1 b2 b3 b4; do grep -q 'no work to do\\|Building CUDA' $b.build.log || exit 1; done");
+  auto r = sh(log_env() + remote + "rm -f nvcc.log\n" + "(" + build("b1") + ") & (" + build("b2") +
+              ") & (" + build("b3") + ") & (" + build("b4") + ") & wait\n" +
+              "for b in b1 b2 b3 b4; do grep -q 'no work to do\\|Building CUDA' $b.build.log || "
+              "exit 1; done");
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_EQ(nvcc_runs(), k_units) << read_file(dir() / "nvcc.log");
   const auto first = outputs(dir() / "b1");
@@ -98,49 +142,15 @@ TEST_F(NvccProject, BuildsOnceRebuildsFromTheCacheAndSharesThroughRedis) {
   // A second host: its own cache directory, the same team remote: nvcc runs 0 times.
   r = sh(log_env() + remote + "export KCACHE_DIR=$PWD/../host2-cache; rm -f nvcc.log\n");
   ASSERT_EQ(configure("h2").rc, 0);
-  r = sh(log_env() + remote + "export KCACHE_DIR=$PWD/../host2-cache; rm -f nvcc.log\n" + build("h2"));
+  r = sh(log_env() + remote + "export KCACHE_DIR=$PWD/../host2-cache; rm -f nvcc.log\n" +
+         build("h2"));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(nvcc_runs(), 0u) << read_file(dir() / "nvcc.log");
   EXPECT_EQ(outputs(dir() / "h2"), first);
   const auto stats = sh("KCACHE_DIR=$PWD/../host2-cache \"$K\" stats --json");
   EXPECT_NE(stats.out.find("\"hits\": 32"), std::string::npos) << stats.out;
+  expect_an_edit_rebuilds_only_its_units();
 }
 
-TEST_F(NvccProject, AHeaderEditRebuildsOnlyTheUnitsThatIncludeIt) {
-  ASSERT_EQ(configure("b1").rc, 0);
-  auto r = sh(log_env() + build("b1"));
-  ASSERT_EQ(r.rc, 0) << r.out;
-  const auto before = outputs(dir() / "b1");
-  // device_math.cuh is included by k01-k06 only.
-  const fs::path header = dir() / "project/include/project/device_math.cuh";
-  std::string text = read_file(header);
-  text.replace(text.find("+ 0.5f"), 6, "+ 0.75f");
-  write_file(header, text);
-  r = sh(log_env() + "rm -f nvcc.log\n" + build("b1"));
-  ASSERT_EQ(r.rc, 0) << r.out;
-  const std::string log = read_file(dir() / "nvcc.log");
-  EXPECT_EQ(nvcc_runs(), 6u) << log;
-  for (int k = 1; k <= 6; ++k) {
-    EXPECT_NE(log.find("src/k0" + std::to_string(k) + ".cu"), std::string::npos) << log;
-  }
-  const auto after = outputs(dir() / "b1");
-  for (const auto& [path, bytes] : after) {
-    const bool rebuilt = path.find("/k0") != std::string::npos && path[path.find("/k0") + 3] >= '1' &&
-                         path[path.find("/k0") + 3] <= '6';
-    if (!rebuilt) {
-      EXPECT_EQ(bytes, before.at(path)) << path;
-    } else if (path.ends_with(".o")) {
-      EXPECT_NE(mask_temporary_names(bytes), mask_temporary_names(before.at(path))) << path;
-    }
-  }
-  // The edit undone: the old objects come back from the cache, nvcc runs 0 times.
-  text.replace(text.find("+ 0.75f"), 7, "+ 0.5f");
-  write_file(header, text);
-  r = sh(log_env() + "rm -f nvcc.log\n" + build("b1"));
-  ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_EQ(nvcc_runs(), 0u) << read_file(dir() / "nvcc.log");
-  EXPECT_EQ(outputs(dir() / "b1"), before);
-}
-
-}  // namespace
-}  // namespace kcache::test
+} // namespace
+} // namespace kcache::test

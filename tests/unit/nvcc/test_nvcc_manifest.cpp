@@ -72,7 +72,7 @@ TEST(NvccManifest, AMemoIsRefusedWhenAnyByteChanged) {
   memo.input_key = std::string(64, 'a');
   memo.manifest_key = std::string(64, 'b');
   memo.object_key = std::string(64, 'c');
-  memo.headers = {{"h.h", std::string(64, 'd'), FileStamp{1, 2, 3, 4, 5}}, {"gone.h", "missing", FileStamp{}}};
+  memo.headers = {{"h.h", "h.h", std::string(64, 'd'), FileStamp{1, 2, 3, 4, 5}}, {"gone.h", "gone.h", "missing", FileStamp{}}};
   memo.dirs = {{"/p/include", FileStamp{6, 7, 8, 9, 10}}};
   memo.has_depfile = true;
   memo.depfile = "x";
@@ -96,7 +96,7 @@ TEST(NvccManifest, AMemoAppliesOnlyWhileEveryIdentityIsUnchanged) {
   const auto stamp = stamp_of(h);
   ASSERT_TRUE(stamp);
   LocalMemo memo;
-  memo.headers = {{h, std::string(64, 'd'), *stamp}};
+  memo.headers = {{h, h, std::string(64, 'd'), *stamp}};
   memo.dirs = {{dir.path().string(), *stamp_of(dir.path().string())}};
   EXPECT_TRUE(memo.still_applies());
   test::write_file(dir.path() / "new.h", "");  // the directory changed
@@ -105,7 +105,7 @@ TEST(NvccManifest, AMemoAppliesOnlyWhileEveryIdentityIsUnchanged) {
   EXPECT_TRUE(memo.still_applies());
   test::write_file(h, "int y;\n");
   EXPECT_FALSE(memo.still_applies());
-  memo.headers = {{h, std::string(64, 'd'), FileStamp{}}};  // a zero (racy) identity is never trusted
+  memo.headers = {{h, h, std::string(64, 'd'), FileStamp{}}};  // a zero (racy) identity is never trusted
   EXPECT_FALSE(memo.still_applies());
 }
 
