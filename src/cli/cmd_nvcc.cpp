@@ -181,6 +181,9 @@ bool is_nvcc_launch(int argc, char** argv) {
 }
 
 int run_nvcc_launch(int argc, char** argv) {
+  // Under `kcache run` a program's exec of nvcc came here; the nvcc run from
+  // here is the real one (interpose/exec_shim.cpp).
+  ::unsetenv("KCACHE_RUN_NVCC");
   const std::string_view self = argv[0];
   const auto slash = self.rfind('/');
   if (self.substr(slash == std::string_view::npos ? 0 : slash + 1) == "nvcc") {
