@@ -302,6 +302,11 @@ std::vector<AbsentName> absent_names(const std::vector<std::string>& headers, co
   return {out.begin(), out.end()};
 }
 
+bool still_missing(const std::string& dir, const std::string& name) {
+  struct stat st {};
+  return ::lstat(join(dir, name).c_str(), &st) != 0;
+}
+
 HeaderState header_state(const std::vector<std::string>& headers, const std::vector<AbsentName>& absent,
                          const KnownDigests* known) {
   return header_state(headers, absent, PathRewrite(), known);
@@ -346,9 +351,7 @@ HeaderState header_state(const std::vector<std::string>& headers, const std::vec
   }
   h.update("absent\n", 7);
   for (const auto& a : absent) {
-    const std::string path = join(rewrite.expand(a.dir), a.name);
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0) {
+    if (!still_missing(rewrite.expand(a.dir), a.name)) {
       const std::string keyed = join(a.dir, a.name);
       ++state.present;
       state.present_names += keyed + "\n";

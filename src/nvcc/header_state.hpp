@@ -60,6 +60,10 @@ std::vector<AbsentName> absent_names(const std::vector<std::string>& headers, co
                                      const std::vector<std::string>& search_dirs,
                                      const std::vector<std::string>& pre_includes = {});
 
+// True when `name` does not exist in `dir` (a path, base_dir expanded): the
+// verdict header_state() keys for one absent name.
+bool still_missing(const std::string& dir, const std::string& name);
+
 // What was read of one header.
 struct HeaderFile {
   std::string path;    // as spelled (base_dir expanded: a path to open)

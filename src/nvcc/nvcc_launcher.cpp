@@ -11,6 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "kcache/artifact.hpp"
 #include "kcache/key_builder.hpp"
@@ -145,6 +148,46 @@ Result<void> write_outputs(const NvccCommand& cmd, const Artifact& object, bool 
     }
   }
   return {};
+}
+
+// Whether `memo` applies although the directories `changed` are not as it
+// remembers them: it was made with no absent name present, and every absent
+// name of its manifest in those directories is still missing. Each
+// directory's identity is taken before its names are checked and kept in
+// `memo` (zero when racy); true also means `memo` should be saved when
+// `refreshed`.
+bool absent_names_still_missing(LocalMemo& memo, const std::vector<std::string>& changed, Store& store,
+                                const PathRewrite& rewrite, bool& refreshed) {
+  const auto key = Key::parse(memo.manifest_key);
+  if (memo.present != 0 || !key) {
+    return false;
+  }
+  auto got = store.get(*key);
+  if (!got || !*got) {
+    return false;
+  }
+  const auto manifest =
+      DependencyManifest::parse(std::string_view((*got)->payload.data(), (*got)->payload.size()));
+  if (!manifest) {
+    return false;
+  }
+  const std::int64_t now = wall_clock_ns();
+  std::set<std::string> dirs(changed.begin(), changed.end());
+  for (auto& [dir, stamp] : memo.dirs) {
+    if (dirs.count(dir) != 0) {
+      const auto s = stamp_of(dir);
+      const FileStamp fresh = s && !s->is_racy(now) ? *s : FileStamp{};
+      refreshed = refreshed || !(fresh == stamp);
+      stamp = fresh;
+    }
+  }
+  for (const auto& a : manifest->absent) {
+    const std::string dir = rewrite.expand(a.dir);
+    if (dirs.count(dir) != 0 && !still_missing(dir, a.name)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -327,12 +370,22 @@ Result<NvccResult> NvccLauncher::Impl::run(const NvccRequest& request) {
     result.compile_us = object.passport.compile_duration_us;
     return result;
   };
-  if (memo && memo->still_applies()) {
-    if (auto key = Key::parse(memo->object_key)) {
-      auto got = store.get(*key);
-      if (got && *got) {
-        toolchain.save();
-        return serve(**got, memo->has_depfile, memo->depfile);
+  if (memo) {
+    // While every header is as remembered, the object key is known; a
+    // directory that changed (the build directory, an editor's save) only
+    // needs its absent names checked.
+    const auto changed = memo->changed_dirs();
+    bool refreshed = false;
+    if (changed && (changed->empty() || absent_names_still_missing(*memo, *changed, store, rewrite, refreshed))) {
+      if (auto key = Key::parse(memo->object_key)) {
+        auto got = store.get(*key);
+        if (got && *got) {
+          toolchain.save();
+          if (refreshed) {
+            memo->save(memo_dir);
+          }
+          return serve(**got, memo->has_depfile, memo->depfile);
+        }
       }
     }
   }

@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::string_view k_manifest_magic = "kcache-nvcc-deps 1\n";
-constexpr std::string_view k_memo_magic = "kcache-nvcc-memo 1\n";
+constexpr std::string_view k_memo_magic = "kcache-nvcc-memo 2\n";
 constexpr std::size_t k_shard_max_files = 256;
 
 void write_stamp(RecordWriter& w, const FileStamp& s) {
@@ -122,6 +122,7 @@ LocalMemo LocalMemo::make(std::string input_key, std::string manifest_key, std::
   m.manifest_key = std::move(manifest_key);
   m.object_key = std::move(object_key);
   m.base_dir = rewrite.base();
+  m.present = state.present;
   m.headers = state.headers;
   for (auto& h : m.headers) {
     if (h.stamp.is_racy(now)) {
@@ -146,7 +147,7 @@ LocalMemo LocalMemo::make(std::string input_key, std::string manifest_key, std::
 std::string LocalMemo::serialize() const {
   RecordWriter w;
   w.raw(k_memo_magic);
-  w.tag("k").str(input_key).str(manifest_key).str(object_key).str(base_dir).end();
+  w.tag("k").str(input_key).str(manifest_key).str(object_key).str(base_dir).num(present).end();
   for (const auto& h : headers) {
     w.tag("f").str(h.path);
     write_stamp(w, h.stamp);
@@ -180,9 +181,11 @@ std::optional<LocalMemo> LocalMemo::parse(std::string_view text) {
   const auto k2 = r.str();
   const auto k3 = r.str();
   const auto base = k3 ? r.str() : std::nullopt;
-  if (!k1 || !k2 || !base || !is_key_hex(*k1) || !is_key_hex(*k2) || !is_key_hex(*k3) || !r.end()) {
+  const auto present = base ? r.num() : std::nullopt;
+  if (!present || !is_key_hex(*k1) || !is_key_hex(*k2) || !is_key_hex(*k3) || !r.end()) {
     return std::nullopt;
   }
+  m.present = *present;
   m.base_dir = std::string(*base);
   m.input_key = std::string(*k1);
   m.manifest_key = std::string(*k2);
@@ -269,25 +272,34 @@ void LocalMemo::save(const fs::path& dir) const {
 }
 
 bool LocalMemo::still_applies() const {
+  const auto changed = changed_dirs();
+  return changed && changed->empty();
+}
+
+std::optional<std::vector<std::string>> LocalMemo::changed_dirs() const {
   for (const auto& h : headers) {
     const auto now = stamp_of(h.path);
     if (h.sha256 == "missing") {
       if (now) {
-        return false;
+        return std::nullopt;
       }
       continue;
     }
     if (!now || !(*now == h.stamp) || h.stamp.ctime_ns == 0) {
-      return false;
+      return std::nullopt;
     }
   }
+  std::vector<std::string> changed;
   for (const auto& [dir, stamp] : dirs) {
     const auto now = stamp_of(dir);
-    if (!now || !(*now == stamp) || stamp.ctime_ns == 0) {
-      return false;
+    if (!now) {
+      return std::nullopt;
+    }
+    if (stamp.ctime_ns == 0 || !(*now == stamp)) {
+      changed.push_back(dir);  // changed, or not trusted when the memo was made
     }
   }
-  return true;
+  return changed;
 }
 
 }  // namespace kcache::nvcc

@@ -18,10 +18,14 @@
 // every header, the identity of every directory holding an absent name, and
 // the dependency file. While every identity is unchanged the object key is
 // known without reading a header: a hit costs one stat per header and
-// directory.
+// directory. A directory whose identity changed (the build directory as the
+// working directory, an include directory an editor saved a file into) does
+// not void the memo when no absent name existed then (`present` 0): the
+// manifest's names in that directory are checked one by one (changed_dirs(),
+// nvcc_launcher.cpp).
 //
-//   memo  := "kcache-nvcc-memo 1\n" keys file* dir* depfile? "sum" str(sha256) "\n"
-//   keys  := "k" str(input key) str(manifest key) str(object key) str(base_dir) "\n"
+//   memo  := "kcache-nvcc-memo 2\n" keys file* dir* depfile? "sum" str(sha256) "\n"
+//   keys  := "k" str(input key) str(manifest key) str(object key) str(base_dir) num(present) "\n"
 //   file  := "f" str(path) stamp str(sha256) "\n"
 //   dir   := "g" str(dir) stamp "\n"
 //   stamp := num(dev) num(ino) num(size) num(mtime_ns) num(ctime_ns)
@@ -62,6 +66,7 @@ struct LocalMemo {
   std::string manifest_key;
   std::string object_key;
   std::string base_dir;             // the base_dir the paths were expanded with (another: not used)
+  std::uint64_t present = 0;        // absent names that existed when the memo was made
   std::vector<HeaderFile> headers;  // a zero stamp never matches
   std::vector<std::pair<std::string, FileStamp>> dirs;
   bool has_depfile = false;
@@ -83,6 +88,10 @@ struct LocalMemo {
   void save(const std::filesystem::path& dir) const;
   // True when every header and directory has its remembered identity now.
   bool still_applies() const;
+  // When every header has its remembered identity and every directory still
+  // exists: the directories whose identity changed or was not trusted (empty
+  // when the memo applies as it is); nullopt otherwise.
+  std::optional<std::vector<std::string>> changed_dirs() const;
 };
 
 }  // namespace kcache::nvcc

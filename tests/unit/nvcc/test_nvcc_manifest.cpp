@@ -76,10 +76,12 @@ TEST(NvccManifest, AMemoIsRefusedWhenAnyByteChanged) {
   memo.dirs = {{"/p/include", FileStamp{6, 7, 8, 9, 10}}};
   memo.has_depfile = true;
   memo.depfile = "x";
+  memo.present = 3;
   const std::string text = memo.serialize();
   const auto back = LocalMemo::parse(text);
   ASSERT_TRUE(back);
   EXPECT_EQ(back->object_key, memo.object_key);
+  EXPECT_EQ(back->present, 3u);
   EXPECT_EQ(back->headers.size(), 2u);
   EXPECT_EQ(back->headers[0].stamp, memo.headers[0].stamp);
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -107,6 +109,34 @@ TEST(NvccManifest, AMemoAppliesOnlyWhileEveryIdentityIsUnchanged) {
   EXPECT_FALSE(memo.still_applies());
   memo.headers = {{h, h, std::string(64, 'd'), FileStamp{}}};  // a zero (racy) identity is never trusted
   EXPECT_FALSE(memo.still_applies());
+}
+
+TEST(NvccManifest, AChangedOrUntrustedDirectoryIsNamedForItsNamesToBeChecked) {
+  test::TempDir dir;
+  fs::create_directories(dir.path() / "a");
+  fs::create_directories(dir.path() / "b");
+  const auto h = (dir.path() / "h.h").string();
+  test::write_file(h, "int x;\n");
+  const std::string a = (dir.path() / "a").string();
+  const std::string b = (dir.path() / "b").string();
+  LocalMemo memo;
+  memo.headers = {{h, h, std::string(64, 'd'), *stamp_of(h)}};
+  memo.dirs = {{a, *stamp_of(a)}, {b, FileStamp{}}};  // b's identity was racy when the memo was made
+  auto changed = memo.changed_dirs();
+  ASSERT_TRUE(changed);
+  EXPECT_EQ(*changed, std::vector<std::string>{b});
+  EXPECT_FALSE(memo.still_applies());
+  test::write_file(dir.path() / "a" / "vector", "");  // a shadow appears in a
+  changed = memo.changed_dirs();
+  ASSERT_TRUE(changed);
+  EXPECT_EQ(*changed, (std::vector<std::string>{a, b}));
+  EXPECT_FALSE(still_missing(a, "vector"));
+  EXPECT_TRUE(still_missing(a, "list"));
+  fs::remove_all(b);  // a directory gone: the memo does not apply
+  EXPECT_FALSE(memo.changed_dirs());
+  fs::create_directories(b);
+  test::write_file(h, "int y;\n");  // a header changed: the memo does not apply
+  EXPECT_FALSE(memo.changed_dirs());
 }
 
 class NvccAbsentNames : public ::testing::Test {
