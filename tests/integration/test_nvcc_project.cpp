@@ -3,7 +3,8 @@
 // of the cold tree at once compile each unit once, a rebuild runs nvcc zero
 // times with byte-identical objects and dependency files, a header edit
 // rebuilds only the units that include it, and a second host with its own
-// cache directory builds everything from a real redis-server. One test, so
+// cache directory builds everything from a real redis-server, its entries
+// signed with the team key (a host with another key compiles). One test, so
 // the cold build (the costly part) happens once.
 #include "integration/nvcc_shell.hpp"
 #include "support/files.hpp"
@@ -36,7 +37,7 @@ std::map<std::string, std::string> outputs(const fs::path& build) {
 }
 
 class NvccProject : public NvccShell {
-protected:
+ protected:
   void SetUp() override {
     NvccShell::SetUp();
     if (IsSkipped()) {
@@ -98,27 +99,23 @@ protected:
     EXPECT_EQ(nvcc_runs(), 0u) << read_file(dir() / "nvcc.log");
     EXPECT_EQ(outputs(dir() / "b1"), before);
   }
-}
 
-std::size_t
-nvcc_runs() const {
-  return count_lines(dir() / "nvcc.log");
-}
-static std::string log_env() {
-  return "export KCACHE_TEST_NVCC_LOG=$PWD/nvcc.log\n";
-}
+  std::size_t nvcc_runs() const { return count_lines(dir() / "nvcc.log"); }
+  static std::string log_env() { return "export KCACHE_TEST_NVCC_LOG=$PWD/nvcc.log\n"; }
 
-std::string m_wrapper;
+  std::string m_wrapper;
 };
 
 TEST_F(NvccProject,
-       BuildsOnceRebuildsFromTheCacheSharesThroughRedisAndRebuildsOnlyWhatAnEditTouches) {
+       BuildsOnceRebuildsFromTheCacheSharesSignedThroughRedisAndRebuildsOnlyWhatAnEditTouches) {
   std::string why;
   auto redis = RedisServer::start(root() / "redis", &why);
   if (!redis) {
     GTEST_SKIP() << "redis-server: " << why;
   }
-  const std::string remote = "export KCACHE_REMOTE=" + redis->url() + "\n";
+  // The team remote, uploads signed with the team key: a reader accepts only signed objects.
+  ASSERT_EQ(sh("\"$K\" remote keygen team.key && \"$K\" remote keygen other.key").rc, 0);
+  const std::string remote = "export KCACHE_REMOTE=" + redis->url() + " KCACHE_REMOTE_KEY_FILE=$PWD/team.key\n";
   for (const char* b : {"b1", "b2", "b3", "b4"}) {
     ASSERT_EQ(configure(b).rc, 0);
   }
@@ -149,8 +146,14 @@ TEST_F(NvccProject,
   EXPECT_EQ(outputs(dir() / "h2"), first);
   const auto stats = sh("KCACHE_DIR=$PWD/../host2-cache \"$K\" stats --json");
   EXPECT_NE(stats.out.find("\"hits\": 32"), std::string::npos) << stats.out;
+  // A host that holds another key (not the team's) trusts none of the team's entries: it compiles.
+  r = sh(log_env() + remote + "export KCACHE_DIR=$PWD/../host3-cache KCACHE_REMOTE_KEY_FILE=$PWD/other.key\n" +
+         "rm -f nvcc.log; ninja -C h2 -t clean >/dev/null\n" +
+         "ninja -C h2 CMakeFiles/project_kernels.dir/src/k01.cu.o >h3.build.log 2>&1 || { cat h3.build.log; exit 1; }");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(nvcc_runs(), 1u) << read_file(dir() / "nvcc.log");
   expect_an_edit_rebuilds_only_its_units();
 }
 
-} // namespace
-} // namespace kcache::test
+}  // namespace
+}  // namespace kcache::test
