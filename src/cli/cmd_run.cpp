@@ -153,6 +153,15 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
       env.emplace_back("KCACHE_BASE_DIR", config->base_dir);
     }
   }
+  // A process of the program that runs nvcc runs the compiler launcher
+  // instead (interpose/exec_shim.cpp), unless KCACHE_RUN_NVCC is set (to 0).
+  if (std::getenv("KCACHE_RUN_NVCC") == nullptr) {
+    std::error_code self_ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", self_ec);
+    if (!self_ec) {
+      env.emplace_back("KCACHE_RUN_NVCC", self.string());
+    }
+  }
   const char* current = std::getenv("LD_PRELOAD");
   env.emplace_back("LD_PRELOAD", preload_with(current != nullptr ? current : "", library.string()));
   if (print_env) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/interposed_counters.hpp"
+#include "nvcc/nvcc_counters.hpp"
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
@@ -193,6 +194,15 @@ int run_stats(const Context& ctx) {
         j["interposed"][lib][event] = value;
       }
     }
+    if (const auto nv = nvcc::read_nvcc_stats(config->cache_dir)) {
+      for (const auto& [name, value] : nv->outcomes) {
+        j["nvcc"][name] = value;
+      }
+      j["nvcc"]["uncached_reasons"] = nlohmann::json::object();
+      for (const auto& [name, value] : nv->uncached_reasons) {
+        j["nvcc"]["uncached_reasons"][name] = value;
+      }
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return k_exit_ok;
   }
@@ -261,6 +271,17 @@ int run_stats(const Context& ctx) {
       line += (line.empty() ? "" : ", ") + std::to_string(value) + " " + event;
     }
     rows.push_back({"kcache run: " + lib, line});
+  }
+  if (const auto nv = nvcc::read_nvcc_stats(config->cache_dir)) {
+    std::string line;
+    for (const auto& [name, value] : nv->outcomes) {
+      line += (line.empty() ? "" : ", ") + std::to_string(value) + " " + name;
+    }
+    std::string reasons;
+    for (const auto& [name, value] : nv->uncached_reasons) {
+      reasons += (reasons.empty() ? "" : ", ") + name + " " + std::to_string(value);
+    }
+    rows.push_back({"kcache nvcc", line + (reasons.empty() ? "" : " (uncached: " + reasons + ")")});
   }
   print_table(rows);
   if (s->pins_over_cap) {
