@@ -17,6 +17,7 @@
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/output_file.hpp"
+#include "kcache/request_stats.hpp"
 
 namespace kcache::cli {
 
@@ -135,6 +136,8 @@ bool register_quick_parser(const std::string& name, QuickParser parser) {
 
 int main(int argc, char** argv) {
   using namespace kcache::cli;
+  // Requests this command serves or compiles count as the kcache command's (`kcache stats`).
+  kcache::set_default_request_route("cli");
   // `kcache worker` talks to its pool over pipes and ends on its own when the pool is gone.
   prepare_standard_streams(/*handle_sigpipe=*/first_word(argc, argv) != "worker");
   {
