@@ -152,6 +152,14 @@ def _warn_once(what: str, message: str) -> None:
     warnings.warn(f"kcache.triton: {message}", RuntimeWarning, stacklevel=3)
 
 
+def _count(store: Store, served_from: str | None, compile_us: int) -> None:
+    """Counts one Triton request that was served (from ``served_from``) or, with None, compiled."""
+    try:
+        _kcache._record_request(store, _DOMAIN, "served" if served_from else "compiled", served_from, compile_us)
+    except Error:
+        pass  # a closed store: nothing to count in
+
+
 def _the_store() -> Store | None:
     s = _store
     if s is not None and not s.closed:
@@ -290,21 +298,27 @@ class _Manager:
             return None
 
     def _lookup(self, kind: str, name: str, take_flight: bool) -> dict[str, str] | None:
+        # A lookup that may take a flight is one request (`kcache stats`, route "triton"): a hit is
+        # counted here, a miss by its flight (served after a wait, compiled, or failed).
         kkey = self._kkey(kind, name)
         known = _files.known(kkey.hex)
         if known is not None and name in known:
+            if take_flight:
+                _count(self._s, "memory", 0)
             return known
         try:
             got = self._s.get(kkey)
             if got is not None:
                 files = self._files_of(got, kind, name)
                 if files is not None:
+                    if take_flight:
+                        _count(self._s, got.served_from, got.compile_duration_us)
                     return files
             if not take_flight:
                 return None
             held = _thread_held()
             held.give_up()  # this thread's earlier misses that never published: their compile raised
-            flight = _kcache._Flight(self._s, kkey, _compile_timeout)
+            flight = _kcache._Flight(self._s, kkey, _compile_timeout, _DOMAIN)
             got = flight.wait()
         except Error as e:
             _warn_once("lookup", f"lookup failed ({e}); compiling without the cache")
@@ -339,9 +353,10 @@ class _Manager:
             artifact = _kcache._record_artifact(_DOMAIN, self._fields(kind, name), kind, pack_group(files), "triton",
                                                 self._triton_version, arch, labels)
             if flight is not None:
-                flight.deliver(self._s, artifact)
+                flight.deliver(self._s, artifact)  # counted by the flight
             else:
                 self._s.put(artifact)
+                _count(self._s, None, 0)
         except (Error, ValueError, OSError) as e:
             if flight is not None:
                 flight.abandon()
