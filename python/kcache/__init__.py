@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 
     from . import bundle, cuda_core, onnx, plan
 
-    __version__: str = _kcache.__version__
+# The one version of kcache (project(kcache VERSION ...) in CMakeLists.txt), as
+# the wheel, `kcache --version` and the CMake package have it.
+__version__: str = _kcache.__version__
 
 __all__ = [
     "Artifact", "BundleRefused", "CacheError", "CompileError", "Config", "ConfigError", "CorruptEntry", "Entry", "Error",

@@ -175,6 +175,7 @@ def _record_artifact(
     producer_version: str,
     arch: str,
     labels: Mapping[str, str],
+    compile_duration_us: int = 0,
 ) -> Artifact: ...
 def _plan_build(
     path: str,

@@ -60,7 +60,7 @@ from . import _triton_files as _files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
     from . import Store
@@ -138,6 +138,9 @@ def unpack_group(payload: bytes | memoryview) -> dict[str, bytes]:
 
 _lock = _thread.allocate_lock()
 _store: Store | None = None  # install(store=...); None: kcache.default_store()
+# Called with (Triton's key, the group's file name, its files: name -> path) for every group a
+# manager serves or publishes; set by kcache.torch (docs/torch.md, "Triton kernels under Inductor").
+on_group: Callable[[str, str, Mapping[str, str]], None] | None = None
 _compile_timeout = 600.0
 _warned: set[str] = set()
 
@@ -428,7 +431,10 @@ class _Manager:
             return self._fallback.get_group(filename)  # type: ignore[no-any-return]
         self._grouped = True
         self._group = self._lookup(GROUP_KIND, filename, take_flight=True)
-        return None if self._group is None else dict(self._group)
+        if self._group is None:
+            return None
+        self._tell(filename, self._group)
+        return dict(self._group)
 
     def put_group(self, filename: str, group: dict[str, str]) -> str | None:
         if self._fallback is not None:
@@ -449,7 +455,16 @@ class _Manager:
             return group.get(filename)
         self._restage_missing(group)
         self._publish(GROUP_KIND, filename, files)
+        self._tell(filename, group)
         return group.get(filename)
+
+    def _tell(self, filename: str, group: Mapping[str, str]) -> None:
+        hook = on_group
+        if hook is not None:
+            try:
+                hook(self.key, filename, group)
+            except Exception as e:  # a hook never fails a compile
+                _warn_once("on-group", f"the group hook failed ({e})")
 
     def put(self, data: Any, filename: str, binary: bool = True) -> str:
         if self._fallback is not None:

@@ -23,7 +23,7 @@ import pytest
 
 import kcache
 
-from conftest import run_python
+from conftest import kcache_cli, run_python
 
 try:
     import triton  # noqa: F401
@@ -43,7 +43,6 @@ import kcache.triton  # noqa: E402
 import triton_worker  # noqa: E402
 
 WORKER = str(Path(__file__).with_name("triton_worker.py"))
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -121,15 +120,6 @@ def triton_requests(cache_dir: Path) -> dict:
     """The requests of the route "triton" counted in `cache_dir` (as `kcache stats` shows them)."""
     with kcache.open_store(kcache.Config.load(cache_dir=cache_dir)) as s:
         return s.stats()["requests"]["routes"].get("triton", {"total": 0})
-
-
-def kcache_cli() -> str | None:
-    path = os.environ.get("KCACHE_CLI") or str(REPO / "build" / "ci" / "bin" / "kcache")
-    if os.access(path, os.X_OK):
-        return path
-    if os.environ.get("KCACHE_REQUIRE_TOOLKIT"):
-        pytest.fail(f"the kcache command is not built at {path} (cmake --build --preset ci)")
-    return None
 
 
 # ---- the module ----------------------------------------------------------------------------------

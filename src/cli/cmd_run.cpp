@@ -14,6 +14,7 @@
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "store/file/request_file.hpp"
+#include "util/install_location.hpp"
 
 #ifndef KCACHE_INTERPOSE_RELPATH
 #error "KCACHE_INTERPOSE_RELPATH (the stand-in's path relative to the kcache executable's directory) is not defined"
@@ -29,17 +30,13 @@ constexpr int k_exit_cannot_execute = 126;
 constexpr int k_exit_not_found = 127;
 
 // The stand-in library: $KCACHE_INTERPOSE_LIBRARY, else beside the command's
-// own installation (<libdir>/kcache/libkcache-interpose.so).
+// own installation (<libdir>/kcache/libkcache-interpose.so, or from the wheel
+// <site-packages>/kcache/libkcache-interpose.so: util/install_location.hpp).
 fs::path interpose_library() {
   if (const char* env = std::getenv("KCACHE_INTERPOSE_LIBRARY"); env != nullptr && *env != '\0') {
     return fs::absolute(env);
   }
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) {
-    return {};
-  }
-  return (exe.parent_path() / KCACHE_INTERPOSE_RELPATH).lexically_normal();
+  return util::installed_file(KCACHE_INTERPOSE_RELPATH);
 }
 
 // LD_PRELOAD with `library` appended (a preload that must come first, such as
@@ -94,7 +91,8 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
   if (library.empty() || !fs::is_regular_file(library, ec)) {
     std::fprintf(stderr,
                  "kcache: error: the stand-in library %s is missing\nkcache: hint: it is installed beside kcache in "
-                 "<libdir>/kcache/; set KCACHE_INTERPOSE_LIBRARY to its path\n",
+                 "<libdir>/kcache/ (from the wheel: site-packages/kcache/); reinstall kcache or set "
+                 "KCACHE_INTERPOSE_LIBRARY to its path\n",
                  library.empty() ? "libkcache-interpose.so" : library.c_str());
     return k_exit_error;
   }

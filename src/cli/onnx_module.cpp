@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plan/onnx/onnx_module_abi.h"
+#include "util/install_location.hpp"
 
 #ifndef KCACHE_ONNX_MODULE_RELPATH
 #error "KCACHE_ONNX_MODULE_RELPATH (the module's path relative to the kcache executable's directory) is not defined"
@@ -25,12 +26,10 @@ fs::path default_module_path() {
   if (const char* env = std::getenv("KCACHE_ONNX_MODULE"); env != nullptr && *env != '\0') {
     return env;
   }
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) {
-    return fs::path(KCACHE_ONNX_MODULE_RELPATH).filename();  // left to the loader's search path
-  }
-  return (exe.parent_path() / KCACHE_ONNX_MODULE_RELPATH).lexically_normal();
+  // Beside the command's installation: <libdir>/kcache/, or the wheel's site-packages/kcache/.
+  const fs::path installed = util::installed_file(KCACHE_ONNX_MODULE_RELPATH);
+  return installed.empty() ? fs::path(KCACHE_ONNX_MODULE_RELPATH).filename()  // left to the loader's search path
+                           : installed;
 }
 
 }  // namespace
@@ -40,8 +39,8 @@ Result<OnnxModule*> OnnxModule::load() {
   const auto unavailable = [&](const std::string& why) {
     return make_error(ErrorCode::unsupported,
                       "ONNX support is not available: " + why +
-                          ". It comes from the kcache ONNX module, installed beside kcache in <libdir>/kcache/; set "
-                          "KCACHE_ONNX_MODULE to its path");
+                          ". It comes from the kcache ONNX module, installed beside kcache in <libdir>/kcache/ (from "
+                          "the wheel: site-packages/kcache/); reinstall kcache or set KCACHE_ONNX_MODULE to its path");
   };
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {

@@ -22,6 +22,7 @@
 #include "compile/toolkit_api.hpp"
 #include "deps/toolkit_memo.hpp"
 #include "util/hex.hpp"
+#include "util/install_location.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
@@ -81,6 +82,36 @@ std::vector<fs::path> home_candidates() {
     }
   }
   out.emplace_back("/usr/local/cuda");
+  return out;
+}
+
+// The homes of NVIDIA's CUDA wheels from PyPI (nvidia-cuda-nvrtc,
+// nvidia-nvjitlink, nvidia-nvvm or the NVVM of nvidia-cuda-nvcc) in the Python
+// environment kcache is installed in (the site-packages holding this code, or
+// <prefix>/lib/python3.X/site-packages for <prefix>/bin/kcache), then in
+// $VIRTUAL_ENV's. CUDA 13 wheels share nvidia/cu13/ (lib/, nvvm/lib64/); CUDA
+// 12 wheels have a directory each. Listed only when the toolkit homes miss.
+std::vector<fs::path> pip_wheel_homes() {
+  std::vector<fs::path> sites;
+  if (const fs::path self = util::this_object_path(); !self.empty()) {
+    const fs::path dir = self.parent_path();  // <site>/kcache or <prefix>/bin
+    sites.push_back(dir.parent_path());
+    const auto more = util::python_site_dirs(dir.parent_path());
+    sites.insert(sites.end(), more.begin(), more.end());
+  }
+  if (const auto venv = getenv_str("VIRTUAL_ENV"); !venv.empty()) {
+    const auto more = util::python_site_dirs(venv);
+    sites.insert(sites.end(), more.begin(), more.end());
+  }
+  std::vector<fs::path> out;
+  for (const auto& site : sites) {
+    for (const char* sub : {"nvidia/cu13", "nvidia/cuda_nvrtc", "nvidia/nvjitlink", "nvidia/cuda_nvcc"}) {
+      const fs::path home = site / sub;
+      if (std::find(out.begin(), out.end(), home) == out.end()) {
+        out.push_back(home);
+      }
+    }
+  }
   return out;
 }
 
@@ -225,7 +256,9 @@ struct Toolkit::Impl {
       for (const auto& h : home_candidates()) {
         s += (s.empty() ? "" : ", ") + h.string();
       }
-      searched = s + " (lib64, lib, nvvm/lib64), then $LD_LIBRARY_PATH and the system library directories";
+      searched = s + " (lib64, lib, nvvm/lib64), NVIDIA's CUDA wheels in kcache's Python environment and " +
+                 "$VIRTUAL_ENV (site-packages/nvidia/cu13, cuda_nvrtc, nvjitlink, cuda_nvcc), then " +
+                 "$LD_LIBRARY_PATH and the system library directories";
     }
     if (lib != ToolkitLibrary::nvrtc) {
       discover_locked(ToolkitLibrary::nvrtc);  // the home is NVRTC's
@@ -235,7 +268,7 @@ struct Toolkit::Impl {
     }
     const std::vector<std::string> subdirs = {"lib64", "lib", "nvvm/lib64", "targets/x86_64-linux/lib"};
     struct stat st {};
-    for (const auto& h : home_candidates()) {
+    const auto found_under = [&](const fs::path& h) {
       for (const auto& sub : subdirs) {
         for (const auto& name : file_names(lib)) {
           const auto p = h / sub / name;
@@ -245,9 +278,20 @@ struct Toolkit::Impl {
             if (lib == ToolkitLibrary::nvrtc) {
               home = h;
             }
-            return;
+            return true;
           }
         }
+      }
+      return false;
+    };
+    for (const auto& h : home_candidates()) {
+      if (found_under(h)) {
+        return;
+      }
+    }
+    for (const auto& h : pip_wheel_homes()) {  // listed only once the toolkit homes have missed
+      if (found_under(h)) {
+        return;
       }
     }
     for (const auto& d : loader_dirs()) {

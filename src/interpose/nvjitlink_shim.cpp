@@ -99,14 +99,8 @@ bool read_file(const char* path, std::string& out) {
 }
 
 std::string real_version() {
-  static const std::string version = [] {
-    const auto fn = real_function<nvJitLinkResult (*)(unsigned*, unsigned*)>(Jit::nvjitlink, "nvJitLinkVersion");
-    unsigned major = 0, minor = 0;
-    if (fn == nullptr || fn(&major, &minor) != k_success) {
-      return std::string();
-    }
-    return std::to_string(major) + "." + std::to_string(minor);
-  }();
+  static const std::string version = major_minor_version(
+      real_function<nvJitLinkResult (*)(unsigned*, unsigned*)>(Jit::nvjitlink, "nvJitLinkVersion"));
   return version;
 }
 
@@ -120,11 +114,7 @@ nvJitLinkResult create(CreateFn fn, nvJitLinkHandle* handle, std::uint32_t n, co
   }
   try {
     auto s = std::make_shared<LinkState>();
-    auto copied = copy_c_strings(n, options);
-    s->keyable = copied.has_value();
-    if (copied) {
-      s->options = std::move(*copied);
-    }
+    s->keyable = copy_options(s->options, n, options);
     links().insert(*handle, std::move(s));
   } catch (...) {
   }
@@ -223,20 +213,13 @@ nvJitLinkResult complete(CompleteFn fn, nvJitLinkHandle h) {
   if (!s) {
     return fn(h);
   }
-  InterposedCall call;
-  call.jit = Jit::nvjitlink;
-  call.entry_kind = k_entry_kind;
-  call.version = real_version();
-  call.real = [&] { return fn(h); };
-  {
-    std::lock_guard lock(s->mutex);
-    s->served.reset();
-    call.keyable = s->keyable && getters().complete();
-    call.request.backend = "nvjitlink";
+  InterposedCall call = start_call(Jit::nvjitlink, k_entry_kind, real_version(), "nvjitlink", [&] { return fn(h); });
+  take_program(call, *s, [&] {
+    call.keyable = call.keyable && getters().complete();
     call.request.name = "link";
     call.request.options = s->options;
     call.request.inputs = s->inputs;
-  }
+  });
   call.request.target_kind = "cubin";
   for (const auto& o : call.request.options) {
     if (o == "-ptx") {

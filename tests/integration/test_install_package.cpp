@@ -12,28 +12,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* k_consumer = R"(#include <kcache/blob.hpp>
-#include <kcache/memory_store.hpp>
-#include <cstdio>
-int main() {
-  auto a = kcache::make_blob("blob", "hello from an installed kcache");
-  if (!a) return 1;
-  kcache::MemoryStore store(1 << 20);
-  if (!store.put(*a)) return 2;
-  auto got = store.get(a->passport.key);
-  if (!got || !*got || (*got)->payload != a->payload) return 3;
-  std::printf("consumer ok %s\n", a->passport.key.hex().c_str());
-  return 0;
-}
-)";
-
-const char* k_cmakelists = R"(cmake_minimum_required(VERSION 3.22)
-project(consumer LANGUAGES CXX)
-set(CMAKE_CXX_STANDARD 20)
-find_package(kcache REQUIRED)
-add_executable(consumer main.cpp)
-target_link_libraries(consumer PRIVATE kcache::kcache)
-)";
+// The consumer project the Debian package's test builds too.
+const fs::path k_consumer_dir = fs::path(KCACHE_SOURCE_DIR) / "tests" / "packaging" / "consumer";
 
 int sh(const std::string& cmd) {
   const int status = std::system(cmd.c_str());
@@ -91,10 +71,26 @@ TEST(InstalledPackage, FindPackageAndPkgConfigConsumersBuildAndRun) {
     EXPECT_EQ(text.find("not available"), std::string::npos) << text;
   }
 
+  // ... and its stand-in library there too (util/install_location.hpp).
+  const std::string env_log = (dir.path() / "print-env.txt").string();
+  EXPECT_EQ(sh("env -u KCACHE_INTERPOSE_LIBRARY '" + (prefix / "bin" / "kcache").string() + "' run --print-env >'" +
+               env_log + "' 2>&1"),
+            0);
+  {
+    std::ifstream in(env_log);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    fs::path stand_in;
+    for (const auto& e : fs::recursive_directory_iterator(prefix)) {
+      if (e.path().filename() == "libkcache-interpose.so") {
+        stand_in = e.path();
+      }
+    }
+    ASSERT_FALSE(stand_in.empty()) << "no stand-in installed";
+    EXPECT_NE(text.find("LD_PRELOAD='" + stand_in.lexically_normal().string() + "'"), std::string::npos) << text;
+  }
+
   // CMake consumer.
-  const fs::path src = dir.path() / "consumer";
-  spit(src / "main.cpp", k_consumer);
-  spit(src / "CMakeLists.txt", k_cmakelists);
+  const fs::path src = k_consumer_dir;
   const fs::path out = dir.path() / "consumer-build";
   ASSERT_EQ(sh("cmake -S '" + src.string() + "' -B '" + out.string() + "' -G Ninja -DCMAKE_BUILD_TYPE=Release "
                "-DCMAKE_PREFIX_PATH='" + prefix.string() + "' >>'" + log + "' 2>&1"),

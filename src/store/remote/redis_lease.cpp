@@ -7,12 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
-#include <random>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "util/hex.hpp"
+#include "util/random_bytes.hpp"
 
 namespace kcache::remote {
 
@@ -29,12 +29,13 @@ std::string make_token() {
   if (::gethostname(host.data(), host.size() - 1) != 0) {
     host[0] = '\0';
   }
-  std::random_device rd;
+  // getrandom(2), not std::random_device (arc4random in GCC 12's static
+  // libstdc++: glibc 2.36, docs/install.md); host and pid alone should it fail.
   std::array<std::uint8_t, 8> r{};
-  for (auto& b : r) {
-    b = static_cast<std::uint8_t>(rd());
-  }
-  return std::string(host.data()) + ":" + std::to_string(::getpid()) + ":" + util::to_hex(r.data(), r.size());
+  const std::string suffix = util::random_bytes(r.data(), r.size(), "a lease token")
+                                 ? ":" + util::to_hex(r.data(), r.size())
+                                 : std::string();
+  return std::string(host.data()) + ":" + std::to_string(::getpid()) + suffix;
 }
 
 }  // namespace
