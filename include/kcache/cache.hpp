@@ -146,7 +146,11 @@ class Cache {
 
   // The same protocol for any producer: `compile` is called at most once per
   // key across holders, only on a miss. The artifact it returns must carry
-  // `key` in its passport (internal error otherwise; nothing is stored).
+  // `key` in its passport (internal error otherwise; nothing is stored). An
+  // error it returns is this call's error, and the lease is released (a
+  // waiter compiles itself); with the code `unsupported` it says the producer
+  // made its result without the cache (not cacheable), and the request counts
+  // as uncached, not failed.
   Result<Artifact> get_or_compile(const Key& key, const std::function<Result<CompileOutput>()>& compile,
                                   CacheOutcome* outcome = nullptr, std::string_view route = {});
 

@@ -116,11 +116,23 @@ struct Cache::Impl {
     t_served.reset();
     CacheOutcome kind = CacheOutcome::compiled;
     std::uint64_t compile_us = 0;
-    auto result = run_once(key, compile, &kind, compile_us);
+    // A producer that answers `unsupported` compiled without the cache (get_or_compile in cache.hpp).
+    bool compiled_elsewhere = false;
+    auto result = run_once(
+        key,
+        [&]() -> Result<CompileOutput> {
+          auto out = compile();
+          compiled_elsewhere = !out && out.error().code == ErrorCode::unsupported;
+          return out;
+        },
+        &kind, compile_us);
     if (outcome != nullptr && result) {
       *outcome = kind;
     }
-    count(result ? kind : std::optional<CacheOutcome>(), compile_us, route);
+    count(result              ? std::optional<CacheOutcome>(kind)
+          : compiled_elsewhere ? std::optional<CacheOutcome>(CacheOutcome::compiled_only)
+                               : std::nullopt,
+          compile_us, route);
     return result;
   }
 

@@ -118,6 +118,12 @@ TEST_F(CacheRequests, FailuresRoutesAndCachesThatCountNothing) {
   ASSERT_FALSE(failed);
   ASSERT_TRUE(Cache::last_request());
   EXPECT_EQ(Cache::last_request()->outcome, RequestOutcome::failed);
+  // A producer that answers `unsupported` made its result without the cache: uncached, not failed.
+  auto elsewhere = jit.get_or_compile(
+      key, [] { return Result<CompileOutput>(make_error(ErrorCode::unsupported, "compiled, not stored")); });
+  ASSERT_FALSE(elsewhere);
+  EXPECT_EQ(elsewhere.error().code, ErrorCode::unsupported);
+  EXPECT_EQ(Cache::last_request()->outcome, RequestOutcome::uncached);
   // A per-call route wins over the cache's.
   const Key good = KeyBuilder("test").add("k", "good").key();
   auto made = [&] {
@@ -137,7 +143,8 @@ TEST_F(CacheRequests, FailuresRoutesAndCachesThatCountNothing) {
   ASSERT_TRUE(quiet.get_or_compile(good, made));
   EXPECT_EQ(Cache::last_request()->outcome, RequestOutcome::served);
   EXPECT_EQ(counts("triton").failed, 1U);
-  EXPECT_EQ(counts("triton").total(), 1U);
+  EXPECT_EQ(counts("triton").uncached, 1U);
+  EXPECT_EQ(counts("triton").total(), 2U);
   EXPECT_EQ(counts("jax").compiled, 1U);
   EXPECT_EQ(counts("jax").served[static_cast<unsigned>(Tier::memory)], 1U);
   EXPECT_EQ(counts("library").total(), 0U);
