@@ -182,6 +182,15 @@ def record_request(
     _kcache._record_request(s, route, outcome, tier, min(compile_us, 2**64 - 1))
 
 
+def _count_request(store: Store, route: str, outcome: str, tier: str | None = None, compile_us: int = 0) -> None:
+    """record_request() for kcache's own integrations (kcache.triton, kcache.jax, kcache.torch):
+    arguments they spell right, a store given, and never raises (a closed store counts nothing)."""
+    try:
+        _kcache._record_request(store, route, outcome, tier, compile_us)
+    except Error:
+        pass
+
+
 def compile_key(
     source: str | bytes | bytearray | memoryview,
     *,

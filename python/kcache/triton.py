@@ -55,7 +55,7 @@ import _thread
 import os
 import struct
 
-from . import Error, _kcache, default_store
+from . import Error, _count_request, _kcache, default_store
 from . import _triton_files as _files
 
 TYPE_CHECKING = False
@@ -153,14 +153,6 @@ def _warn_once(what: str, message: str) -> None:
     import warnings
 
     warnings.warn(f"kcache.triton: {message}", RuntimeWarning, stacklevel=3)
-
-
-def _count(store: Store, served_from: str | None, compile_us: int) -> None:
-    """Counts one Triton request that was served (from ``served_from``) or, with None, compiled."""
-    try:
-        _kcache._record_request(store, _DOMAIN, "served" if served_from else "compiled", served_from, compile_us)
-    except Error:
-        pass  # a closed store: nothing to count in
 
 
 def _the_store() -> Store | None:
@@ -307,7 +299,7 @@ class _Manager:
         known = _files.known(kkey.hex)
         if known is not None and name in known:
             if take_flight:
-                _count(self._s, "memory", 0)
+                _count_request(self._s, _DOMAIN, "served", "memory")
             return known
         try:
             got = self._s.get(kkey)
@@ -315,7 +307,7 @@ class _Manager:
                 files = self._files_of(got, kind, name)
                 if files is not None:
                     if take_flight:
-                        _count(self._s, got.served_from, got.compile_duration_us)
+                        _count_request(self._s, _DOMAIN, "served", got.served_from, got.compile_duration_us)
                     return files
             if not take_flight:
                 return None
@@ -359,10 +351,12 @@ class _Manager:
                 flight.deliver(self._s, artifact)  # counted by the flight
             else:
                 self._s.put(artifact)
-                _count(self._s, None, 0)
+                _count_request(self._s, _DOMAIN, "compiled")
         except (Error, ValueError, OSError) as e:
             if flight is not None:
-                flight.abandon()
+                flight.abandon(uncached=True)  # compiled, not cached: counted so by the flight
+            else:
+                _count_request(self._s, _DOMAIN, "uncached")
             _warn_once("put", f"cannot store Triton's {name} ({e}); it is compiled, not cached")
             return
         staged = {n: self._staged[n][0] for n in files if n in self._staged and self._staged[n][1] == files[n]}
@@ -451,7 +445,7 @@ class _Manager:
         except OSError as e:
             _warn_once("put", f"cannot read Triton's file {e.filename} ({e.strerror}); not cached")
             for flight in self._flights.values():
-                flight.abandon()
+                flight.abandon(uncached=True)
             return group.get(filename)
         self._restage_missing(group)
         self._publish(GROUP_KIND, filename, files)

@@ -15,7 +15,7 @@
 //                                 caller is the one to compile
 //   deliver(artifact)             the compiled artifact: published through
 //                                 get_or_compile, leases released after
-//   abandon()                     the compile failed or was skipped: nothing
+//   abandon(uncached)             the compile failed or was skipped: nothing
 //                                 stored, leases released, a waiter compiles
 //
 // A flight that is neither delivered nor abandoned within `hold_s` seconds of
@@ -26,7 +26,8 @@
 //
 // The flight is one request, counted under `route` (kcache/request_stats.hpp)
 // by how get_or_compile ended: served (a holder elsewhere published it),
-// compiled (delivered), failed (abandoned: the compile raised or was given up).
+// compiled (delivered), failed (abandoned: the compile raised or was given up),
+// uncached (abandon(uncached=True): compiled, not stored).
 #include "bindings.hpp"
 #include "kcache/request_stats.hpp"
 
@@ -55,14 +56,17 @@ struct FlightState {
   std::optional<Result<Artifact>> result; // set when get_or_compile returned
   CacheOutcome outcome = CacheOutcome::compiled;
   std::optional<Tier> served_from;        // set with `result` when it was served
+  bool not_stored = false; // abandoned by a caller that compiled without storing (abandon(true))
   bool reached = false;  // get_or_compile called the compile step
   bool released = false; // the thread has let go of the store
 
-  // Ends a flight that was not delivered. Idempotent.
-  void abandon() {
+  // Ends a flight that was not delivered. Idempotent. `uncached`: the caller
+  // compiled, and does not store the result (counted as uncached, not failed).
+  void abandon(bool uncached = false) {
     std::lock_guard lock(mutex);
     if (phase == Phase::waiting || phase == Phase::compile) {
       phase = Phase::abandoned;
+      not_stored = uncached;
       changed.notify_all();
     }
   }
@@ -144,7 +148,8 @@ public:
                                     [&] { return state->phase != FlightState::Phase::compile; });
             if (state->phase != FlightState::Phase::delivered || !state->compiled) {
               state->phase = FlightState::Phase::abandoned;
-              return make_error(ErrorCode::busy,
+              // `unsupported`: compiled without the cache, an uncached request (cache.hpp).
+              return make_error(state->not_stored ? ErrorCode::unsupported : ErrorCode::busy,
                                 "the compile of key " + key.hex() + " was abandoned");
             }
             return CompileOutput{std::move(*state->compiled), true};
@@ -221,8 +226,9 @@ public:
   }
 
   // Gives up the compile: nothing is stored, the leases are released, and a
-  // waiting holder elsewhere compiles itself. Idempotent.
-  void abandon() { m_state->abandon(); }
+  // waiting holder elsewhere compiles itself. Idempotent. The request counts
+  // as failed, or with `uncached` as compiled without the cache.
+  void abandon(bool uncached) { m_state->abandon(uncached); }
 
 private:
   std::shared_ptr<FlightState> m_state;
@@ -239,7 +245,7 @@ void bind_flight(nb::module_& m) {
            nb::arg("hold_s"), nb::arg("route") = "")
       .def("wait", &PyFlight::wait)
       .def("deliver", &PyFlight::deliver, nb::arg("store"), nb::arg("artifact"))
-      .def("abandon", &PyFlight::abandon);
+      .def("abandon", &PyFlight::abandon, nb::arg("uncached") = false);
 }
 
 } // namespace kcache::python

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,30 @@ def test_record_request_counts_what_an_integration_says_and_refuses_bad_argument
     with pytest.raises(kcache.InvalidArgument):
         kcache.record_request("torch", "compiled", compile_us=-1, store=store)
     assert store.stats()["requests"]["total"] == 4
+
+
+def test_a_flight_is_one_request_counted_by_how_it_ended(store: kcache.Store) -> None:
+    # How kcache.torch, kcache.jax, kcache.triton and cuda_core count a miss: its flight, under their route.
+    k = kcache._kcache
+    keys = [k._domain_key("test", f"k{i}") for i in range(3)]
+    first = k._Flight(store, keys[0], 60.0, "torch")
+    assert first.wait() is None
+    assert first.deliver(store, k._domain_artifact("test", "k0", "blob", b"x", "test", "1")) == "compiled"
+    for key, uncached in ((keys[1], False), (keys[2], True)):
+        f = k._Flight(store, key, 60.0, "torch")
+        assert f.wait() is None
+        f.abandon(uncached=uncached)  # the compile raised; or compiled, not stored
+    again = k._Flight(store, keys[0], 60.0, "torch")
+    got = again.wait()
+    assert got is not None and got.served_from == "memory"
+    deadline = time.monotonic() + 30  # an abandoned flight's thread counts once it has let go of the key
+    while store.stats()["requests"]["total"] < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    torch = store.stats()["requests"]["routes"]["torch"]
+    assert (torch["total"], torch["compiled"], torch["failed"], torch["uncached"], torch["served"]["memory"]) == (
+        4, 1, 1, 1, 1), torch
+    with pytest.raises(kcache.InvalidArgument):
+        k._Flight(store, keys[0], 60.0, "Not A Route")
 
 
 @pytest.mark.skipif(not KCACHE.exists(), reason=f"no kcache command at {KCACHE} (build the ci preset)")
