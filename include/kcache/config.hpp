@@ -99,6 +99,7 @@ struct Config {
   std::vector<std::filesystem::path> bundles;      // bundles / KCACHE_BUNDLES (bundle files, in order)
   std::vector<std::filesystem::path> bundle_trusted_keys;  // bundle_trusted_keys / KCACHE_BUNDLE_TRUSTED_KEYS
   EvictionPolicy eviction_policy = EvictionPolicy::cost;  // eviction_policy / KCACHE_EVICTION_POLICY
+  bool run_summary = true;                         // run_summary / KCACHE_RUN_SUMMARY (docs/run.md, "The summary")
 
   // Not a setting: how the file tier reads large payloads (FileStoreOptions::
   // large_reads). The Python package sets LargeReads::copied.

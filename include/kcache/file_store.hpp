@@ -321,6 +321,11 @@ class FileStore final : public Store {
   FileStore& operator=(const FileStore&) = delete;
 
   std::string_view name() const noexcept override { return "file"; }
+  std::optional<Tier> tier_kind() const noexcept override { return Tier::disk; }
+  // The request counters of this cache directory (v1/stats/requests), opened
+  // on first use; process-local counts where the file cannot be made (a
+  // read-only cache). Never null.
+  RequestStats* request_stats() noexcept override;
   Result<std::optional<Artifact>> get(const Key& key) override;
   // get(); a payload of k_map_min_bytes or more is mapped (LargeReads::copied:
   // read with pread), copied into the memory `allocate` lends, and checked

@@ -48,7 +48,7 @@ import _thread
 import os
 import time
 
-from . import Error, _integration, _kcache
+from . import Error, _count_request, _integration, _kcache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -280,31 +280,39 @@ class _Interface:
         try:
             got = store.get(kkey)
             if got is not None:
-                answered, payload = self._serve(store, got, key, t, reading)
+                answered, payload = self._serve(store, got, key, t, reading, False)
                 if answered:
                     return payload
             if not reading:
                 return None
-            flight = _kcache._Flight(store, kkey, _compile_timeout)
+            # The flight counts this request (served after a wait, compiled, uncached, failed).
+            flight = _kcache._Flight(store, kkey, _compile_timeout, _DOMAIN)
             got = flight.wait()  # the GIL is released while it waits
         except Error as e:
             _count("errors")
             _warn_once("get", f"cannot read the cache ({e}); compiling without it")
+            if reading:
+                _count_request(store, _DOMAIN, "uncached")
             return None
         if got is not None:
-            return self._serve(store, got, key, t, reading)[1]
+            return self._serve(store, got, key, t, reading, True)[1]
         t.flights[key] = (flight, time.monotonic())
         return None
 
-    def _serve(self, store: Store, got: Any, key: str, t: _Thread, reading: bool) -> tuple[bool, bytes | memoryview | None]:
+    def _serve(self, store: Store, got: Any, key: str, t: _Thread, reading: bool,
+               counted: bool) -> tuple[bool, bytes | memoryview | None]:
         """(True, the payload to hand JAX), (True, None): compile here without the lease (a note
-        says so), or (False, None): a miss, take the lease."""
+        says so), or (False, None): a miss, take the lease. ``counted``: the request is counted
+        already (by the flight that returned ``got``; a note that a holder published while this
+        one waited counts there as served)."""
         after_wait = got.outcome == "hit_after_wait"
         if got.kind == KIND:
             if reading:
                 t.served[key] = got.key
                 _count("hits_after_wait" if after_wait else "hits")
                 _count("compile_seconds_saved", got.passport.get("compile_duration_us", 0) / 1e6)
+                if not counted:
+                    _count_request(store, _DOMAIN, "served", got.served_from, got.compile_duration_us)
             # A large payload is handed over as a read-only memoryview of the verified bytes,
             # never copied (JAX decompresses from any bytes-like object).
             payload: bytes | memoryview = got.view if len(got) >= _VIEW_MIN_BYTES else got.payload
@@ -312,6 +320,8 @@ class _Interface:
         if got.kind == NOTE_KIND and _note_applies(got):
             if reading:
                 _count("skipped_by_note")
+                if not counted:
+                    _count_request(store, _DOMAIN, "uncached")
             return True, None
         if got.kind != NOTE_KIND:  # only a forger puts another kind under our key
             _count("bad_entries")
@@ -329,7 +339,7 @@ class _Interface:
         held = t.flights.pop(key, None)
         if backend is None or store is None:
             if held is not None:
-                held[0].abandon()
+                held[0].abandon(uncached=True)
             return
         kkey, fields = _kkey(key, backend)
         if fields is None:
@@ -342,14 +352,17 @@ class _Interface:
             artifact = _kcache._record_artifact(_DOMAIN, fields, KIND, value, "jax", s.jax_version, "",
                                                 _labels(key, backend), max(1, int(seconds * 1e6)))
             if held is not None:
-                outcome = held[0].deliver(store, artifact)
+                outcome = held[0].deliver(store, artifact)  # the flight counts the request
             else:
                 outcome = store.put(artifact)
                 if outcome == "already_present":
                     self._replace_note(store, artifact)
+                _count_request(store, _DOMAIN, "compiled", None, max(1, int(seconds * 1e6)))
         except (Error, ValueError, TypeError) as e:
             if held is not None:
-                held[0].abandon()
+                held[0].abandon(uncached=True)
+            else:
+                _count_request(store, _DOMAIN, "uncached", None, max(1, int(seconds * 1e6)))
             _count("errors")
             _warn_once("put", f"cannot store JAX's executable ({e}); it is compiled, not cached")
             return
@@ -417,7 +430,7 @@ def _not_stored(jax_key: str, reason: str, compile_s: float) -> None:
     except Error as e:
         _warn_once("note", f"cannot store a note for {jax_key!r} ({e})")
     finally:
-        held[0].abandon()
+        held[0].abandon(uncached=True)  # compiled, not stored: an uncached request
 
 
 # ---- install ------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ import _thread
 import os
 import struct
 
-from . import Error, _integration, _kcache
+from . import Error, _count_request, _integration, _kcache
 from . import _triton_files as _files
 
 TYPE_CHECKING = False
@@ -270,21 +270,27 @@ class _Manager:
             return None
 
     def _lookup(self, kind: str, name: str, take_flight: bool) -> dict[str, str] | None:
+        # A lookup that may take a flight is one request (`kcache stats`, route "triton"): a hit is
+        # counted here, a miss by its flight (served after a wait, compiled, or failed).
         kkey = self._kkey(kind, name)
         known = _files.known(kkey.hex)
         if known is not None and name in known:
+            if take_flight:
+                _count_request(self._s, _DOMAIN, "served", "memory")
             return known
         try:
             got = self._s.get(kkey)
             if got is not None:
                 files = self._files_of(got, kind, name)
                 if files is not None:
+                    if take_flight:
+                        _count_request(self._s, _DOMAIN, "served", got.served_from, got.compile_duration_us)
                     return files
             if not take_flight:
                 return None
             held = _thread_held()
             held.give_up()  # this thread's earlier misses that never published: their compile raised
-            flight = _kcache._Flight(self._s, kkey, _compile_timeout)
+            flight = _kcache._Flight(self._s, kkey, _compile_timeout, _DOMAIN)
             got = flight.wait()
         except Error as e:
             _warn_once("lookup", f"lookup failed ({e}); compiling without the cache")
@@ -325,12 +331,15 @@ class _Manager:
             artifact = _kcache._record_artifact(_DOMAIN, self._fields(kind, name), kind, pack_group(files), "triton",
                                                 self._triton_version, arch, labels)
             if flight is not None:
-                flight.deliver(self._s, artifact)
+                flight.deliver(self._s, artifact)  # counted by the flight
             else:
                 self._s.put(artifact)
+                _count_request(self._s, _DOMAIN, "compiled")
         except (Error, ValueError, OSError) as e:
             if flight is not None:
-                flight.abandon()
+                flight.abandon(uncached=True)  # compiled, not cached: counted so by the flight
+            else:
+                _count_request(self._s, _DOMAIN, "uncached")
             _warn_once("put", f"cannot store Triton's {name} ({e}); it is compiled, not cached")
             return
         staged = {n: self._staged[n][0] for n in files if n in self._staged and self._staged[n][1] == files[n]}
@@ -419,7 +428,7 @@ class _Manager:
         except OSError as e:
             _warn_once("put", f"cannot read Triton's file {e.filename} ({e.strerror}); not cached")
             for flight in self._flights.values():
-                flight.abandon()
+                flight.abandon(uncached=True)
             return group.get(filename)
         self._restage_missing(group)
         self._publish(GROUP_KIND, filename, files)

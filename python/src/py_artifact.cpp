@@ -173,9 +173,15 @@ void bind_artifact(nb::module_& m) {
       .def_prop_ro("lowered_names", [](const PyArtifact& a) { return get(a).passport.symbols; },
                    "Name expression -> lowered (mangled) name, from NVRTC.")
       .def_prop_ro("log", [](const PyArtifact& a) { return get(a).passport.log; }, "The compiler's log.")
+      .def_prop_ro("compile_duration_us", [](const PyArtifact& a) { return get(a).passport.compile_duration_us; },
+                   "How long the compile that made it took, in microseconds (the passport's\n"
+                   "compile_duration_us): what a hit saved.")
       .def_prop_ro("outcome", [](const PyArtifact& a) { return a.outcome; },
                    "What produced this object: \"hit\", \"hit_after_wait\", \"compiled\", \"compiled_only\"\n"
                    "(compiled, not stored), \"made\" (from_bytes).")
+      .def_prop_ro("served_from", [](const PyArtifact& a) { return tier_object(a.served_from); },
+                   "Where a hit came from: \"memory\", \"disk\", \"bundle\" or \"remote\"; None when it was\n"
+                   "compiled here or made (kcache/request_stats.hpp).")
       .def("verify", [](const PyArtifact& a) { unwrap(get(a).verify()); },
            "Checks the payload against the passport (size, SHA-256); raises CorruptEntry.")
       .def("__len__", [](const PyArtifact& a) { return get(a).payload.size(); })

@@ -96,6 +96,10 @@ def test_a_new_process_and_a_new_host_load_what_another_compiled(tmp_path: Path,
         assert got["store"]["compile_us_saved"] > 0, name
         assert warnings_in(err) == [], (name, err[-2000:])
     assert got["store"]["remote"][0]["hits"] == 2  # C: both from the team's redis
+    # `kcache stats` counts JAX's requests (route "jax") by how they ended: A's compiled, B's
+    # served from the disk tier, C's from the team's redis.
+    assert _jax_requests(tmp_path / "a") == (4, 2, {"disk": 2}), "A and B"
+    assert _jax_requests(tmp_path / "c") == (2, 0, {"remote": 2}), "C"
     # D: the same cache, another XLA_FLAGS (set before jax starts, as a user would): its own key.
     d, _ = run(cases[:2], _env(tmp_path / "a", {"XLA_FLAGS": "--xla_cpu_enable_fast_math=true"}))
     assert d["cases"][0]["xla_compiles"] == 1 and d["stats"]["hits"] == 0 and d["stats"]["compiled"] == 1
@@ -120,6 +124,13 @@ def test_a_new_process_and_a_new_host_load_what_another_compiled(tmp_path: Path,
         assert sum(1 for e in (ls if isinstance(ls, list) else ls["entries"]) if e["kind"] == kcache.jax.KIND) == 2
         verify = subprocess.run([cli, "verify"], env=env, capture_output=True, text=True)
         assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def _jax_requests(cache: Path) -> tuple[int, int, dict[str, int]]:
+    """The requests of the route "jax" in `cache`: (total, compiled, served by tier)."""
+    with kcache.open_store(kcache.Config.load(cache_dir=cache)) as s:
+        r = s.stats()["requests"]["routes"].get("jax", {"total": 0, "compiled": 0, "served": {}})
+    return r["total"], r["compiled"], {t: n for t, n in r["served"].items() if t != "total" and n}
 
 
 def _forge(cache: Path, key: kcache.Key) -> None:

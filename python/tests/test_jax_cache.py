@@ -147,6 +147,9 @@ def test_compiles_under_jax_threshold_are_not_stored_and_nobody_waits_for_them(
     assert after["not_stored"] - before["not_stored"] == 1
     assert after["skipped_by_note"] - before["skipped_by_note"] == 1
     assert xla["n"] == 2
+    # `kcache stats` (route "jax"): both compiled without the cache, none failed.
+    req = jstore.stats()["requests"]["routes"]["jax"]
+    assert (req["total"], req["uncached"], req["failed"], req["compiled"]) == (2, 2, 0, 0), req
     # A team lowers the threshold: the note gives way to the executable, and the next process hits.
     kcache.jax.install(store=jstore, min_compile_time_secs=0)
     jax.clear_caches()
@@ -156,6 +159,8 @@ def test_compiles_under_jax_threshold_are_not_stored_and_nobody_waits_for_them(
     jax.clear_caches()
     assert np.array_equal(np.asarray(jax.jit(small)(X8)), want)
     assert xla["n"] == 3 and kcache.jax.stats()["hits"] - after["hits"] == 1
+    req = jstore.stats()["requests"]["routes"]["jax"]
+    assert (req["total"], req["compiled"], req["served"]["total"], req["failed"]) == (4, 1, 1, 0), req
 
 
 def test_a_function_with_host_callbacks_is_never_stored(jstore: kcache.Store, xla: dict[str, int]) -> None:

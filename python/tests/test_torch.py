@@ -184,6 +184,14 @@ def test_a_second_host_compiles_nothing(tmp_path: Path) -> None:
     assert ks["fx-graph"]["hit"] == 2 and ks["aot-autograd"]["hit"] == 1, ks
     assert ks["cpp"]["hit"] == a["kstats"]["cpp"]["put"] >= 3 and ks["isa"]["hit"] == a["kstats"]["isa"]["put"] >= 1
     assert kcache_warnings(a) == [] and kcache_warnings(b) == []
+    # `kcache stats` counts Inductor's requests (route "torch": graphs, C++ builds, ISA checks):
+    # what A published as compiled, what B was served as served, from the disk tier.
+    with kcache.open_store(kcache.Config.load(cache_dir=store)) as s:
+        req = s.stats()["requests"]["routes"]["torch"]
+    parts = ("fx-graph", "aot-autograd", "cpp", "isa")
+    compiled, served = sum(a["kstats"][c]["put"] for c in parts), sum(ks[c]["hit"] for c in parts)
+    assert (req["compiled"], req["served"]["disk"], req["served"]["total"], req["failed"]) == (
+        compiled, served, served, 0), req
     # Inductor's own directories hold no graph: kcache's entries are the cache.
     for name in ("a", "b"):
         inductor = tmp_path / name / "inductor"

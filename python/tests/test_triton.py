@@ -116,6 +116,12 @@ def finish(p: subprocess.Popen, timeout: float = 120) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def triton_requests(cache_dir: Path) -> dict:
+    """The requests of the route "triton" counted in `cache_dir` (as `kcache stats` shows them)."""
+    with kcache.open_store(kcache.Config.load(cache_dir=cache_dir)) as s:
+        return s.stats()["requests"]["routes"].get("triton", {"total": 0})
+
+
 # ---- the module ----------------------------------------------------------------------------------
 
 
@@ -336,6 +342,10 @@ def test_herd_compiles_each_kernel_once(tmp_path: Path, warm_memo) -> None:
         assert sum(r["hits"] for r in results) == len(variants) * (n - 1), results
         assert all(r["cubins"] == results[0]["cubins"] for r in results)
         assert len(set(results[0]["cubins"].values())) == len(variants)
+        # `kcache stats` counts one request per kernel per process: V compiled, the rest served.
+        req = triton_requests(tmp_path / f"cache{rnd}")
+        assert (req["total"], req["compiled"], req["served"]["total"]) == (n * len(variants), len(variants),
+                                                                           len(variants) * (n - 1)), req
 
 
 def test_herd_while_renames_and_unlinks_race_on_the_cache_directory(tmp_path: Path, warm_memo, xdg: Path) -> None:
@@ -574,6 +584,9 @@ def test_hosts_compile_once_and_a_new_host_hits_through_redis(tmp_path: Path, re
     # A new host with an empty local cache hits the remote.
     b = finish(worker(["compile", "0"], {"KCACHE_DIR": str(tmp_path / "hostB"), "KCACHE_REMOTE": redis_url}))
     assert (b["compiles"], b["hits"]) == (0, 1) and b["cubins"] == results[0]["cubins"]
+    # The host fed by the remote counts its hit as served, from the remote.
+    req = triton_requests(tmp_path / "hostB")
+    assert (req["total"], req["served"]["remote"], req["compiled"]) == (1, 1, 0), req
 
 
 @pytest.mark.parametrize("remote", ["redis_cluster_url", "http_url"])

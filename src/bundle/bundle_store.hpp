@@ -49,6 +49,7 @@ public:
   ~BundleStore() override;
 
   std::string_view name() const noexcept override { return "bundle"; }
+  std::optional<Tier> tier_kind() const noexcept override { return Tier::bundle; }
   bool writable() const noexcept override { return false; }
   // Hit: the entry from the first usable bundle that holds it (its payload
   // maps the file). Miss: no usable bundle holds it, or its payload failed

@@ -337,7 +337,7 @@ Result<void> parse_small_count(std::uint32_t& out, const std::string& v, std::ui
 }
 
 // THE table. Order here is the order of `kcache config` and of the docs.
-const std::array<Setting, 27> k_settings{{
+const std::array<Setting, 28> k_settings{{
     {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
      "Directory of the on-disk cache (never defaults to /tmp)",
      "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
@@ -471,6 +471,19 @@ const std::array<Setting, 27> k_settings{{
        return {};
      },
      [](const Config& c) { return std::string(eviction_policy_name(c.eviction_policy)); }},
+    {"run_summary", "KCACHE_RUN_SUMMARY", "true",
+     "Whether `kcache run` prints one line on stderr when the program exits: the JIT compiles it saw, served and "
+     "compiled",
+     "true or false (also 1/0, yes/no, on/off)",
+     [](Config& c, const std::string& v, const Origin&) -> Result<void> {
+       auto b = parse_bool(v);
+       if (!b) {
+         return tl::unexpected(b.error());
+       }
+       c.run_summary = *b;
+       return {};
+     },
+     [](const Config& c) { return std::string(c.run_summary ? "true" : "false"); }},
 }};
 
 const Setting* find_setting(std::string_view key) {

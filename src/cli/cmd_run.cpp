@@ -16,6 +16,7 @@
 
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
+#include "store/file/request_file.hpp"
 #include "util/fd.hpp"
 #include "util/input_file.hpp"
 #include "util/install_location.hpp"
@@ -110,7 +111,30 @@ std::string preload_with(const std::string& current, const std::string& library)
   return current + ":" + library;
 }
 
-int run_run(const Context& ctx, std::vector<std::string> command, bool print_env) {
+// The variables that turn kcache's Triton cache on in every Python program of
+// the run that can import kcache (docs/run.md, "Triton under kcache run"):
+// KCACHE_TRITON=1 (read by kcache-autoload.pth where kcache is installed),
+// and the directory of kcache's start-up module (python-startup/
+// sitecustomize.py, beside the stand-in) first on PYTHONPATH, for a kcache
+// that Python finds through PYTHONPATH, where no .pth file is read. A
+// KCACHE_TRITON the user set (to 0 as well) is left as it is, and so is the
+// rest of the environment.
+void add_triton_variables(const fs::path& library, std::vector<std::pair<std::string, std::string>>& env) {
+  if (std::getenv("KCACHE_TRITON") != nullptr) {
+    return;
+  }
+  env.emplace_back("KCACHE_TRITON", "1");
+  const fs::path startup = library.parent_path() / "python-startup";
+  std::error_code ec;
+  if (!fs::is_regular_file(startup / "sitecustomize.py", ec)) {
+    return;
+  }
+  const char* current = std::getenv("PYTHONPATH");
+  const std::string path = current != nullptr && *current != '\0' ? startup.string() + ":" + current : startup.string();
+  env.emplace_back("PYTHONPATH", path);
+}
+
+int run_run(const Context& ctx, std::vector<std::string> command, bool print_env, bool no_summary) {
   if (!command.empty() && command.front() == "--") {
     command.erase(command.begin());
   }
@@ -143,6 +167,12 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
       env.emplace_back("KCACHE_CONFIG", fs::absolute(ctx.config_file).string());
     }
   }
+  // The cache directory, wherever it came from (--cache-dir, KCACHE_DIR, the
+  // config file), so that the environment route reaches the same cache.
+  if (config && config->origin.count("cache_dir") != 0 &&
+      config->origin.at("cache_dir") != SettingSource::default_value && ctx.overrides.count("cache_dir") == 0) {
+    env.emplace_back("KCACHE_DIR", config->cache_dir.string());
+  }
   // The toolkit home and base_dir are read from the environment by the key
   // derivation (as `kcache compile` arranges for itself).
   if (config) {
@@ -164,6 +194,7 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
   }
   const char* current = std::getenv("LD_PRELOAD");
   env.emplace_back("LD_PRELOAD", preload_with(current != nullptr ? current : "", library.string()));
+  add_triton_variables(library, env);
   if (print_env) {
     for (const auto& [name, value] : env) {
       std::string quoted;  // single-quoted for the shell: ' becomes '\''
@@ -177,6 +208,17 @@ int run_run(const Context& ctx, std::vector<std::string> command, bool print_env
   if (command.empty()) {
     std::fputs("kcache: error: no command given\nkcache: hint: kcache run -- PROGRAM [ARGS...]\n", stderr);
     return k_exit_usage;
+  }
+  // The run's report, which the program's top process (this pid, after the
+  // exec) prints as the summary at exit (docs/run.md, "The summary").
+  store::RunReportFile report;
+  if (!no_summary && (!config || config->run_summary)) {
+    if (auto made = store::create_run_report()) {
+      report = std::move(*made);
+      env.emplace_back(store::k_run_report_env, report.env_value);
+    } else {
+      std::fprintf(stderr, "kcache: warning: kcache run: no summary at exit: %s\n", made.error().describe().c_str());
+    }
   }
   for (const auto& [name, value] : env) {
     ::setenv(name.c_str(), value.c_str(), 1);
@@ -199,14 +241,19 @@ void register_run(CLI::App& app, Context& ctx, std::function<int()>& run) {
   auto print_env = std::make_shared<bool>(false);
   sub->add_flag("--print-env", *print_env,
                 "Print the environment that turns the cache on (for launchers that cannot wrap a command) and exit");
+  auto no_summary = std::make_shared<bool>(false);
+  sub->add_flag("--no-summary", *no_summary,
+                "Print no summary line at exit (also: KCACHE_RUN_SUMMARY=0, or run_summary = false in the config file)");
   auto command = std::make_shared<std::vector<std::string>>();
   sub->add_option("command", *command, "The program and its arguments, after `--`");
   sub->footer(
       "Usage: kcache run -- PROGRAM [ARGS...]. The program and its children load kcache's stand-in for "
       "libnvrtc, libnvJitLink and libnvvm (LD_PRELOAD); compiles are keyed as `kcache compile` keys them and served from the cache. "
-      "The exit status is the program's; 126/127 when it cannot be started. See docs/run.md.");
-  sub->callback([&ctx, &run, command, print_env] {
-    run = [&ctx, command, print_env] { return run_run(ctx, *command, *print_env); };
+      "At exit the program prints one line on stderr: the JIT compiles seen, served (by tier) and compiled "
+      "(--no-summary, KCACHE_RUN_SUMMARY=0: none). Python programs that can import kcache get kcache's Triton cache "
+      "(KCACHE_TRITON=1 unless set). The exit status is the program's; 126/127 when it cannot be started. See docs/run.md.");
+  sub->callback([&ctx, &run, command, print_env, no_summary] {
+    run = [&ctx, command, print_env, no_summary] { return run_run(ctx, *command, *print_env, *no_summary); };
   });
 }
 

@@ -18,6 +18,7 @@
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/output_file.hpp"
+#include "kcache/request_stats.hpp"
 
 namespace kcache::cli {
 
@@ -136,6 +137,8 @@ bool register_quick_parser(const std::string& name, QuickParser parser) {
 
 int main(int argc, char** argv) {
   using namespace kcache::cli;
+  // Requests this command serves or compiles count as the kcache command's (`kcache stats`).
+  kcache::set_default_request_route("cli");
   // `kcache nvcc ARGS...`, `kcache /path/to/nvcc ARGS...` (a compiler
   // launcher) and kcache installed as `nvcc`: every argument is nvcc's, so
   // none goes through the option parsers (cli/cmd_nvcc.hpp).

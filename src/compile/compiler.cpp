@@ -18,6 +18,7 @@
 #include "deps/derivation_memo.hpp"
 #include "deps/header_manifest.hpp"
 #include "kcache/compile_options.hpp"
+#include "kcache/request_stats.hpp"
 #include "kcache/toolkit.hpp"
 #include "util/clock.hpp"
 #include "util/hex.hpp"
@@ -262,9 +263,10 @@ Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* in
   return a;
 }
 
-Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInfo* info) {
-  CompileInfo local;
-  CompileInfo& inf = info != nullptr ? *info : local;
+namespace {
+
+// compile() without the counting of the request.
+Result<Artifact> compile_through(const CompileRequest& request, Store* cache, CompileInfo& inf) {
   inf = CompileInfo{};
   // Deriving the key may load a library too (its version not remembered yet).
   const auto loads_before = Toolkit::instance().load_count();
@@ -351,6 +353,25 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
     } else {
       inf.store_warning = "could not store the result: " + put.error().describe();
     }
+  }
+  return a;
+}
+
+}  // namespace
+
+Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInfo* info) {
+  CompileInfo local;
+  CompileInfo& inf = info != nullptr ? *info : local;
+  Store::note_served_tier(std::nullopt);
+  auto a = compile_through(request, cache, inf);
+  // One request, counted by how it ended (kcache/request_stats.hpp).
+  if (!a) {
+    record_request(cache, {}, RequestOutcome::failed, std::nullopt, inf.compile_us);
+  } else if (inf.hit) {
+    record_request(cache, {}, RequestOutcome::served, served_tier(*cache), a->passport.compile_duration_us);
+  } else {
+    record_request(cache, {}, inf.stored ? RequestOutcome::compiled : RequestOutcome::uncached, std::nullopt,
+                   inf.compile_us);
   }
   return a;
 }

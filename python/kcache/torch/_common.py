@@ -13,7 +13,7 @@ import os
 import sys
 import weakref
 
-from .. import Error, _integration, _kcache
+from .. import Error, _count_request, _integration, _kcache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -106,7 +106,9 @@ class Held:
         for key_hex, (name, flight) in list(self.flights.items()):
             if cache is None or name == cache:
                 del self.flights[key_hex]
-                flight.abandon()
+                # Inductor compiled it and never published it (it bypassed its cache, or the
+                # compile raised: kcache cannot tell): counted as compiled without the cache.
+                flight.abandon(uncached=True)
 
     def __del__(self) -> None:
         self.give_up()
@@ -206,6 +208,21 @@ def lookup(store: Store, key: _kcache.Key) -> tuple[Artifact | None, bool]:
     before = _remote_hits(store)
     got = store.get(key)
     return got, got is not None and _remote_hits(store) > before
+
+
+ROUTE = "torch"  # the route of kcache.torch's requests in `kcache stats`
+
+
+def request(store: Store, outcome: str, got: Artifact | None = None, compile_us: int = 0) -> None:
+    """Counts one request of Inductor's that ended (``kcache stats``, route "torch"): a graph,
+    a C++ build or a vector ISA check, served (``got`` says from which tier and what it saved),
+    or compiled, uncached or failed. A request that took a single-flight lease is counted by
+    its flight (made with ROUTE) instead. Autotune results and PGO profiles are values, not
+    compiles: not counted."""
+    if got is None:
+        _count_request(store, ROUTE, outcome, None, compile_us)
+    else:
+        _count_request(store, ROUTE, outcome, got.served_from, got.compile_duration_us)
 
 
 def count_hit(cache: str, remote: bool) -> None:

@@ -110,7 +110,7 @@ def worker_compile_cpp(lock_path: str, cpp_builders: Sequence[Any]) -> None:
     try:
         got, remote = _common.lookup(store, key)
         if got is None and _common.settings.single_flight:
-            flight = _kcache._Flight(store, key, settings.compile_timeout)
+            flight = _kcache._Flight(store, key, settings.compile_timeout, _common.ROUTE)  # counts the request
             got = flight.wait()
             if got is not None:
                 flight = None
@@ -119,6 +119,7 @@ def worker_compile_cpp(lock_path: str, cpp_builders: Sequence[Any]) -> None:
                     return None
         elif got is not None and got.kind == KIND and _place(target, got.payload):
             _common.count_hit(NAME, remote)
+            _common.request(store, "served", got)
             return None
     except Error as e:
         _common.store_error(NAME, "build", e)
@@ -129,6 +130,8 @@ def worker_compile_cpp(lock_path: str, cpp_builders: Sequence[Any]) -> None:
     except BaseException:
         if flight is not None:
             flight.abandon()
+        else:
+            _common.request(store, "failed")
         raise
     _publish(store, key, fields, target, flight)
     return None
@@ -145,13 +148,16 @@ def _publish(store: Any, key: _kcache.Key, fields: list[tuple[str, str]], target
         artifact = _kcache._record_artifact(_common.DOMAIN, fields, KIND, data, "torch", settings.torch_version,
                                             "", labels)
         if flight is not None:
-            flight.deliver(store, artifact)
+            flight.deliver(store, artifact)  # the flight counts the request
         else:
             store.put(artifact)
+            _common.request(store, "compiled")
         count(NAME, "put")
     except (Error, OSError, ValueError) as e:
         if flight is not None:
-            flight.abandon()
+            flight.abandon(uncached=True)
+        else:
+            _common.request(store, "uncached")
         count(NAME, "error")
         _common.warn_once("cpp-put", f"cannot store Inductor's C++ build {target} ({e}); it is built, not cached")
 
@@ -195,6 +201,7 @@ def check_build(isa: Any, code: str) -> bool:
             got, remote = _common.lookup(store, key)
             if got is not None and got.kind == ISA_KIND and got.payload == _ISA_OK:
                 _common.count_hit(ISA_NAME, remote)
+                _common.request(store, "served", got)
                 return True
         except Error as e:
             _common.store_error(ISA_NAME, "lookup", e)
@@ -207,8 +214,12 @@ def check_build(isa: Any, code: str) -> bool:
             store.put(_kcache._record_artifact(_common.DOMAIN, fields, ISA_KIND, _ISA_OK, "torch",
                                                settings.torch_version, "", labels))
             count(ISA_NAME, "put")
+            _common.request(store, "compiled")
+            return ok
         except (Error, ValueError) as e:
             _common.store_error(ISA_NAME, "put", e)
+    if store is not None:
+        _common.request(store, "uncached")  # a failed check is checked again, never stored
     return ok
 
 

@@ -143,6 +143,8 @@ def get(cache: Cache, key: str) -> bytes | None:
             data = _usable(cache, got)
             if data is not None:
                 _common.count_hit(cache.name, remote)
+                if cache.flight:
+                    _common.request(store, "served", got)
                 return data
         if not cache.flight or not _flights_allowed():
             count(cache.name, "miss")
@@ -153,7 +155,7 @@ def get(cache: Cache, key: str) -> bytes | None:
             return None
         held.give_up(cache.name)  # this thread's earlier miss of this cache: its compile did not publish
         _ensure_end_callback()
-        flight = _kcache._Flight(store, kkey, settings.compile_timeout)
+        flight = _kcache._Flight(store, kkey, settings.compile_timeout, _common.ROUTE)  # counts the request
         got = flight.wait()
     except Error as e:
         _common.store_error(cache.name, "lookup", e)
@@ -175,14 +177,14 @@ def put(cache: Cache, key: str, data: bytes) -> None:
     flight = _common.held().flights.pop(kkey.hex, (None, None))[1]
     if store is None:
         if flight is not None:
-            flight.abandon()
+            flight.abandon(uncached=True)
         return
     labels = {"torch.cache": cache.name, "torch.key": key[:512], "torch.version": settings.torch_version}
     try:
         artifact = _kcache._record_artifact(_common.DOMAIN, fields, cache.kind, bytes(data), "torch",
                                             settings.torch_version, "", labels)
         if flight is not None:
-            flight.deliver(store, artifact)
+            flight.deliver(store, artifact)  # the flight counts the request
         elif cache.mutable:
             old = store.get(kkey)
             if old is not None and old.payload == artifact.payload:
@@ -195,9 +197,13 @@ def put(cache: Cache, key: str, data: bytes) -> None:
             store.put(artifact)
         else:
             store.put(artifact)
+            if cache.flight:
+                _common.request(store, "compiled")  # a graph compiled without a lease
     except (Error, ValueError) as e:
         if flight is not None:
-            flight.abandon()
+            flight.abandon(uncached=True)
+        elif cache.flight:
+            _common.request(store, "uncached")
         count(cache.name, "error")
         _common.warn_once(f"put-{cache.name}", f"cannot store Inductor's {cache.name} entry ({e}); it is compiled, "
                                                "not cached")

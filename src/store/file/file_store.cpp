@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "store/file/file_store_impl.hpp"
+#include "store/file/request_file.hpp"
 #include "util/posix_io.hpp"
 
 namespace kcache {
@@ -357,6 +358,18 @@ Result<StoreStats> FileStore::stats() {
 }
 
 bool FileStore::degraded() const noexcept { return m_impl->degraded.load(); }
+
+RequestStats* FileStore::request_stats() noexcept {
+  Impl& m = *m_impl;
+  try {
+    std::call_once(m.requests_once, [&m] {
+      m.requests = store::open_request_stats(m.stats_fd ? m.stats_fd.get() : -1, store::file_mode(m.options.sharing));
+    });
+  } catch (...) {
+    return nullptr;  // no memory for the counters: the request is not counted
+  }
+  return m.requests.get();
+}
 
 const char* eviction_policy_name(EvictionPolicy policy) noexcept {
   switch (policy) {
