@@ -337,10 +337,12 @@ nvJitLinkResult complete(CompleteFn fn, nvJitLinkHandle h) {
   }
   {
     // A handle the real library completed (a miss): it answers a second
-    // Complete itself (NVJITLINK_ERROR_INTERNAL), never the cache.
-    std::lock_guard lock(s->mutex);
+    // Complete itself (NVJITLINK_ERROR_INTERNAL), never the cache. That is
+    // no JIT compile of the run: not counted as one either.
+    std::unique_lock lock(s->mutex);
     if (s->completed) {
-      s->keyable = false;
+      lock.unlock();
+      return fn(h);
     }
   }
   InterposedCall call = start_call(Jit::nvjitlink, k_entry_kind, real_version(), "nvjitlink", [&] { return fn(h); });
