@@ -111,6 +111,12 @@ class Store {
   // TieredStore does not offer it puts at all. Default: true.
   virtual bool writable() const noexcept { return true; }
 
+  // True for the store of a cache that is turned off (KCACHE_DISABLE,
+  // `disable = true`): it never hits and keeps nothing, so compile() and
+  // Cache::get_or_compile compile straight through it, as without a store
+  // (compile_without_cache: no key is derived). Default: false.
+  virtual bool disabled() const noexcept { return false; }
+
   virtual Result<std::optional<Artifact>> get(const Key& key) = 0;
 
   // get(), with the payload's bytes copied into memory from `allocate` where

@@ -220,6 +220,26 @@ Result<CompileOutput> compile_in_process(const CompileRequest& request) {
 
 Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutcome* outcome) {
   const CompileFunction& fn = m_impl->options.compile;
+  if (m_impl->store.disabled()) {
+    // The cache is off: the user's compile, with no key derived (nothing
+    // would be looked up or kept under it).
+    m_impl->c.compiles++;
+    auto out = fn ? fn(request) : [&]() -> Result<CompileOutput> {
+      auto a = compile_without_cache(request);
+      if (!a) {
+        return tl::unexpected(a.error());
+      }
+      return CompileOutput{std::move(*a), false};
+    }();
+    if (!out) {
+      m_impl->c.compile_failures++;
+      return tl::unexpected(out.error());
+    }
+    if (outcome != nullptr) {
+      *outcome = CacheOutcome::compiled_only;
+    }
+    return std::move(out->artifact);
+  }
   auto compile_it = [&]() -> Result<CompileOutput> { return fn ? fn(request) : compile_in_process(request); };
   auto key = derive_key(request);
   if (!key) {
