@@ -20,7 +20,8 @@
 #        compile` against a plain NVRTC process (bench/run_nvrtc_program
 #        --compile) with the same source and options: a CCCL kernel
 #        (cub::BlockReduce) and, with KCACHE_BENCH_CUPY (scripts/fetch-cupy-headers.sh),
-#        a CuPy kernel over CuPy's header tree; KCACHE_OFF_ONLY=1 runs only that.
+#        a CuPy kernel over CuPy's header tree; KCACHE_OFF_ONLY=1 runs only that
+#        (KCACHE_PLAIN_NVRTC=<run_nvrtc_program>: default beside the build's bin/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
@@ -133,8 +134,8 @@ specs=(KCACHE_DISABLE=1 "$kcache" compile "${cold_args[@]}" -o "$work/out/off.cu
        "${cold_args[@]}" -o "$work/out/on-fsync.cubin" ";")
 # A plain NVRTC process (bench/run_nvrtc_program.cpp: dlopen, compile, no
 # kcache at all) where it is built beside the binary: the CPU floor that
-# `KCACHE_DISABLE=1` itself sits above (it still derives a key, without memos).
-plain=$(dirname "$kcache")/../bench/run_nvrtc_program
+# `KCACHE_DISABLE=1` itself sits above (no key derived: the larger binary's start).
+plain=${KCACHE_PLAIN_NVRTC:-$(dirname "$kcache")/../bench/run_nvrtc_program}
 # (It reads the same $work/src/trivial.cu: nothing is written into $work/src
 # here, which would make the header scanner distrust that directory for 2 s.)
 if [ -x "$plain" ]; then
@@ -209,7 +210,7 @@ fi  # KCACHE_OFF_ONLY
 # round. With the cache off kcache derives no key (no header scanned or
 # hashed), so the difference is the larger binary's start and the command
 # line. Both outputs are compared byte for byte afterwards.
-plain=$(dirname "$kcache")/../bench/run_nvrtc_program
+plain=${KCACHE_PLAIN_NVRTC:-$(dirname "$kcache")/../bench/run_nvrtc_program}
 if [ -n "${KCACHE_OFF_ROUNDS:-}" ] && [ -x "$plain" ]; then
   printf '#include <cub/block/block_reduce.cuh>\nextern "C" __global__ void cccl_kernel(const int* in, int* out) {\n  using R = cub::BlockReduce<int, 128>;\n  __shared__ typename R::TempStorage t;\n  int s = R(t).Sum(in[threadIdx.x]);\n  if (threadIdx.x == 0) *out = s;\n}\n' >"$work/src/cccl.cu"
   declare -A plain_opts kcache_opts

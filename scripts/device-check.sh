@@ -7,7 +7,8 @@
 #
 #   scripts/device-check.sh PART...   (default: all of them, in this order)
 #     gpu      GPU loader tests (C++), Python GPU tests (cuda.core drop-in,
-#              Triton through kcache.triton), `kcache run` of a CuPy program
+#              Triton through kcache.triton, torch.compile through kcache.torch
+#              and kcache.triton), `kcache run` of a CuPy program
 #     herds    16 processes on one cold key: one cache directory, and 16
 #              "hosts" with their own directories sharing one Redis
 #     triton   bench/python/bench_triton.py (warm start, in-process, herd of 8)
@@ -83,6 +84,16 @@ gpu_checks() {
     (cd python/tests && KCACHE_CLI=$dev/bin/kcache step pytest_gpu 300 python3 -m pytest test_gpu.py \
       test_run_interpose_tempname.py -v -rs -p no:cacheprovider)
     grep -E 'PASSED|FAILED|SKIPPED|ERROR|passed|failed|^E ' "$out/pytest_gpu.log" | tail -16 | tee -a "$summary"
+
+    # kcache.torch with Triton under Inductor: a new host compiles no Triton kernel, the static
+    # launcher is used, outputs match (docs/torch.md). Whatever torch the machine has: a torch
+    # outside kcache.torch.TESTED is tried anyway (KCACHE_TORCH_UNTESTED=1), and said so here.
+    python3 -c 'import torch, kcache.torch as k; print("torch", torch.__version__, "tested:", k.TESTED)' 2>&1 |
+      tee -a "$summary"
+    (cd python/tests && KCACHE_TORCH_UNTESTED=1 step pytest_torch_gpu 600 python3 -m pytest test_torch_gpu.py \
+      -v -rs -s -p no:cacheprovider)
+    grep -E 'PASSED|FAILED|SKIPPED|ERROR|passed|failed|^E |autotune' "$out/pytest_torch_gpu.log" | tail -16 |
+      tee -a "$summary"
   fi
 
   section "kcache run -- an unmodified CuPy program on the device"

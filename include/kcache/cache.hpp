@@ -32,6 +32,11 @@
 // time it saved (`CacheStats::compile_us_saved`, and the store's
 // StoreStats::compile_us_saved).
 //
+// Every call is one request, counted by how it ended (served from memory,
+// disk, bundle or remote; compiled; uncached; failed) in the request counters
+// of the store's cache directory under the call's route
+// (kcache/request_stats.hpp; `kcache stats`).
+//
 // Thread-safety: every method is thread-safe. The store is borrowed and must
 // outlive the Cache.
 #pragma once
@@ -41,13 +46,16 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "kcache/artifact.hpp"
 #include "kcache/compile_request.hpp"
 #include "kcache/error.hpp"
 #include "kcache/key.hpp"
 #include "kcache/remote_lease.hpp"
+#include "kcache/request_stats.hpp"
 #include "kcache/single_flight.hpp"
 #include "kcache/store.hpp"
 
@@ -86,6 +94,12 @@ struct CacheOptions {
   // in every tier of the store (Store::put_then). Null: no cross-host lease.
   // Shared: put callbacks that outlive the call keep it alive.
   std::shared_ptr<RemoteLease> remote_lease;
+  // The route requests are counted under (kcache/request_stats.hpp). Empty:
+  // the process's default route (default_request_route()).
+  std::string route;
+  // False: this Cache counts no request (its caller counts them itself, as
+  // the `kcache run` stand-in does).
+  bool count_requests = true;
 };
 
 // What happened to one get_or_compile call.
@@ -128,13 +142,31 @@ class Cache {
   // worker_crashed, timeout ...) or derive_key's (invalid_argument). A request
   // that cannot be keyed (`unsupported` from derive_key) is compiled without
   // the cache. `outcome`, when given, says what happened.
-  Result<Artifact> get_or_compile(const CompileRequest& request, CacheOutcome* outcome = nullptr);
+  // `route`, when not empty, is the route this request is counted under
+  // instead of CacheOptions::route.
+  Result<Artifact> get_or_compile(const CompileRequest& request, CacheOutcome* outcome = nullptr,
+                                  std::string_view route = {});
 
   // The same protocol for any producer: `compile` is called at most once per
   // key across holders, only on a miss. The artifact it returns must carry
-  // `key` in its passport (internal error otherwise; nothing is stored).
+  // `key` in its passport (internal error otherwise; nothing is stored). An
+  // error it returns is this call's error, and the lease is released (a
+  // waiter compiles itself); with the code `unsupported` it says the producer
+  // made its result without the cache (not cacheable), and the request counts
+  // as uncached, not failed.
   Result<Artifact> get_or_compile(const Key& key, const std::function<Result<CompileOutput>()>& compile,
-                                  CacheOutcome* outcome = nullptr);
+                                  CacheOutcome* outcome = nullptr, std::string_view route = {});
+
+  // How the last get_or_compile() call of any Cache on this thread ended, as
+  // it is counted (also when CacheOptions::count_requests is false): its
+  // outcome, the tier that served it (served only), and its compile duration
+  // (saved when served, spent otherwise). std::nullopt before any call.
+  struct Counted {
+    RequestOutcome outcome = RequestOutcome::failed;
+    std::optional<Tier> tier;
+    std::uint64_t compile_us = 0;
+  };
+  static std::optional<Counted> last_request() noexcept;
 
   CacheStats stats() const;
   Store& store() noexcept;

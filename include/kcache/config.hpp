@@ -99,6 +99,7 @@ struct Config {
   std::vector<std::filesystem::path> bundles;      // bundles / KCACHE_BUNDLES (bundle files, in order)
   std::vector<std::filesystem::path> bundle_trusted_keys;  // bundle_trusted_keys / KCACHE_BUNDLE_TRUSTED_KEYS
   EvictionPolicy eviction_policy = EvictionPolicy::cost;  // eviction_policy / KCACHE_EVICTION_POLICY
+  bool run_summary = true;                         // run_summary / KCACHE_RUN_SUMMARY (docs/run.md, "The summary")
 
   // Not a setting: how the file tier reads large payloads (FileStoreOptions::
   // large_reads). The Python package sets LargeReads::copied.
@@ -157,8 +158,19 @@ std::string format_size(std::uint64_t bytes);
 // store must be destroyed (or flushed) before the process exits for its last
 // puts to be kept. With `disable`, returns a store that never hits and never
 // keeps anything. Fails as FileStore::open fails (a root owned by another
-// user, a root that cannot be created). The caller owns the store.
+// user, a root that cannot be created), except with `bundles`: then the
+// bundle tier sits in front of the disk, and a cache directory that holds no
+// layout yet is created only by the first put (a bundle hit writes nothing),
+// one that cannot be opened leaves the bundles to serve alone (one warning).
+// The caller owns the store.
 Result<std::unique_ptr<Store>> open_configured_store(const Config& config);
+
+// Where the toolkit and header memos of `config` go (Toolkit::set_memo_dir):
+// `cache_dir`/v1/toolkit, or nowhere (empty) when nothing may be written
+// under the cache directory: `disable`, no cache directory, or a read-only
+// bundle image (`bundles` set and no cache layout there yet: a hit served
+// from a bundle writes nothing, docs/bundles.md).
+std::filesystem::path memo_dir_for(const Config& config);
 
 // The read-only bundle tier alone, as open_configured_store places it in its
 // chain: the files of `bundles`, trusted by the keys of

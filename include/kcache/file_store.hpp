@@ -195,8 +195,10 @@ class PayloadFile {
   // bounded chunks (sendfile where the kernel can), then checks that the
   // payload file is still the one that was verified (inode, size, mtime,
   // ctime: any write to it changes them). Returns an io error naming
-  // `out_name` when writing fails, and `corrupt` when the file changed while
-  // it was copied (the bytes written are then not to be trusted).
+  // `out_name` when writing fails, `not_found` when the entry was removed
+  // while it was copied (unlinked: another process's clear, prune or
+  // eviction; a miss), and `corrupt` when the file changed while it was
+  // copied; in both cases the bytes written are not to be used.
   Result<void> copy_to(int out_fd, std::string_view out_name) const;
 
   // Reads `n` bytes of the payload at `offset` into `out` (pread: the file
@@ -319,6 +321,11 @@ class FileStore final : public Store {
   FileStore& operator=(const FileStore&) = delete;
 
   std::string_view name() const noexcept override { return "file"; }
+  std::optional<Tier> tier_kind() const noexcept override { return Tier::disk; }
+  // The request counters of this cache directory (v1/stats/requests), opened
+  // on first use; process-local counts where the file cannot be made (a
+  // read-only cache). Never null.
+  RequestStats* request_stats() noexcept override;
   Result<std::optional<Artifact>> get(const Key& key) override;
   // get(); a payload of k_map_min_bytes or more is mapped (LargeReads::copied:
   // read with pread), copied into the memory `allocate` lends, and checked

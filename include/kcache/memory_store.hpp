@@ -32,6 +32,7 @@ class MemoryStore final : public Store {
   MemoryStore& operator=(const MemoryStore&) = delete;
 
   std::string_view name() const noexcept override { return "memory"; }
+  std::optional<Tier> tier_kind() const noexcept override { return Tier::memory; }
   Result<std::optional<Artifact>> get(const Key& key) override;
   Result<PutOutcome> put(const Artifact& artifact) override;
   // Checks the passport's shape and size but does not re-hash the payload.

@@ -33,6 +33,18 @@
 
 namespace kcache {
 
+class RequestStats;  // kcache/request_stats.hpp
+
+// The kind of tier a store is, as `kcache stats` counts where the artifacts of
+// requests were served from: this process's memory, the cache directory on
+// disk, a read-only bundle file, or a team remote.
+enum class Tier : unsigned { memory, disk, bundle, remote };
+inline constexpr unsigned k_tier_count = 4;
+// Returns "memory", "disk", "bundle", "remote".
+std::string_view to_string(Tier tier) noexcept;
+// The Tier named by `name` (as to_string spells it), or std::nullopt.
+std::optional<Tier> parse_tier(std::string_view name) noexcept;
+
 enum class PutOutcome {
   stored,           // written (and published) by this call
   already_present,  // an entry for the key was there already
@@ -116,6 +128,28 @@ class Store {
   // Cache::get_or_compile compile straight through it, as without a store
   // (compile_without_cache: no key is derived). Default: false.
   virtual bool disabled() const noexcept { return false; }
+
+  // The kind of tier this store is (memory, disk, bundle, remote), or
+  // std::nullopt for a store that is no tier itself (a chain of them, the
+  // disabled store). A wrapper (WriteBehindStore) answers for what it wraps.
+  // Default: std::nullopt.
+  virtual std::optional<Tier> tier_kind() const noexcept { return std::nullopt; }
+
+  // The request counters of the cache directory behind this store
+  // (kcache/request_stats.hpp), where Cache::get_or_compile and compile()
+  // count the requests that go through it; nullptr for a store with no cache
+  // directory (a memory or remote store alone). Owned by the store, valid
+  // while it lives. Default: nullptr.
+  virtual RequestStats* request_stats() noexcept { return nullptr; }
+
+  // The tier that served the hit last returned by a get() or get_into() of a
+  // chain on this thread (TieredStore, and WriteBehindStore for a hit from
+  // its queue, note it); std::nullopt after a miss, or when the last get()
+  // went to a store that notes nothing (a single tier: ask its tier_kind()).
+  // Reset with note_served_tier(std::nullopt) before a get() to read it
+  // after. Thread-safe (the value is per thread).
+  static std::optional<Tier> last_served_tier() noexcept;
+  static void note_served_tier(std::optional<Tier> tier) noexcept;
 
   virtual Result<std::optional<Artifact>> get(const Key& key) = 0;
 

@@ -42,6 +42,8 @@ class TieredStore final : public Store {
   TieredStore& operator=(const TieredStore&) = delete;
 
   std::string_view name() const noexcept override { return "tiered"; }
+  // The first tier's that has any (the file tier's).
+  RequestStats* request_stats() noexcept override;
   // Hit: the artifact from the first tier that has it, after filling the tiers
   // above (a failed fill is counted, never returned). Miss: std::nullopt when
   // no tier has it. Error: only when every tier failed.

@@ -108,6 +108,9 @@ class WriteBehindStore final : public Store {
   WriteBehindStore& operator=(const WriteBehindStore&) = delete;
 
   std::string_view name() const noexcept override { return "write-behind"; }
+  // The inner store's.
+  std::optional<Tier> tier_kind() const noexcept override;
+  RequestStats* request_stats() noexcept override;
 
   // Hit: the queued artifact of `key` (a copy), else the inner store's hit.
   // Miss: std::nullopt. Error: the inner store's error.

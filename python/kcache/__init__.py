@@ -52,7 +52,7 @@ __all__ = [
     "Artifact", "BundleRefused", "CacheError", "CompileError", "Config", "ConfigError", "CorruptEntry", "Entry", "Error",
     "FieldDiff", "InternalError", "InvalidArgument", "Key", "NotFound", "Store", "ToolkitNotFound",
     "Unsupported", "WorkerCrashed", "compile", "compile_key", "cuda_core", "default_store", "link",
-    "bundle", "nvvm_compile", "onnx", "open_store", "plan", "setting_names", "why_miss",
+    "bundle", "nvvm_compile", "onnx", "open_store", "plan", "record_request", "setting_names", "why_miss",
 ]
 
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
@@ -142,6 +142,53 @@ def compile(
         _store_for(store, cache), source, target, arch, options, name_expressions, headers,
         include_paths, name, None if source_path is None else str(source_path),
     )
+
+
+def record_request(
+    route: str,
+    outcome: str,
+    *,
+    tier: str | None = None,
+    compile_us: int = 0,
+    store: Store | None = None,
+) -> None:
+    """Count one request that ended, for ``kcache stats`` (docs/python.md, "Counting requests").
+
+    An integration calls this once per request it answers (a kernel, a graph,
+    an executable), where it knows how the request ended:
+
+    - ``route``: who asked, 1 to 16 characters of ``[a-z0-9._-]`` ("torch",
+      "jax", "triton", "cuda-core", ...);
+    - ``outcome``: "served" (from the cache; ``tier`` says where: "memory",
+      "disk", "bundle" or "remote", e.g. an Artifact's ``served_from``),
+      "compiled" (compiled and stored), "uncached" (compiled, not stored) or
+      "failed" (the compile raised);
+    - ``compile_us``: the compile's duration in microseconds: saved when
+      served (an Artifact's ``passport["compile_duration_us"]``), spent otherwise.
+
+    It is counted in the request counters of ``store``'s cache directory
+    (default: ``default_store()``; none when no store can be opened), shared by
+    every process, and in the summary of a ``kcache run`` the process runs
+    under. ``kcache.compile``, ``link``, ``nvvm_compile``, ``cuda_core`` and
+    ``kcache.triton`` count their requests themselves: do not count them again.
+
+    Raises InvalidArgument for a bad route, outcome or tier (a served request
+    needs its tier). Never raises for the counting itself.
+    """
+    if not isinstance(compile_us, int) or compile_us < 0:
+        raise InvalidArgument(f"compile_us must be a whole number of microseconds >= 0, not {compile_us!r}",
+                              "invalid_argument")
+    s = store if store is not None else default_store()
+    _kcache._record_request(s, route, outcome, tier, min(compile_us, 2**64 - 1))
+
+
+def _count_request(store: Store, route: str, outcome: str, tier: str | None = None, compile_us: int = 0) -> None:
+    """record_request() for kcache's own integrations (kcache.triton, kcache.jax, kcache.torch):
+    arguments they spell right, a store given, and never raises (a closed store counts nothing)."""
+    try:
+        _kcache._record_request(store, route, outcome, tier, compile_us)
+    except Error:
+        pass
 
 
 def compile_key(

@@ -29,6 +29,10 @@ same reason.
 An integration that fails to install warns once (``RuntimeWarning``) and
 steps aside: the framework runs as without kcache. Nothing here raises into
 the program's import.
+
+``after_import(name, callback)`` is the same hook for any module, a submodule
+too: an integration's install() puts off with it what needs a part of the
+framework that a program may never import (kcache.torch: Inductor's modules).
 """
 
 from __future__ import annotations
@@ -38,11 +42,11 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-__all__ = ["INTEGRATIONS", "activate", "enabled", "requested"]
+__all__ = ["INTEGRATIONS", "activate", "after_import", "enabled", "imported", "requested"]
 
 # variable -> (framework's top-level module, kcache module whose install() runs)
 INTEGRATIONS: dict[str, tuple[str, str]] = {
@@ -66,6 +70,7 @@ def requested(environ: dict[str, str] | os._Environ[str] | None = None) -> list[
 
 
 _pending: dict[str, str] = {}  # framework module -> kcache module, not yet installed
+_after: dict[str, list[Callable[[], None]]] = {}  # module -> what runs once it has imported (after_import)
 _done: set[str] = set()
 _hook: _PostImportFinder | None = None
 
@@ -98,7 +103,7 @@ class _PostImportFinder:
     """
 
     def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
-        if fullname not in _pending:
+        if fullname not in _pending and fullname not in _after:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -125,11 +130,47 @@ class _PostImportFinder:
 
 
 def _fire(framework: str) -> None:
+    for callback in _after.pop(framework, ()):
+        _call(framework, callback)
     kcache_module = _pending.pop(framework, None)
     if kcache_module is None:
         return
     var = next(v for v, (f, _) in INTEGRATIONS.items() if f == framework)
     _install(kcache_module, var)
+
+
+def _call(module: str, callback: Callable[[], None]) -> None:
+    try:
+        callback()
+    except Exception as exc:  # never break the program's import
+        import warnings
+
+        warnings.warn(f"kcache: what was to run after {module} imported failed ({type(exc).__name__}: {exc})",
+                      RuntimeWarning, stacklevel=2)
+
+
+def imported(name: str) -> bool:
+    """True when module ``name`` has finished importing (it is in sys.modules and not still running)."""
+    module = sys.modules.get(name)
+    return module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False)
+
+
+def after_import(name: str, callback: Callable[[], None]) -> None:
+    """Runs ``callback()`` once module ``name`` (any module, a submodule too) has finished importing.
+
+    At once when it has, or when it is importing now (its import can no longer be watched). For
+    an integration's install(): kcache.torch puts off what needs Inductor until Inductor's
+    modules load, so that a process that imports the framework and never compiles pays nothing
+    for it. What ``callback`` raises is warned about (RuntimeWarning), never raised.
+    """
+    global _hook
+    if name in sys.modules:
+        _call(name, callback)
+        return
+    _after.setdefault(name, []).append(callback)
+    if _hook is None:
+        _hook = _PostImportFinder()
+        sys.meta_path.insert(0, _hook)
 
 
 def activate(environ: dict[str, str] | os._Environ[str] | None = None) -> list[str]:
@@ -150,5 +191,5 @@ def activate(environ: dict[str, str] | os._Environ[str] | None = None) -> list[s
             _pending[framework] = kcache_module
     if _pending and _hook is None:
         _hook = _PostImportFinder()
-        sys.meta_path.insert(0, _hook)  # type: ignore[arg-type]
+        sys.meta_path.insert(0, _hook)
     return wanted

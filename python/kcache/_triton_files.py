@@ -206,6 +206,51 @@ def _remove_run_dirs() -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+# What Triton's CompiledKernel reads of a group on a hit (Triton 2.x and 3.x,
+# triton/compiler/compiler.py): the first ".json" file of the group as the
+# metadata (a JSON object whose "target" names backend, arch and warp_size,
+# and whose "name" is the kernel's), then every other file: the backend's
+# binary (".cubin" for CUDA, ".hsaco" for HIP) as bytes, which it must find,
+# and the rest as text.
+_BINARY_EXT = {"cuda": "cubin", "hip": "hsaco"}
+
+
+def missing_for_triton(name: str, files: Mapping[str, bytes]) -> str | None:
+    """Why Triton could not load the group ``files`` (its metadata file: ``name``), or None when it can.
+
+    A group that verifies as an entry but lacks what Triton reads would raise
+    in every process that hits it (``KeyError: 'cubin'``): it is a miss.
+    """
+    import json
+
+    if name not in files:
+        return f"it holds no {name}"
+    first_json = min(n for n in files if n.endswith(".json"))
+    if first_json != name:
+        return f"Triton would read {first_json} as its metadata, not {name}"
+    try:
+        meta = json.loads(files[name])
+    except (ValueError, UnicodeDecodeError):
+        return f"{name} is not JSON"
+    target = meta.get("target") if isinstance(meta, dict) else None
+    if not isinstance(target, dict) or not all(k in target for k in ("backend", "arch", "warp_size")):
+        return f"{name} names no target (backend, arch, warp_size)"
+    if not isinstance(meta.get("name"), str):
+        return f"{name} names no kernel"
+    binary = _BINARY_EXT.get(str(target["backend"]))
+    suffixes = {n.rpartition(".")[2] for n in files if "." in n and not n.endswith(".json")}
+    if binary is not None and binary not in suffixes:
+        return f"it holds no .{binary} file (the {target['backend']} binary Triton loads)"
+    for n, data in files.items():
+        if n.endswith(".json") or (binary is not None and n.endswith("." + binary)):
+            continue
+        try:
+            bytes(data).decode("utf-8")
+        except UnicodeDecodeError:
+            return f"{n} is not UTF-8 text (Triton reads it as text)"
+    return None
+
+
 def write_file(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:

@@ -62,10 +62,22 @@ def memo_path(cache_dir: str, module: ModuleType) -> str:
     return os.path.join(cache_dir, "v1", "triton", "key-" + hashlib.sha256(ident.encode()).hexdigest()[:16] + ".json")
 
 
+def _read_memo(path: str) -> bytes:
+    """At most _MAX_MEMO_BYTES + 1 bytes of the memo file ``path``, read as kcache reads its own files:
+    never following a symlink, never blocking (a FIFO put there is refused, not waited on).
+    Raises OSError when it is missing or not a regular file."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return f.read(_MAX_MEMO_BYTES + 1)
+
+
 def _read_valid(path: str, code: str) -> str | None:
     try:
-        with open(path, "rb") as f:
-            raw = f.read(_MAX_MEMO_BYTES + 1)
+        raw = _read_memo(path)
         if len(raw) > _MAX_MEMO_BYTES:
             return None
         memo = json.loads(raw)
@@ -179,8 +191,7 @@ class ToolVersions:
 
     def _load(self) -> dict[str, Any]:
         try:
-            with open(self._path, "rb") as f:
-                raw = f.read(_MAX_MEMO_BYTES + 1)
+            raw = _read_memo(self._path)
             memo = json.loads(raw) if len(raw) <= _MAX_MEMO_BYTES else None
             if isinstance(memo, dict) and memo.get("format") == _FORMAT and isinstance(memo.get("tools"), dict):
                 return memo["tools"]  # type: ignore[no-any-return]

@@ -137,13 +137,15 @@ class ProgramCache(ProgramCacheResource):  # type: ignore[misc]
         kkey = _kcache._domain_key(_DOMAIN, kb)
         got = self._store.get(kkey)
         if got is not None:
+            # One request, served (`kcache stats`); a miss is counted by its flight below.
+            _kcache._record_request(self._store, _DOMAIN, "served", got.served_from, got.compile_duration_us)
             return got.payload
         # A miss this thread took before and never set: its compile failed.
         self._abandon_flights()
-        flight = _kcache._Flight(self._store, kkey, self._compile_timeout)
+        flight = _kcache._Flight(self._store, kkey, self._compile_timeout, _DOMAIN)
         got = flight.wait()
         if got is not None:
-            return got.payload  # published by the holder we waited for
+            return got.payload  # published by the holder we waited for (counted by the flight)
         self._flights()[kb] = flight
         return None
 
@@ -234,17 +236,12 @@ def compile(
         return Program(program_source, code_type, options).compile(target_type, name_expressions)
     nvrtc_options = [o.decode() for o in options.as_bytes("nvrtc", target_type)]
     name = options.name
-    from . import compile as kcompile
+    from . import _store_for
 
-    artifact = kcompile(
-        program_source,
-        target=target_type,
-        arch="",
-        options=nvrtc_options,
-        name_expressions=list(name_expressions),
-        name=name,
-        source_path=source_path,
-        store=store,
+    # kcache.compile, with the request counted as cuda.core's (`kcache stats`).
+    artifact = _kcache._compile(
+        _store_for(store, True), program_source, target_type, "", nvrtc_options, list(name_expressions), None, (),
+        name, None if source_path is None else str(source_path), _DOMAIN,
     )
     lowered = artifact.lowered_names
     mapping = {expr: lowered[expr].encode() for expr in name_expressions if expr in lowered}

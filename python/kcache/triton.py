@@ -55,12 +55,12 @@ import _thread
 import os
 import struct
 
-from . import Error, _kcache, default_store
+from . import Error, _count_request, _integration, _kcache
 from . import _triton_files as _files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
     from . import Store
@@ -138,25 +138,19 @@ def unpack_group(payload: bytes | memoryview) -> dict[str, bytes]:
 
 _lock = _thread.allocate_lock()
 _store: Store | None = None  # install(store=...); None: kcache.default_store()
+# Called with (Triton's key, the group's file name, its files: name -> path) for every group a
+# manager serves or publishes; set by kcache.torch (docs/torch.md, "Triton kernels under Inductor").
+on_group: Callable[[str, str, Mapping[str, str]], None] | None = None
 _compile_timeout = 600.0
 _warned: set[str] = set()
 
 
 def _warn_once(what: str, message: str) -> None:
-    with _lock:
-        if what in _warned:
-            return
-        _warned.add(what)
-    import warnings
-
-    warnings.warn(f"kcache.triton: {message}", RuntimeWarning, stacklevel=3)
+    _integration.warn_once(_warned, "kcache.triton", what, message)
 
 
 def _the_store() -> Store | None:
-    s = _store
-    if s is not None and not s.closed:
-        return s
-    return default_store()
+    return _integration.live_store(_store)
 
 
 # ---- the keys a thread holds ----------------------------------------------------------------------
@@ -182,30 +176,14 @@ class _Held:
         self.give_up()
 
 
-_held: Any = None  # threading.local() with .held, made on first use
-
-
 def _forget_after_fork() -> None:
-    global _lock, _held
+    global _lock
     _lock = _thread.allocate_lock()  # another thread may have held it at the fork
-    _held = None
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
 
-
-def _thread_held() -> _Held:
-    global _held
-    if _held is None:
-        import threading
-
-        with _lock:
-            if _held is None:
-                _held = threading.local()
-    held: _Held | None = getattr(_held, "held", None)
-    if held is None:
-        held = _held.held = _Held()
-    return held
+_thread_held = _integration.PerThread(_Held).get  # the single-flight keys this thread holds
 
 
 # ---- the cache manager --------------------------------------------------------------------------
@@ -273,8 +251,10 @@ class _Manager:
             if artifact.kind != kind:
                 raise ValueError(f"kind {artifact.kind}")
             files = unpack_group(artifact.view)
-            if name not in files:
-                raise ValueError(f"it holds no {name}")
+            missing = _files.missing_for_triton(name, files) if kind == GROUP_KIND else (
+                None if name in files else f"it holds no {name}")
+            if missing is not None:
+                raise ValueError(missing)
         except ValueError as e:
             _warn_once("bad-group", f"entry {artifact.key} is not a usable Triton group ({e}): compiling again")
             try:
@@ -290,21 +270,27 @@ class _Manager:
             return None
 
     def _lookup(self, kind: str, name: str, take_flight: bool) -> dict[str, str] | None:
+        # A lookup that may take a flight is one request (`kcache stats`, route "triton"): a hit is
+        # counted here, a miss by its flight (served after a wait, compiled, or failed).
         kkey = self._kkey(kind, name)
         known = _files.known(kkey.hex)
         if known is not None and name in known:
+            if take_flight:
+                _count_request(self._s, _DOMAIN, "served", "memory")
             return known
         try:
             got = self._s.get(kkey)
             if got is not None:
                 files = self._files_of(got, kind, name)
                 if files is not None:
+                    if take_flight:
+                        _count_request(self._s, _DOMAIN, "served", got.served_from, got.compile_duration_us)
                     return files
             if not take_flight:
                 return None
             held = _thread_held()
             held.give_up()  # this thread's earlier misses that never published: their compile raised
-            flight = _kcache._Flight(self._s, kkey, _compile_timeout)
+            flight = _kcache._Flight(self._s, kkey, _compile_timeout, _DOMAIN)
             got = flight.wait()
         except Error as e:
             _warn_once("lookup", f"lookup failed ({e}); compiling without the cache")
@@ -335,16 +321,25 @@ class _Manager:
                     labels["triton.target"] = f"{t.get('backend')}:{t.get('arch')}:{t.get('warp_size')}"
                 arch = _cuda_arch(t)
         flight = self._flights.pop(kkey.hex, None)
+        missing = _files.missing_for_triton(name, files) if kind == GROUP_KIND else None
+        if missing is not None:  # every process that hit it would fail to load it
+            if flight is not None:
+                flight.abandon()
+            _warn_once("incomplete", f"Triton's group {name} is not cached: {missing}")
+            return
         try:
             artifact = _kcache._record_artifact(_DOMAIN, self._fields(kind, name), kind, pack_group(files), "triton",
                                                 self._triton_version, arch, labels)
             if flight is not None:
-                flight.deliver(self._s, artifact)
+                flight.deliver(self._s, artifact)  # counted by the flight
             else:
                 self._s.put(artifact)
+                _count_request(self._s, _DOMAIN, "compiled")
         except (Error, ValueError, OSError) as e:
             if flight is not None:
-                flight.abandon()
+                flight.abandon(uncached=True)  # compiled, not cached: counted so by the flight
+            else:
+                _count_request(self._s, _DOMAIN, "uncached")
             _warn_once("put", f"cannot store Triton's {name} ({e}); it is compiled, not cached")
             return
         staged = {n: self._staged[n][0] for n in files if n in self._staged and self._staged[n][1] == files[n]}
@@ -413,7 +408,10 @@ class _Manager:
             return self._fallback.get_group(filename)  # type: ignore[no-any-return]
         self._grouped = True
         self._group = self._lookup(GROUP_KIND, filename, take_flight=True)
-        return None if self._group is None else dict(self._group)
+        if self._group is None:
+            return None
+        self._tell(filename, self._group)
+        return dict(self._group)
 
     def put_group(self, filename: str, group: dict[str, str]) -> str | None:
         if self._fallback is not None:
@@ -430,11 +428,20 @@ class _Manager:
         except OSError as e:
             _warn_once("put", f"cannot read Triton's file {e.filename} ({e.strerror}); not cached")
             for flight in self._flights.values():
-                flight.abandon()
+                flight.abandon(uncached=True)
             return group.get(filename)
         self._restage_missing(group)
         self._publish(GROUP_KIND, filename, files)
+        self._tell(filename, group)
         return group.get(filename)
+
+    def _tell(self, filename: str, group: Mapping[str, str]) -> None:
+        hook = on_group
+        if hook is not None:
+            try:
+                hook(self.key, filename, group)
+            except Exception as e:  # a hook never fails a compile
+                _warn_once("on-group", f"the group hook failed ({e})")
 
     def put(self, data: Any, filename: str, binary: bool = True) -> str:
         if self._fallback is not None:

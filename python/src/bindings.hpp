@@ -59,6 +59,9 @@ struct PyArtifact {
   // The payload as a Python bytes object when the store read it into one
   // (BytesLender): Artifact.payload returns it without a copy. Else unset.
   nb::object bytes{};
+  // The tier that served it (a hit from Store.get, a compile's hit); unset
+  // when it was compiled or made.
+  std::optional<Tier> served_from{};
 };
 
 // Lends Python bytes objects to Store::get_into as memory for payloads, so a
@@ -148,5 +151,13 @@ void bind_compile(nb::module_& m);
 void bind_plan(nb::module_& m);
 void bind_flight(nb::module_& m);
 void bind_bundle(nb::module_& m);
+
+void bind_requests(nb::module_& m);
+
+// The tier a served request came from, as text ("memory", "disk", ...), or None.
+nb::object tier_object(const std::optional<Tier>& tier);
+// The request counters of `store`'s cache directory (all routes, and per
+// route) as Store.stats()["requests"] gives them. REQUIRES: the GIL.
+nb::dict requests_dict(Store& store);
 
 }  // namespace kcache::python

@@ -10,6 +10,7 @@
 #include <nanobind/stl/string.h>
 
 #include "bindings.hpp"
+#include "kcache/request_stats.hpp"
 
 namespace kcache::python {
 
@@ -64,6 +65,8 @@ NB_MODULE(_kcache, m) {
   using namespace kcache::python;
   m.doc() = "kcache's C++ library, bound with nanobind (use the kcache package, not this module)";
   m.attr("__version__") = KCACHE_VERSION;
+  // Requests through kcache.compile, link and nvvm_compile count as Python's (`kcache stats`).
+  kcache::set_default_request_route("python");
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
@@ -75,6 +78,7 @@ NB_MODULE(_kcache, m) {
   bind_store(m);
   bind_compile(m);
   bind_plan(m);
+  bind_requests(m);
   bind_flight(m);
   bind_bundle(m);
 }

@@ -1,4 +1,5 @@
 // python/src/py_artifact.cpp: kcache.Key and kcache.Artifact.
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <string>
@@ -86,12 +87,15 @@ void bind_artifact(nb::module_& m) {
       nb::arg("producer_version"));
   // An artifact whose key is made of literal (name, value) fields, as
   // _key_of_values(domain, fields) gives it, with a target arch and labels in
-  // its passport (kcache.triton: one Triton group per entry).
+  // its passport (kcache.triton: one Triton group per entry). A non-zero
+  // `compile_duration_us` is what the compile took, measured by the caller
+  // (kcache.jax: XLA's compile time as JAX measured it); 0 leaves it to the
+  // cache (the time its compile step took) or none, for a direct put.
   m.def(
       "_record_artifact",
       [](const std::string& domain, const std::vector<std::pair<std::string, std::string>>& fields,
          const std::string& kind, nb::handle payload, const std::string& producer, const std::string& producer_version,
-         const std::string& arch, std::map<std::string, std::string> labels) {
+         const std::string& arch, std::map<std::string, std::string> labels, std::uint64_t compile_duration_us) {
         KeyBuilder kb(domain);
         for (const auto& [name, value] : fields) {
           kb.add(name, value);
@@ -103,10 +107,11 @@ void bind_artifact(nb::module_& m) {
         nb::gil_scoped_release release;
         auto a = Artifact::make(kb, kind, std::move(bytes), Producer{producer, producer_version}, Target{arch, ""});
         a.passport.labels = std::move(labels);
+        a.passport.compile_duration_us = compile_duration_us;
         return PyArtifact{std::make_shared<const Artifact>(std::move(a)), "made"};
       },
       nb::arg("domain"), nb::arg("fields"), nb::arg("kind"), nb::arg("payload"), nb::arg("producer"),
-      nb::arg("producer_version"), nb::arg("arch"), nb::arg("labels"));
+      nb::arg("producer_version"), nb::arg("arch"), nb::arg("labels"), nb::arg("compile_duration_us") = 0);
   nb::class_<Key>(m, "Key",
                   "A content key: SHA-256 over every input that can change an artifact's bytes.\n\n"
                   "Key(hex) parses exactly 64 lowercase hex characters (InvalidArgument otherwise);\n"
@@ -168,9 +173,15 @@ void bind_artifact(nb::module_& m) {
       .def_prop_ro("lowered_names", [](const PyArtifact& a) { return get(a).passport.symbols; },
                    "Name expression -> lowered (mangled) name, from NVRTC.")
       .def_prop_ro("log", [](const PyArtifact& a) { return get(a).passport.log; }, "The compiler's log.")
+      .def_prop_ro("compile_duration_us", [](const PyArtifact& a) { return get(a).passport.compile_duration_us; },
+                   "How long the compile that made it took, in microseconds (the passport's\n"
+                   "compile_duration_us): what a hit saved.")
       .def_prop_ro("outcome", [](const PyArtifact& a) { return a.outcome; },
                    "What produced this object: \"hit\", \"hit_after_wait\", \"compiled\", \"compiled_only\"\n"
                    "(compiled, not stored), \"made\" (from_bytes).")
+      .def_prop_ro("served_from", [](const PyArtifact& a) { return tier_object(a.served_from); },
+                   "Where a hit came from: \"memory\", \"disk\", \"bundle\" or \"remote\"; None when it was\n"
+                   "compiled here or made (kcache/request_stats.hpp).")
       .def("verify", [](const PyArtifact& a) { unwrap(get(a).verify()); },
            "Checks the payload against the passport (size, SHA-256); raises CorruptEntry.")
       .def("__len__", [](const PyArtifact& a) { return get(a).payload.size(); })

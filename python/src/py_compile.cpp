@@ -38,7 +38,7 @@ std::vector<std::string> strings(nb::handle seq, const char* what) {
 
 // Runs `request` through the store's single-flight cache, or, without a
 // store, compiles it directly. The GIL is released throughout.
-PyArtifact run(std::optional<PyStore*> store, const CompileRequest& request) {
+PyArtifact run(std::optional<PyStore*> store, const CompileRequest& request, const std::string& route = {}) {
   std::shared_ptr<StoreHandle> h;
   if (store && *store != nullptr) {
     h = (*store)->handle();
@@ -50,8 +50,10 @@ PyArtifact run(std::optional<PyStore*> store, const CompileRequest& request) {
     return PyArtifact{std::make_shared<const Artifact>(std::move(artifact)), "compiled_only"};
   }
   CacheOutcome outcome = CacheOutcome::compiled;
-  auto artifact = unwrap(h->cache->get_or_compile(request, &outcome));
-  return PyArtifact{std::make_shared<const Artifact>(std::move(artifact)), std::string(to_string(outcome))};
+  auto artifact = unwrap(h->cache->get_or_compile(request, &outcome, route));
+  const auto counted = Cache::last_request();
+  return PyArtifact{std::make_shared<const Artifact>(std::move(artifact)), std::string(to_string(outcome)), {},
+                    counted ? counted->tier : std::nullopt};
 }
 
 CompileRequest nvrtc_request(nb::handle source, const std::string& target, const std::string& arch,
@@ -106,14 +108,14 @@ void bind_compile(nb::module_& m) {
       "_compile",
       [](std::optional<PyStore*> store, nb::handle source, const std::string& target, const std::string& arch,
          nb::handle options, nb::handle name_expressions, nb::handle headers, nb::handle include_paths,
-         const std::string& name, std::optional<std::string> source_path) {
+         const std::string& name, std::optional<std::string> source_path, const std::string& route) {
         auto request = nvrtc_request(source, target, arch, options, name_expressions, headers, include_paths, name,
                                      std::move(source_path));
-        return run(store, request);
+        return run(store, request, route);
       },
       nb::arg("store").none(), nb::arg("source"), nb::arg("target"), nb::arg("arch"), nb::arg("options"),
       nb::arg("name_expressions"), nb::arg("headers").none(), nb::arg("include_paths"), nb::arg("name"),
-      nb::arg("source_path").none());
+      nb::arg("source_path").none(), nb::arg("route") = "");
   m.def(
       "_compile_key",
       [](nb::handle source, const std::string& target, const std::string& arch, nb::handle options,

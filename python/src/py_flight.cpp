@@ -8,13 +8,14 @@
 // hosts, the second look, and the put that releases both once published) on a
 // thread of its own. Its compile step hands control back to Python:
 //
-//   _Flight(store, key, hold_s)   starts the thread; wait() (GIL released)
+//   _Flight(store, key, hold_s, route)
+//                                 starts the thread; wait() (GIL released)
 //                                 returns the artifact when someone else
 //                                 published it (a hit), or None when this
 //                                 caller is the one to compile
 //   deliver(artifact)             the compiled artifact: published through
 //                                 get_or_compile, leases released after
-//   abandon()                     the compile failed or was skipped: nothing
+//   abandon(uncached)             the compile failed or was skipped: nothing
 //                                 stored, leases released, a waiter compiles
 //
 // A flight that is neither delivered nor abandoned within `hold_s` seconds of
@@ -22,7 +23,13 @@
 // raised cannot hold a key longer than that. Store.close() abandons every
 // flight of the store and waits for their threads before it lets go of the
 // store (so the last reference, and the flush of queued puts, stays with it).
+//
+// The flight is one request, counted under `route` (kcache/request_stats.hpp)
+// by how get_or_compile ended: served (a holder elsewhere published it),
+// compiled (delivered), failed (abandoned: the compile raised or was given up),
+// uncached (abandon(uncached=True): compiled, not stored).
 #include "bindings.hpp"
+#include "kcache/request_stats.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -48,14 +55,18 @@ struct FlightState {
   std::optional<Artifact> compiled;       // set by deliver()
   std::optional<Result<Artifact>> result; // set when get_or_compile returned
   CacheOutcome outcome = CacheOutcome::compiled;
+  std::optional<Tier> served_from;        // set with `result` when it was served
+  bool not_stored = false; // abandoned by a caller that compiled without storing (abandon(true))
   bool reached = false;  // get_or_compile called the compile step
   bool released = false; // the thread has let go of the store
 
-  // Ends a flight that was not delivered. Idempotent.
-  void abandon() {
+  // Ends a flight that was not delivered. Idempotent. `uncached`: the caller
+  // compiled, and does not store the result (counted as uncached, not failed).
+  void abandon(bool uncached = false) {
     std::lock_guard lock(mutex);
     if (phase == Phase::waiting || phase == Phase::compile) {
       phase = Phase::abandoned;
+      not_stored = uncached;
       changed.notify_all();
     }
   }
@@ -106,8 +117,11 @@ namespace {
 
 class PyFlight {
 public:
-  PyFlight(const PyStore& store, nb::handle key, double hold_s)
+  PyFlight(const PyStore& store, nb::handle key, double hold_s, const std::string& route)
       : m_state(std::make_shared<FlightState>()), m_key(key_from(key)) {
+    if (!route.empty() && !RequestStats::valid_route(route)) {
+      raise(ErrorCode::invalid_argument, "route '" + route + "' is not 1 to 16 characters of [a-z0-9._-]");
+    }
     if (!(hold_s > 0)) {
       raise(ErrorCode::invalid_argument, "hold_s must be > 0 seconds");
     }
@@ -119,7 +133,7 @@ public:
     const auto hold = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::duration<double>(std::min(hold_s, k_max_hold_s)));
     std::thread([state = m_state, handle = std::move(handle), registry, key = m_key,
-                 hold]() mutable {
+                 hold, route]() mutable {
       CacheOutcome outcome = CacheOutcome::compiled;
       auto result = handle->cache->get_or_compile(
           key,
@@ -134,16 +148,19 @@ public:
                                     [&] { return state->phase != FlightState::Phase::compile; });
             if (state->phase != FlightState::Phase::delivered || !state->compiled) {
               state->phase = FlightState::Phase::abandoned;
-              return make_error(ErrorCode::busy,
+              // `unsupported`: compiled without the cache, an uncached request (cache.hpp).
+              return make_error(state->not_stored ? ErrorCode::unsupported : ErrorCode::busy,
                                 "the compile of key " + key.hex() + " was abandoned");
             }
             return CompileOutput{std::move(*state->compiled), true};
           },
-          &outcome);
+          &outcome, route);
+      const auto counted = Cache::last_request();
       {
         std::lock_guard lock(state->mutex);
         state->result = std::move(result);
         state->outcome = outcome;
+        state->served_from = counted ? counted->tier : std::nullopt;
         state->phase = FlightState::Phase::finished;
         state->changed.notify_all();
       }
@@ -164,6 +181,7 @@ public:
   std::optional<PyArtifact> wait() {
     std::optional<Artifact> got;
     std::string outcome;
+    std::optional<Tier> served_from;
     {
       nb::gil_scoped_release release;
       std::unique_lock lock(m_state->mutex);
@@ -171,12 +189,13 @@ public:
       if (m_state->phase == FlightState::Phase::finished && m_state->result && *m_state->result) {
         got = std::move(**m_state->result);
         outcome = std::string(to_string(m_state->outcome));
+        served_from = m_state->served_from;
       }
     }
     if (!got) {
       return std::nullopt;
     }
-    return PyArtifact{std::make_shared<const Artifact>(std::move(*got)), std::move(outcome)};
+    return PyArtifact{std::make_shared<const Artifact>(std::move(*got)), std::move(outcome), {}, served_from};
   }
 
   // Publishes `artifact` (its passport must carry this flight's key) through
@@ -207,8 +226,9 @@ public:
   }
 
   // Gives up the compile: nothing is stored, the leases are released, and a
-  // waiting holder elsewhere compiles itself. Idempotent.
-  void abandon() { m_state->abandon(); }
+  // waiting holder elsewhere compiles itself. Idempotent. The request counts
+  // as failed, or with `uncached` as compiled without the cache.
+  void abandon(bool uncached) { m_state->abandon(uncached); }
 
 private:
   std::shared_ptr<FlightState> m_state;
@@ -221,11 +241,11 @@ void bind_flight(nb::module_& m) {
   nb::class_<PyFlight>(
       m, "_Flight",
       "Single-flight for a compile Python runs between two calls (see py_flight.cpp).")
-      .def(nb::init<const PyStore&, nb::handle, double>(), nb::arg("store"), nb::arg("key"),
-           nb::arg("hold_s"))
+      .def(nb::init<const PyStore&, nb::handle, double, const std::string&>(), nb::arg("store"), nb::arg("key"),
+           nb::arg("hold_s"), nb::arg("route") = "")
       .def("wait", &PyFlight::wait)
       .def("deliver", &PyFlight::deliver, nb::arg("store"), nb::arg("artifact"))
-      .def("abandon", &PyFlight::abandon);
+      .def("abandon", &PyFlight::abandon, nb::arg("uncached") = false);
 }
 
 } // namespace kcache::python

@@ -15,6 +15,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "kcache/request_stats.hpp"
 #include "kcache/tiered_store.hpp"
 #include "kcache/toolkit.hpp"
 #include "kcache/write_behind_store.hpp"
@@ -154,10 +155,9 @@ void open_handle(StoreHandle& h, const Config& c) {
   if (!c.cuda_home.empty()) {
     ::setenv("KCACHE_CUDA_HOME", c.cuda_home.c_str(), 1);
   }
-  if (c.disable) {
-    Toolkit::instance().set_memo_dir({});  // a disabled cache has nothing written under its directory
-  } else if (!c.cache_dir.empty()) {
-    Toolkit::instance().set_memo_dir(c.cache_dir / "v1" / "toolkit");
+  // A disabled cache, or a read-only bundle image, has nothing written under its directory.
+  if (c.disable || !c.cache_dir.empty()) {
+    Toolkit::instance().set_memo_dir(memo_dir_for(c));
   }
   // Large payloads are read into memory of this process, never mapped: a
   // mapping would show what another process writes into the entry's file
@@ -362,6 +362,7 @@ nb::dict store_stats(Store& store) {
     remote.append(counters_dict(s, k_remote_counters));
   }
   d["remote"] = remote;
+  d["requests"] = requests_dict(store);
   return d;
 }
 
@@ -470,15 +471,18 @@ void bind_store(nb::module_& m) {
             auto h = s.handle();
             BytesLender lender;
             std::optional<Artifact> got;
+            Tier tier = Tier::disk;
             {
               nb::gil_scoped_release release;
+              Store::note_served_tier(std::nullopt);
               got = copy ? unwrap(h->store->get_into(k, lender.allocator())) : unwrap(h->store->get(k));
+              tier = served_tier(*h->store);
             }
             if (!got) {
               return std::nullopt;
             }
             nb::object bytes = copy ? lender.bytes_of(got->payload) : nb::object();
-            return PyArtifact{std::make_shared<const Artifact>(std::move(*got)), "hit", std::move(bytes)};
+            return PyArtifact{std::make_shared<const Artifact>(std::move(*got)), "hit", std::move(bytes), tier};
           },
           nb::arg("key"), nb::kw_only(), nb::arg("copy") = true,
           "The verified artifact of `key` (a Key or its hex str), or None on a miss.\n"
@@ -549,7 +553,9 @@ void bind_store(nb::module_& m) {
           "Counters: hits and misses of this process's lookups; puts, corrupt, entries, size_bytes,\n"
           "max_size_bytes, ... of the cache on disk, shared by every process (a copy into the memory\n"
           "tier is no put); \"remote\": one dict per remote tier with this process's hits, misses,\n"
-          "errors, skipped, puts, rejected, bytes_in, bytes_out, compile_us_saved.")
+          "errors, skipped, puts, rejected, bytes_in, bytes_out, compile_us_saved; \"requests\": how the\n"
+          "requests of every process of the cache directory ended (total, served by tier, compiled,\n"
+          "uncached, failed, compile_us_saved, compile_us), also per route under \"routes\".")
       .def(
           "flush",
           [](const PyStore& s) {

@@ -224,3 +224,15 @@ def _answers(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def kcache_cli() -> str | None:
+    """The kcache command the tests run (KCACHE_CLI, else build/ci/bin/kcache), or None when it is not
+    built; with KCACHE_REQUIRE_TOOLKIT set (CI), a missing command fails the test instead."""
+    repo = Path(__file__).resolve().parents[2]
+    path = os.environ.get("KCACHE_CLI") or str(repo / "build" / "ci" / "bin" / "kcache")
+    if os.access(path, os.X_OK):
+        return path
+    if os.environ.get("KCACHE_REQUIRE_TOOLKIT"):
+        pytest.fail(f"the kcache command is not built at {path} (cmake --build --preset ci)")
+    return None

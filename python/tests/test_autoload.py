@@ -99,3 +99,23 @@ def test_a_process_without_the_variables_does_not_import_kcache() -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
     assert sys.executable
+
+
+def test_after_import_runs_once_the_module_has_loaded_or_at_once(tmp_path: Path) -> None:
+    env = _fake_integration(tmp_path)
+    (tmp_path / "fakefw" / "sub.py").write_text(f"open({str(tmp_path / 'mark')!r}, 'a').write('sub\\n')\nREADY = 1\n")
+    code = (
+        "import kcache._autoload as a, sys\n"
+        f"MARK = {str(tmp_path / 'mark')!r}\n"
+        "def seen(): open(MARK, 'a').write('after:' + str(getattr(sys.modules['fakefw.sub'], 'READY', None)) + '\\n')\n"
+        "a.after_import('fakefw.sub', seen)\n"
+        "import fakefw\n"
+        "open(MARK, 'a').write('between\\n')\n"
+        "import fakefw.sub\n"
+        "a.after_import('fakefw.sub', lambda: open(MARK, 'a').write('again\\n'))\n"
+        "a.after_import('fakefw.sub', lambda: 1 / 0)\n"
+    )
+    r = run_python(code, env)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "mark").read_text() == "framework\nbetween\nsub\nafter:1\nagain\n"
+    assert r.stderr.count("RuntimeWarning: kcache: what was to run after fakefw.sub imported failed") == 1

@@ -185,6 +185,10 @@ def test_lowered_names_survive_a_new_process(tmp_path: Path) -> None:
     assert a["map"] == b["map"] == {"scale<int>": "_Z5scaleIiEvPT_S0_i"}
     assert a["sha"] == b["sha"]
     assert a["nvrtc"] is True and b["nvrtc"] is False
+    # Each compile is one request of the route "cuda-core" (`kcache stats`): compiled, then served.
+    with kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "cache")) as s:
+        core = s.stats()["requests"]["routes"]["cuda-core"]
+    assert (core["total"], core["compiled"], core["served"]["disk"]) == (2, 1, 1), core
 
 
 def test_program_cache_hits_in_a_new_process(tmp_path: Path) -> None:
@@ -202,3 +206,9 @@ def test_program_cache_hits_in_a_new_process(tmp_path: Path) -> None:
     sha1, hits1 = first.stdout.split()
     sha2, hits2 = second.stdout.split()
     assert sha1 == sha2 and hits1 == "0" and int(hits2) >= 1
+    # One cold and three warm runs: 3 served, 1 compiled (`kcache stats`, route "cuda-core").
+    for _ in range(2):
+        assert run_python(code, env=env).returncode == 0
+    with kcache.open_store(kcache.Config.load(cache_dir=tmp_path / "cache")) as s:
+        core = s.stats()["requests"]["routes"]["cuda-core"]
+    assert (core["total"], core["compiled"], core["served"]["disk"]) == (4, 1, 3), core

@@ -23,7 +23,7 @@ import pytest
 
 import kcache
 
-from conftest import run_python
+from conftest import kcache_cli, run_python
 
 try:
     import triton  # noqa: F401
@@ -43,7 +43,6 @@ import kcache.triton  # noqa: E402
 import triton_worker  # noqa: E402
 
 WORKER = str(Path(__file__).with_name("triton_worker.py"))
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -117,13 +116,10 @@ def finish(p: subprocess.Popen, timeout: float = 120) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def kcache_cli() -> str | None:
-    path = os.environ.get("KCACHE_CLI") or str(REPO / "build" / "ci" / "bin" / "kcache")
-    if os.access(path, os.X_OK):
-        return path
-    if os.environ.get("KCACHE_REQUIRE_TOOLKIT"):
-        pytest.fail(f"the kcache command is not built at {path} (cmake --build --preset ci)")
-    return None
+def triton_requests(cache_dir: Path) -> dict:
+    """The requests of the route "triton" counted in `cache_dir` (as `kcache stats` shows them)."""
+    with kcache.open_store(kcache.Config.load(cache_dir=cache_dir)) as s:
+        return s.stats()["requests"]["routes"].get("triton", {"total": 0})
 
 
 # ---- the module ----------------------------------------------------------------------------------
@@ -207,6 +203,72 @@ def test_a_damaged_group_is_recompiled_never_served(tstore: kcache.Store, damage
         s2.close()
 
 
+@pytest.mark.parametrize("lack", ["cubin", "target", "text", "first-json"])
+def test_a_group_lacking_what_triton_reads_is_a_miss_and_compiled_again(tstore: kcache.Store, lack: str) -> None:
+    # A group that verifies as an entry (its passport names these very bytes)
+    # but lacks what Triton's CompiledKernel reads: a miss, removed, compiled
+    # again; never Triton's KeyError in every process that hits it.
+    first = compile_counted([3])
+    (entry,) = tstore.list()
+    got = tstore.get(entry.key)
+    files = kcache.triton.unpack_group(got.payload)
+    if lack == "cubin":
+        del files["add_kernel.cubin"]
+    elif lack == "target":
+        meta = json.loads(files["add_kernel.json"])
+        del meta["target"]
+        files["add_kernel.json"] = json.dumps(meta).encode()
+    elif lack == "text":
+        files["add_kernel.ptx"] = b"\xff\xfe" + files["add_kernel.ptx"]
+    else:  # another JSON file sorts first: Triton would take it for the metadata
+        files["a.json"] = b"{}"
+    p = got.passport
+    fields = [(f["name"], f["value"]) for f in p["key_record"]["fields"]]
+    bad = kcache._kcache._record_artifact("triton", fields, kcache.triton.GROUP_KIND, kcache.triton.pack_group(files),
+                                          "triton", p["producer"]["version"], p["target"]["arch"], p["labels"])
+    assert bad.key.hex == entry.key.hex
+    tstore.remove(entry.key)
+    tstore.put(bad)
+    kcache.triton._warned.clear()
+    s2 = reopen(tstore)
+    try:
+        with pytest.warns(RuntimeWarning, match="is not a usable Triton group"):
+            again = compile_counted([3])
+        assert (again["compiles"], again["hits"]) == (1, 0) and again["cubins"] == first["cubins"]
+        fixed = kcache.triton.unpack_group(s2.get(entry.key).payload)
+        assert kcache._triton_files.missing_for_triton("add_kernel.json", fixed) is None
+    finally:
+        s2.close()
+
+
+def test_a_group_lacking_its_binary_is_never_published(tstore: kcache.Store) -> None:
+    kcache.triton._warned.clear()
+    meta = json.dumps({"name": "k", "target": {"backend": "cuda", "arch": 90, "warp_size": 32}})
+    m = kcache.triton.KCacheManager("f" * 64)
+    assert m.get_group("k.json") is None  # a miss: this manager holds the key
+    path = m.put(meta, "k.json", binary=False)
+    with pytest.warns(RuntimeWarning, match=r"group k.json is not cached: it holds no .cubin file"):
+        m.put_group("k.json", {"k.json": path})
+    assert tstore.list() == []
+    # The key was given up: the next compile of it publishes a complete group.
+    m2 = kcache.triton.KCacheManager("f" * 64)
+    assert m2.get_group("k.json") is None
+    group = {"k.json": m2.put(meta, "k.json", binary=False), "k.cubin": m2.put(b"\x7fELF cubin", "k.cubin")}
+    m2.put_group("k.json", group)
+    assert [e.kind for e in tstore.list()] == [kcache.triton.GROUP_KIND]
+
+
+def test_a_fifo_at_the_key_memo_never_blocks(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    code = ("import kcache._triton_key as k, triton.runtime.cache as tc, os; "
+            "p = k.memo_path(os.environ['KCACHE_DIR'], tc); os.makedirs(os.path.dirname(p), exist_ok=True); "
+            "os.mkfifo(p); print(k._read_valid(p, 'x'))")
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "KCACHE_DIR": str(cache)},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "None"
+
+
 def test_a_materialized_file_edited_in_the_process_is_written_again(tstore: kcache.Store) -> None:
     compile_counted([2])
     m = kcache.triton.KCacheManager
@@ -280,6 +342,10 @@ def test_herd_compiles_each_kernel_once(tmp_path: Path, warm_memo) -> None:
         assert sum(r["hits"] for r in results) == len(variants) * (n - 1), results
         assert all(r["cubins"] == results[0]["cubins"] for r in results)
         assert len(set(results[0]["cubins"].values())) == len(variants)
+        # `kcache stats` counts one request per kernel per process: V compiled, the rest served.
+        req = triton_requests(tmp_path / f"cache{rnd}")
+        assert (req["total"], req["compiled"], req["served"]["total"]) == (n * len(variants), len(variants),
+                                                                           len(variants) * (n - 1)), req
 
 
 def test_herd_while_renames_and_unlinks_race_on_the_cache_directory(tmp_path: Path, warm_memo, xdg: Path) -> None:
@@ -518,6 +584,9 @@ def test_hosts_compile_once_and_a_new_host_hits_through_redis(tmp_path: Path, re
     # A new host with an empty local cache hits the remote.
     b = finish(worker(["compile", "0"], {"KCACHE_DIR": str(tmp_path / "hostB"), "KCACHE_REMOTE": redis_url}))
     assert (b["compiles"], b["hits"]) == (0, 1) and b["cubins"] == results[0]["cubins"]
+    # The host fed by the remote counts its hit as served, from the remote.
+    req = triton_requests(tmp_path / "hostB")
+    assert (req["total"], req["served"]["remote"], req["compiled"]) == (1, 1, 0), req
 
 
 @pytest.mark.parametrize("remote", ["redis_cluster_url", "http_url"])

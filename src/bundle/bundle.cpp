@@ -3,16 +3,20 @@
 #include "kcache/bundle.hpp"
 
 #include "bundle/bundle_file.hpp"
+#include "kcache/file_store.hpp"
+
+#include <fmt/format.h>
 
 namespace kcache {
 
 namespace {
 
 // Opens `path` and runs every check: structure, digest, passports, the
-// signature against `trust`, then every payload.
+// signature against `trust`, then every payload (read in bounded chunks:
+// memory does not grow with the bundle's size).
 Result<std::shared_ptr<const bundle::BundleFile>> open_verified(const std::filesystem::path& path,
                                                                 const BundleTrust& trust) {
-  auto file = bundle::BundleFile::open(path, bundle::BundleFile::Reading::whole);
+  auto file = bundle::BundleFile::open(path);
   if (!file) {
     return tl::unexpected(file.error());
   }
@@ -25,6 +29,36 @@ Result<std::shared_ptr<const bundle::BundleFile>> open_verified(const std::files
     }
   }
   return file;
+}
+
+// Copies entry `i` into `target` and returns what the target did. The bytes
+// the target stores are the bytes hashed as they were copied (never the
+// mapping, which a write into the file could change after its check): into
+// a FileStore, staged in chunks and published only when they match the
+// passport; into another store, copied into memory first.
+Result<PutOutcome> install_entry(const bundle::BundleFile& file, std::size_t i, Store& target) {
+  const auto& e = file.entries()[i];
+  if (auto* disk = dynamic_cast<FileStore*>(&target); disk != nullptr) {
+    auto staged = disk->stage_payload(e.payload_size + e.passport_size, StagedAs::fill);
+    if (!staged) {
+      return tl::unexpected(staged.error());
+    }
+    if (auto copied = file.copy_payload(i, [&](std::string_view chunk) { return staged->write(chunk); });
+        !copied) {
+      return tl::unexpected(copied.error());
+    }
+    return staged->commit(e.passport);
+  }
+  std::string bytes;
+  bytes.reserve(static_cast<std::size_t>(e.payload_size));
+  if (auto copied = file.copy_payload(i, [&](std::string_view chunk) -> Result<void> {
+        bytes.append(chunk);
+        return {};
+      });
+      !copied) {
+    return tl::unexpected(copied.error());
+  }
+  return target.fill(Artifact{Payload(std::move(bytes)), e.passport});
 }
 
 } // namespace
@@ -57,21 +91,29 @@ Result<BundleInstallReport> install_bundle(const std::filesystem::path& path,
   BundleInstallReport report;
   const auto& entries = (*file)->entries();
   report.entries = entries.size();
+  // A failure part way (a full disk, a bundle changed in place) says how far the install got.
+  const auto stopped = [&](Error error) {
+    if (bundle_refusal(error).empty() || report.stored + report.already_present > 0) {
+      error.message = fmt::format("{} (installed {} of {} entries, {} already present, before it stopped; "
+                                  "what was installed stays)",
+                                  error.message, report.stored, report.entries, report.already_present);
+    }
+    return tl::unexpected(std::move(error));
+  };
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    Artifact artifact{(*file)->payload(i), entries[i].passport};
-    auto outcome = target.fill(artifact); // its payload was hashed just now
+    auto outcome = install_entry(**file, i, target);
     if (!outcome) {
-      return tl::unexpected(outcome.error());
+      return stopped(std::move(outcome.error()));
     }
     if (*outcome == PutOutcome::already_present) {
       ++report.already_present;
     } else {
       ++report.stored;
-      report.bytes += artifact.payload.size();
+      report.bytes += entries[i].payload_size;
     }
     if (installed) {
-      if (auto ok = installed(artifact, *outcome); !ok) {
-        return tl::unexpected(ok.error());
+      if (auto ok = installed(Artifact{(*file)->payload(i), entries[i].passport}, *outcome); !ok) {
+        return stopped(std::move(ok.error()));
       }
     }
   }

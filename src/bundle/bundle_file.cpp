@@ -6,6 +6,7 @@
 #include "bundle/ed25519.hpp"
 #include "util/fd.hpp"
 #include "util/hex.hpp"
+#include "util/input_file.hpp"
 #include "util/sha256.hpp"
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <memory>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -38,34 +41,23 @@ BundleFile::~BundleFile() {
   }
 }
 
-Result<std::shared_ptr<const BundleFile>> BundleFile::open(const std::filesystem::path& path, Reading reading) {
-  util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) {
-    const int err = errno;
-    if (err == ENOENT) {
-      return make_error(ErrorCode::not_found,
-                        fmt::format("bundle {} does not exist", path.string()));
-    }
-    return make_errno_error(err, "open bundle " + path.string());
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    return make_errno_error(errno, "stat bundle " + path.string());
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return make_error(ErrorCode::invalid_argument,
-                      fmt::format("bundle {} is not a regular file", path.string()));
+Result<std::shared_ptr<const BundleFile>> BundleFile::open(const std::filesystem::path& path) {
+  auto input = util::open_input_file(path, "bundle");
+  if (!input) {
+    return tl::unexpected(input.error());
   }
   std::shared_ptr<BundleFile> file(new BundleFile()); // NOLINT: private constructor
   file->m_path = path;
-  file->m_size = static_cast<std::uint64_t>(st.st_size);
+  file->m_fd = std::move(input->fd);
+  file->m_size = static_cast<std::uint64_t>(input->st.st_size);
   if (file->m_size < k_header_size + k_trailer_size) {
     return tl::unexpected(file->refused(
         "truncated", fmt::format("{} bytes is shorter than a header and a trailer ({} bytes)",
                                  file->m_size, k_header_size + k_trailer_size)));
   }
-  void* map = ::mmap(nullptr, file->m_size, PROT_READ,
-                     MAP_PRIVATE | (reading == Reading::whole ? MAP_POPULATE : 0), fd.get(), 0);
+  // Not populated: only the pages the checks read (the metadata) and, in the
+  // bundle tier, the payloads of hits are ever paged in.
+  void* map = ::mmap(nullptr, file->m_size, PROT_READ, MAP_PRIVATE, file->m_fd.get(), 0);
   if (map == MAP_FAILED) {
     return make_errno_error(errno, "map bundle " + path.string());
   }
@@ -103,12 +95,20 @@ Result<void> BundleFile::check_structure() {
   }
   m_count = load_u64(h + k_header_count);
   m_trailer = load_u64(h + k_header_trailer_offset);
+  // Every entry takes a 64-byte record, and its payload a 4096-aligned block
+  // of its own (a payload starts strictly after the previous entry's pad1,
+  // at a multiple of the alignment), all between the header and the trailer:
+  // a count the file cannot hold is refused before anything is allocated.
+  const std::uint64_t most_entries =
+      (m_size - k_header_size - k_trailer_size + k_alignment) / (k_record_size + k_alignment);
   if (load_u32(h + k_header_alignment) != k_alignment ||
       load_u64(h + k_header_index_offset) != k_header_size ||
-      m_trailer != m_size - k_trailer_size || !all_zero(h + 48, 16) ||
-      m_count > (m_size - k_header_size - k_trailer_size) / k_record_size) {
+      m_trailer != m_size - k_trailer_size || !all_zero(h + 48, 16) || m_count > most_entries) {
     return tl::unexpected(
-        refused("bad-header", "its header fields are not those of a version 1 bundle"));
+        refused("bad-header", m_count > most_entries
+                                  ? fmt::format("its header claims {} entries, more than its {} bytes can hold",
+                                                m_count, m_size)
+                                  : std::string("its header fields are not those of a version 1 bundle")));
   }
   const char* t = m_map + m_trailer;
   if (std::string_view(t, k_trailer_magic.size()) != k_trailer_magic) {
@@ -121,48 +121,55 @@ Result<void> BundleFile::check_structure() {
     return tl::unexpected(refused("bad-header", "its trailer is not that of a version 1 bundle"));
   }
   // The index: strictly ascending keys, and each entry exactly where the
-  // writer puts it (one encoding per set of entries).
+  // writer puts it (one encoding per set of entries). Every record is
+  // checked before the entries are allocated.
+  const auto record = [&](std::uint64_t i) { return m_map + k_header_size + i * k_record_size; };
   std::uint64_t at = k_header_size + k_record_size * m_count;
-  m_entries.resize(m_count);
   for (std::uint64_t i = 0; i < m_count; ++i) {
+    const char* r = record(i);
     if (at > m_trailer) {
       return tl::unexpected(
           refused("bad-index", fmt::format("record {} starts after the trailer", i)));
     }
-    const char* r = m_map + k_header_size + i * k_record_size;
-    Key::Bytes kb{};
-    std::memcpy(kb.data(), r, kb.size());
-    Entry& e = m_entries[i];
-    e.key = Key(kb);
-    if (i > 0 && !(m_entries[i - 1].key < e.key)) {
+    if (i > 0 && std::memcmp(record(i - 1), r, Key::k_size) >= 0) {
       return tl::unexpected(
           refused("bad-index", fmt::format("record {} is not in ascending key order", i)));
     }
     const std::uint64_t passport_offset = load_u64(r + k_record_passport_offset);
     const std::uint64_t passport_size = load_u64(r + k_record_passport_size);
-    e.payload_offset = load_u64(r + k_record_payload_offset);
-    e.payload_size = load_u64(r + k_record_payload_size);
+    const std::uint64_t payload_offset = load_u64(r + k_record_payload_offset);
+    const std::uint64_t payload_size = load_u64(r + k_record_payload_size);
     if (passport_offset != at || passport_size == 0 || passport_size > k_passport_max_bytes ||
-        passport_size > m_trailer - at || e.payload_offset != payload_start(at + passport_size) ||
-        e.payload_offset > m_trailer || e.payload_size >= m_trailer - e.payload_offset) {
+        passport_size > m_trailer - at || payload_offset != payload_start(at + passport_size) ||
+        payload_offset > m_trailer || payload_size >= m_trailer - payload_offset) {
+      Key::Bytes kb{};
+      std::memcpy(kb.data(), r, kb.size());
       return tl::unexpected(refused(
           "bad-index", fmt::format("record {} ({}) does not describe the entry that follows "
                                    "the one before it",
-                                   i, e.key.hex())));
+                                   i, Key(kb).hex())));
     }
-    at = next_entry_start(e.payload_offset + e.payload_size);
+    at = next_entry_start(payload_offset + payload_size);
   }
   if (at != m_trailer) {
     return tl::unexpected(
         refused("bad-index", fmt::format("the entries end at byte {}, the trailer starts at {}", at,
                                          m_trailer)));
   }
-  // The index describes the layout exactly; now the padding it leaves must be zero.
+  // The index describes the layout exactly: now the entries, and the padding
+  // the layout leaves must be zero.
+  m_entries.resize(m_count);
   for (std::uint64_t i = 0; i < m_count; ++i) {
-    const Entry& e = m_entries[i];
-    const std::uint64_t passport_end =
-        load_u64(m_map + k_header_size + i * k_record_size + k_record_passport_offset) +
-        load_u64(m_map + k_header_size + i * k_record_size + k_record_passport_size);
+    const char* r = record(i);
+    Entry& e = m_entries[i];
+    Key::Bytes kb{};
+    std::memcpy(kb.data(), r, kb.size());
+    e.key = Key(kb);
+    e.passport_offset = load_u64(r + k_record_passport_offset);
+    e.passport_size = load_u64(r + k_record_passport_size);
+    e.payload_offset = load_u64(r + k_record_payload_offset);
+    e.payload_size = load_u64(r + k_record_payload_size);
+    const std::uint64_t passport_end = e.passport_offset + e.passport_size;
     const std::uint64_t payload_end = e.payload_offset + e.payload_size;
     if (!all_zero(m_map + passport_end, e.payload_offset - passport_end) ||
         !all_zero(m_map + payload_end, next_entry_start(payload_end) - payload_end)) {
@@ -191,16 +198,24 @@ Result<void> BundleFile::check_digest() {
 }
 
 Result<void> BundleFile::read_passports() {
-  for (std::size_t i = 0; i < m_entries.size(); ++i) {
-    Entry& e = m_entries[i];
-    const char* r = m_map + k_header_size + i * k_record_size;
-    const std::string_view text(m_map + load_u64(r + k_record_passport_offset),
-                                load_u64(r + k_record_passport_size));
+  for (Entry& e : m_entries) {
+    const std::string_view text(m_map + e.passport_offset, e.passport_size);
     auto passport = Passport::from_json(text);
     if (!passport) {
       return tl::unexpected(
           refused("entry-mismatch", fmt::format("the passport of entry {} does not parse: {}",
                                                 e.key.hex(), passport.error().message)));
+    }
+    // One set of entries, one encoding: the passport must be exactly the
+    // bytes `bundle create` writes for it (Passport::to_json: compact,
+    // members in order, no byte before or after), not merely parse to it.
+    if (passport->to_json() != text) {
+      return tl::unexpected(refused(
+          "entry-mismatch",
+          fmt::format("the passport of entry {} is not in its one encoding (the compact JSON "
+                      "`bundle create` writes: no other spacing, member order, escapes or bytes "
+                      "after it)",
+                      e.key.hex())));
     }
     if (auto ok = check_entry_identity(e.key, *passport); !ok) {
       return tl::unexpected(
@@ -235,8 +250,9 @@ Result<void> BundleFile::check_signature(const BundleTrust& trust) const {
             "it is signed by key {}, which is not trusted here ({}); add its public key file to "
             "bundle_trusted_keys (KCACHE_BUNDLE_TRUSTED_KEYS) or pass --trust FILE",
             key_id(key),
-            trust.keys.empty() ? "no key is trusted"
-                               : std::to_string(trust.keys.size()) + " keys are"),
+            trust.keys.empty()      ? std::string("no key is trusted")
+            : trust.keys.size() == 1 ? fmt::format("only key {} is", trust.keys.front().id())
+                                     : fmt::format("{} other keys are", trust.keys.size())),
         ErrorCode::permission_denied));
   }
   Ed25519Signature sig{};
@@ -256,13 +272,49 @@ Result<void> BundleFile::check_signature(const BundleTrust& trust) const {
 }
 
 Result<void> BundleFile::check_payload(std::size_t i) const {
+  return copy_payload(i, {});
+}
+
+Result<void> BundleFile::copy_payload(std::size_t i, const ChunkSink& sink) const {
   const Entry& e = m_entries[i];
-  const util::Digest256 d = util::sha256(payload_view(i));
+  util::Sha256 sha;
+  const auto chunk = static_cast<std::size_t>(std::min<std::uint64_t>(e.payload_size, k_chunk));
+  auto buffer = std::make_unique_for_overwrite<char[]>(std::max<std::size_t>(chunk, 1));
+  for (std::uint64_t done = 0; done < e.payload_size;) {
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, e.payload_size - done));
+    const ssize_t n =
+        ::pread(m_fd.get(), buffer.get(), want, static_cast<off_t>(e.payload_offset + done));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return make_errno_error(errno, fmt::format("cannot read bundle {}", m_path.string()));
+    }
+    if (n == 0) {
+      struct stat st {};
+      const std::uint64_t now = ::fstat(m_fd.get(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+      return tl::unexpected(refused(
+          "truncated",
+          fmt::format("it shrank from {} to {} bytes while entry {} was read: it was truncated or "
+                      "overwritten in place (replace a bundle with a new file and `mv`, never in place)",
+                      m_size, now, e.key.hex())));
+    }
+    const std::string_view bytes(buffer.get(), static_cast<std::size_t>(n));
+    sha.update(bytes);
+    if (sink) {
+      if (auto ok = sink(bytes); !ok) {
+        return ok;
+      }
+    }
+    done += static_cast<std::uint64_t>(n);
+  }
+  const util::Digest256 d = sha.finish();
   if (util::to_hex(d.data(), d.size()) != e.passport.payload_sha256) {
-    return tl::unexpected(refused("payload-mismatch",
-                                  fmt::format("the payload of entry {} does not match the SHA-256 "
-                                              "in its passport",
-                                              e.key.hex())));
+    return tl::unexpected(refused(
+        "payload-mismatch",
+        fmt::format("the payload of entry {} does not match the SHA-256 in its passport{}", e.key.hex(),
+                    sink ? " (it was read just now: was the bundle changed in place while it was in use?)"
+                         : "")));
   }
   return {};
 }

@@ -1,29 +1,47 @@
 // bundle/bundle_file.hpp: a bundle file, memory-mapped and checked.
 //
-// open() maps the file read-only and checks, in order, its structure (sizes,
-// magic, version, the canonical layout of bundle_format.hpp, zero padding),
-// the digest in its trailer, and every passport (strict parse, its key equal
-// to its record's, check_entry_identity, payload size). It does not judge the
-// signature (check_signature) nor hash the payloads (check_payload): `bundle
-// ls` needs neither, the bundle tier hashes a payload on its first hit.
-// Cost of open(): one SHA-256 over the metadata (header, index, passports,
-// padding: about 4 KiB per entry), a parse of every passport; no payload byte
-// is read.
+// open() opens the file as every reader of a user-named file does
+// (util/input_file.hpp: a symlink is followed, a FIFO or device is refused
+// without blocking), maps it read-only and checks, in order, its structure
+// (sizes, magic, version, the canonical layout of bundle_format.hpp, zero
+// padding), the digest in its trailer, and every passport (strict parse, in
+// its one canonical encoding, its key equal to its record's,
+// check_entry_identity, payload size). It does not judge the signature
+// (check_signature) nor hash the payloads (check_payload): `bundle ls` needs
+// neither, the bundle tier hashes a payload on its first hit.
 //
-// The mapping lives as long as the BundleFile; payloads handed out with
-// payload() keep it alive (Payload::adopt). A bundle file must not be
-// changed in place while it is mapped: a byte changed later is caught by the
-// checks of a read (BundleStore), a file truncated under the mapping faults
-// (SIGBUS), as FileStore's mapped reads document.
+// Bounds before allocation: the header's entry_count is bounded by what the
+// file can hold (each entry needs a 64-byte record and a payload of its own
+// 4096-aligned block), and every record is checked against the layout before
+// anything is allocated for the entries, so a lying header or a sparse file
+// (`truncate -s 16G`) costs nothing: the first record that is not where the
+// layout puts it refuses the file.
+//
+// Cost of open(): one SHA-256 over the metadata (header, index, passports,
+// padding: about 4 KiB per entry), a parse and a re-serialisation of every
+// passport; no payload byte is read. Memory: the metadata pages touched and
+// the parsed passports; payloads are never paged in by open().
+//
+// Payload reads (check_payload, copy_payload) go through the file, in
+// bounded chunks, never through the mapping: memory stays at one chunk (1
+// MiB) whatever the payload's size, a file truncated under the reader is a
+// `truncated` refusal instead of a fault, and copy_payload hands on exactly
+// the bytes it hashed. The mapping serves the bundle tier's hits (payload()),
+// which share it without a copy: a bundle must not be changed in place while
+// it is mapped; a byte changed later is caught by the checks of a read
+// (BundleStore), a file truncated under the mapping faults (SIGBUS) when the
+// mapping is read, as FileStore's mapped reads document.
 //
 // Thread-safety: immutable after open(); every const method is thread-safe.
 #pragma once
 
 #include "kcache/bundle.hpp"
 #include "kcache/payload.hpp"
+#include "util/fd.hpp"
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,20 +58,23 @@ class BundleFile : public std::enable_shared_from_this<BundleFile> {
 public:
   struct Entry {
     Key key;
+    std::uint64_t passport_offset = 0;
+    std::uint64_t passport_size = 0;
     std::uint64_t payload_offset = 0;
     std::uint64_t payload_size = 0;
     Passport passport;
   };
 
-  // How the caller will read the payloads: `in_place` (the bundle tier: a
-  // hit touches one payload, so only what is read is paged in) or `whole`
-  // (verify, install: every payload is hashed, so the mapping is populated
-  // in one go at open, MAP_POPULATE, instead of a page fault per page).
-  enum class Reading { in_place, whole };
+  // Receives the chunks of a payload copy_payload() reads; an error stops the copy and is returned.
+  using ChunkSink = std::function<Result<void>(std::string_view chunk)>;
 
-  // Maps and checks `path` (see above). Errors: see kcache/bundle.hpp.
-  static Result<std::shared_ptr<const BundleFile>> open(const std::filesystem::path& path,
-                                                        Reading reading = Reading::in_place);
+  // The largest chunk check_payload and copy_payload read at once.
+  static constexpr std::size_t k_chunk = std::size_t{1} << 20;
+
+  // Maps and checks `path` (see above). Errors: see kcache/bundle.hpp; a
+  // path that is missing, not a regular file or unreadable: the messages of
+  // util/input_file.hpp ("bundle FILE is a FIFO, not a regular file").
+  static Result<std::shared_ptr<const BundleFile>> open(const std::filesystem::path& path);
   ~BundleFile();
   BundleFile(const BundleFile&) = delete;
   BundleFile& operator=(const BundleFile&) = delete;
@@ -63,8 +84,19 @@ public:
   // libcrypto cannot be loaded.
   Result<void> check_signature(const BundleTrust& trust) const;
 
-  // Hashes payload `i` and compares it with its passport: `payload-mismatch`.
+  // Hashes payload `i` (read from the file in chunks) and compares it with
+  // its passport: `payload-mismatch`; `truncated` when the file shrank since
+  // open(); an errno-based error when it cannot be read.
   Result<void> check_payload(std::size_t i) const;
+
+  // Reads payload `i` from the file in chunks of at most k_chunk bytes into a
+  // buffer of its own, hashes each chunk and only then hands it to `sink`;
+  // after the last chunk compares the hash with the passport. Success: `sink`
+  // received exactly the payload its passport names. `payload-mismatch`: the
+  // bytes read do not match (changed in place since they were checked, or
+  // never matched): what `sink` received must not be used. `truncated`, read
+  // errors and `sink`'s own errors as for check_payload.
+  Result<void> copy_payload(std::size_t i, const ChunkSink& sink) const;
 
   // The position of `key` in the index, found by binary search over the
   // mapped index records; nullopt when the bundle does not hold it.
@@ -90,6 +122,7 @@ private:
   }
 
   std::filesystem::path m_path;
+  util::Fd m_fd;
   const char* m_map = nullptr;
   std::uint64_t m_size = 0;
   std::uint64_t m_count = 0;

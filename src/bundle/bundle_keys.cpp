@@ -3,6 +3,7 @@
 
 #include "util/fd.hpp"
 #include "util/hex.hpp"
+#include "util/input_file.hpp"
 #include "util/posix_io.hpp"
 #include "util/random_bytes.hpp"
 #include "util/sha256.hpp"
@@ -103,34 +104,36 @@ bool starts_with(const std::string& der, const std::array<std::uint8_t, N>& pref
                     [](std::uint8_t p, char c) { return p == static_cast<std::uint8_t>(c); });
 }
 
-// Reads a key file whole, not following a symlink; `st` receives its status.
+// Reads a key file whole (util/input_file.hpp: a symlink is followed, a
+// FIFO never blocks); `st` receives the status of the file read.
 Result<std::string> read_key_file(const std::filesystem::path& path, std::string_view what,
                                   struct stat& st) {
   const std::string name = path.string();
-  util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) {
-    const int err = errno;
-    if (err == ENOENT) {
-      return make_error(
-          ErrorCode::not_found,
-          fmt::format("{} {} does not exist (`kcache bundle keygen` writes one)", what, name));
+  auto file = util::open_input_file(path, what);
+  if (!file) {
+    Error e = file.error();
+    if (e.code == ErrorCode::not_found) {
+      e.message += what == "bundle signing key" ? " (`kcache bundle keygen KEYFILE` writes one)"
+                                                : " (`kcache bundle keygen` writes one beside its private key, KEYFILE.pub)";
     }
-    return make_errno_error(err, fmt::format("open {} {}", what, name));
+    return tl::unexpected(std::move(e));
   }
-  if (::fstat(fd.get(), &st) != 0) {
-    return make_errno_error(errno, fmt::format("stat {} {}", what, name));
-  }
-  if (!S_ISREG(st.st_mode) || st.st_size > static_cast<off_t>(k_key_file_max_bytes)) {
-    return make_error(
-        ErrorCode::invalid_argument,
-        fmt::format("{} {} is not a key file (not a regular file of at most {} bytes)", what, name,
-                    k_key_file_max_bytes));
+  st = file->st;
+  if (st.st_size > static_cast<off_t>(k_key_file_max_bytes)) {
+    return make_error(ErrorCode::invalid_argument,
+                      fmt::format("{} {} is not a key file ({} bytes; a key file has at most {})", what,
+                                  name, st.st_size, k_key_file_max_bytes));
   }
   std::string bytes;
-  if (int e = util::io::read_bounded(fd.get(), k_key_file_max_bytes, bytes,
+  if (int e = util::io::read_bounded(file->fd.get(), k_key_file_max_bytes, bytes,
                                      static_cast<std::size_t>(st.st_size));
       e != 0) {
     return make_errno_error(e, fmt::format("read {} {}", what, name));
+  }
+  if (bytes.size() > k_key_file_max_bytes) {
+    return make_error(ErrorCode::invalid_argument,
+                      fmt::format("{} {} is not a key file (it grew past {} bytes while it was read)",
+                                  what, name, k_key_file_max_bytes));
   }
   return bytes;
 }
@@ -176,6 +179,19 @@ Result<PrivateKey> read_private_key(const std::filesystem::path& path) {
     return tl::unexpected(text.error());
   }
   const std::string name = path.string();
+  // A public key given where the private one belongs (`--sign KEY.pub`): say
+  // so, rather than ask for a mode a public key need not have.
+  if (!unpem(*text, k_private_label) && unpem(*text, k_public_label)) {
+    std::string private_name = name;
+    if (private_name.size() > 4 && private_name.compare(private_name.size() - 4, 4, ".pub") == 0) {
+      private_name.resize(private_name.size() - 4);
+    }
+    return make_error(
+        ErrorCode::invalid_argument,
+        fmt::format("{} is a public key; signing needs the private key (the KEYFILE of `kcache bundle "
+                    "keygen KEYFILE`, e.g. {})",
+                    name, private_name));
+  }
   if ((st.st_mode & 0077) != 0) {
     return make_error(
         ErrorCode::invalid_argument,

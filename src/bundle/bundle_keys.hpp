@@ -27,9 +27,11 @@ struct PrivateKey {
   BundlePublicKey public_key;
 };
 
-// Reads a private key file (grammar above), not following a symlink. Returns
+// Reads a private key file (grammar above; util/input_file.hpp: a symlink is
+// followed, a FIFO is refused without blocking). Returns
 // not_found / permission_denied / io when it cannot be read, invalid_argument
-// naming `path` when it is not an Ed25519 private key or other users can read it.
+// naming `path` when it is not an Ed25519 private key (a public key given
+// instead is named as such) or other users can read it.
 Result<PrivateKey> read_private_key(const std::filesystem::path& path);
 
 // The id of a public key (BundlePublicKey::id()).

@@ -49,11 +49,20 @@ public:
   ~BundleStore() override;
 
   std::string_view name() const noexcept override { return "bundle"; }
+  std::optional<Tier> tier_kind() const noexcept override { return Tier::bundle; }
   bool writable() const noexcept override { return false; }
   // Hit: the entry from the first usable bundle that holds it (its payload
   // maps the file). Miss: no usable bundle holds it, or its payload failed
   // its check (then counted in `corrupt`). Never an error.
   Result<std::optional<Artifact>> get(const Key& key) override;
+  // Hands the payload of `key` to `sink` in chunks read from the bundle file
+  // (BundleFile::copy_payload: the bytes handed on are the bytes hashed, and
+  // a file changed or truncated in place since it was opened is refused, not
+  // copied), from the first usable bundle that holds it. Returns false when
+  // none does. A refusal (`payload-mismatch`, `truncated`) is returned and
+  // makes that bundle refused from then on, as a failed hit does; what `sink`
+  // received must then not be used. `kcache get` copies a bundle hit this way.
+  Result<bool> copy_payload(const Key& key, const std::function<Result<void>(std::string_view)>& sink);
   // Refused with `read_only`: a bundle is never written.
   Result<PutOutcome> put(const Artifact& artifact) override;
   // Returns false: nothing is ever removed from a bundle.

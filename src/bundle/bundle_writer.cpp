@@ -1,5 +1,7 @@
 // create_bundle: lays entries out as bundle_format.hpp says, hashing the
 // metadata as it goes, and signs the digest.
+#include "bundle/bundle_writer.hpp"
+
 #include "bundle/bundle_format.hpp"
 #include "bundle/bundle_keys.hpp"
 #include "kcache/bundle.hpp"
@@ -30,7 +32,7 @@ struct Placed {
 // Writes bytes to `fd`, feeding metadata (not payloads) to the digest.
 class Sink {
 public:
-  Sink(int fd, util::Sha256& digest) : m_fd(fd), m_digest(digest) {}
+  Sink(int fd, std::string_view name, util::Sha256& digest) : m_fd(fd), m_name(name), m_digest(digest) {}
 
   Result<void> metadata(std::string_view bytes) {
     m_digest.update(bytes);
@@ -48,8 +50,8 @@ public:
     return {};
   }
   Result<void> raw(std::string_view bytes) {
-    if (util::io::write_all(m_fd, bytes) != 0) {
-      return make_errno_error(errno, "write bundle");
+    if (const int e = util::io::write_all(m_fd, bytes); e != 0) {
+      return make_errno_error(e, fmt::format("cannot write {}", m_name));
     }
     m_written += bytes.size();
     return {};
@@ -58,15 +60,18 @@ public:
 
 private:
   int m_fd;
+  std::string_view m_name;
   util::Sha256& m_digest;
   std::uint64_t m_written = 0;
 };
 
 } // namespace
 
-Result<BundleSummary> create_bundle(const std::filesystem::path& path,
-                                    std::vector<Artifact> artifacts,
-                                    const BundleCreateOptions& options) {
+namespace bundle {
+
+Result<BundleSummary> write_bundle(std::vector<Artifact> artifacts, const BundleCreateOptions& options,
+                                   std::string_view out_name,
+                                   const std::function<Result<void>(const BundleBytes& bytes)>& output) {
   std::optional<PrivateKey> signer;
   if (!options.sign_key_file.empty()) {
     auto key = read_private_key(options.sign_key_file);
@@ -126,7 +131,7 @@ Result<BundleSummary> create_bundle(const std::filesystem::path& path,
 
   const auto write = [&](int fd) -> Result<void> {
     util::Sha256 digest;
-    Sink out(fd, digest);
+    Sink out(fd, out_name, digest);
     if (auto r = out.metadata(header); !r) {
       return r;
     }
@@ -167,12 +172,32 @@ Result<BundleSummary> create_bundle(const std::filesystem::path& path,
     }
     return out.raw(trailer);
   };
-  if (auto w = util::write_file_atomically_with(path, write, 0644); !w) {
+  if (auto w = output(write); !w) {
     return tl::unexpected(w.error());
   }
   summary.entries = placed.size();
   summary.file_bytes = file_size;
   return summary;
+}
+
+Result<BundleSummary> write_bundle_to(int fd, std::string_view out_name, std::vector<Artifact> artifacts,
+                                      const BundleCreateOptions& options) {
+  return write_bundle(std::move(artifacts), options, out_name,
+                      [fd](const BundleBytes& bytes) { return bytes(fd); });
+}
+
+} // namespace bundle
+
+Result<BundleSummary> create_bundle(const std::filesystem::path& path,
+                                    std::vector<Artifact> artifacts,
+                                    const BundleCreateOptions& options) {
+  // Written as every output a user names is (util::write_output_file_with):
+  // a regular file or a missing path is replaced atomically (fsynced first:
+  // a bundle is often shipped at once); a device, FIFO or symlink's target is
+  // written in place, never replaced; a directory is refused.
+  return bundle::write_bundle(std::move(artifacts), options, path.string(), [&](const bundle::BundleBytes& bytes) {
+    return util::write_output_file_with(path, bytes, 0644, util::FileSync::fsync);
+  });
 }
 
 } // namespace kcache

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "kcache/compiler.hpp"
+#include "kcache/request_stats.hpp"
 
 namespace kcache {
 
@@ -23,6 +24,13 @@ std::string_view to_string(CacheOutcome outcome) noexcept {
 }
 
 namespace {
+
+// The tier of the hit the last look() on this thread found, the hit that
+// call served (its tier and saved time), and how the last get_or_compile()
+// on this thread ended (Cache::last_request).
+thread_local Tier t_look_tier = Tier::disk;
+thread_local std::optional<std::pair<Tier, std::uint64_t>> t_served;
+thread_local std::optional<Cache::Counted> t_last_request;
 
 // The leases one call holds until its entry is published: the local
 // single-flight lease and, on a Redis team remote, the cross-host lease.
@@ -75,6 +83,7 @@ struct Cache::Impl {
 
   // A store hit, or nullopt. A store that cannot be read is a miss (counted).
   std::optional<Artifact> look(const Key& key) {
+    Store::note_served_tier(std::nullopt);
     auto got = store.get(key);
     if (!got) {
       c.store_errors++;
@@ -83,10 +92,12 @@ struct Cache::Impl {
     if (!*got || (*got)->passport.key != key) {
       return std::nullopt;
     }
+    t_look_tier = served_tier(store);
     return std::move(**got);
   }
 
   Result<Artifact> hit(Artifact a, CacheOutcome kind, CacheOutcome* outcome) {
+    t_served.emplace(t_look_tier, a.passport.compile_duration_us);
     c.hits++;
     if (kind == CacheOutcome::hit_after_wait) {
       c.hits_after_wait++;
@@ -98,8 +109,56 @@ struct Cache::Impl {
     return a;
   }
 
+  // run_once(), counted as one request under `route` (empty: options.route,
+  // then the process's default) once it has ended.
   Result<Artifact> run(const Key& key, const std::function<Result<CompileOutput>()>& compile,
-                       CacheOutcome* outcome) {
+                       CacheOutcome* outcome, std::string_view route) {
+    t_served.reset();
+    CacheOutcome kind = CacheOutcome::compiled;
+    std::uint64_t compile_us = 0;
+    // A producer that answers `unsupported` compiled without the cache (get_or_compile in cache.hpp).
+    bool compiled_elsewhere = false;
+    auto result = run_once(
+        key,
+        [&]() -> Result<CompileOutput> {
+          auto out = compile();
+          compiled_elsewhere = !out && out.error().code == ErrorCode::unsupported;
+          return out;
+        },
+        &kind, compile_us);
+    if (outcome != nullptr && result) {
+      *outcome = kind;
+    }
+    count(result              ? std::optional<CacheOutcome>(kind)
+          : compiled_elsewhere ? std::optional<CacheOutcome>(CacheOutcome::compiled_only)
+                               : std::nullopt,
+          compile_us, route);
+    return result;
+  }
+
+  // Counts one request that ended with `kind` (std::nullopt: an error).
+  void count(std::optional<CacheOutcome> kind, std::uint64_t compile_us, std::string_view route) {
+    Counted counted;
+    counted.compile_us = compile_us;
+    if (!kind) {
+      counted.outcome = RequestOutcome::failed;
+    } else if (*kind == CacheOutcome::hit || *kind == CacheOutcome::hit_after_wait) {
+      const auto served = t_served.value_or(std::pair{Tier::disk, std::uint64_t{0}});
+      counted.outcome = RequestOutcome::served;
+      counted.tier = served.first;
+      counted.compile_us = served.second;
+    } else {
+      counted.outcome = *kind == CacheOutcome::compiled ? RequestOutcome::compiled : RequestOutcome::uncached;
+    }
+    t_last_request = counted;
+    if (options.count_requests) {
+      record_request(&store, !route.empty() ? route : std::string_view(options.route), counted.outcome, counted.tier,
+                     counted.compile_us);
+    }
+  }
+
+  Result<Artifact> run_once(const Key& key, const std::function<Result<CompileOutput>()>& compile,
+                            CacheOutcome* outcome, std::uint64_t& compiled_us) {
     c.lookups++;
     if (auto a = look(key)) {
       return hit(std::move(*a), CacheOutcome::hit, outcome);
@@ -168,6 +227,7 @@ struct Cache::Impl {
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
             .count());
     c.compile_us += us;
+    compiled_us = us;
     if (!out) {
       c.compile_failures++;
       return tl::unexpected(out.error());  // the lease is released: a waiter compiles itself
@@ -218,48 +278,57 @@ Result<CompileOutput> compile_in_process(const CompileRequest& request) {
   return CompileOutput{std::move(*a), info.cacheable};
 }
 
-Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutcome* outcome) {
+Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutcome* outcome,
+                                       std::string_view route) {
   const CompileFunction& fn = m_impl->options.compile;
-  if (m_impl->store.disabled()) {
-    // The cache is off: the user's compile, with no key derived (nothing
-    // would be looked up or kept under it).
+  const bool off = m_impl->store.disabled();
+  auto compile_it = [&]() -> Result<CompileOutput> {
+    if (fn) {
+      return fn(request);
+    }
+    if (!off) {
+      return compile_in_process(request);
+    }
+    auto a = compile_without_cache(request);
+    if (!a) {
+      return tl::unexpected(a.error());
+    }
+    return CompileOutput{std::move(*a), false};
+  };
+  // The cache is off: the user's compile, with no key derived (nothing would
+  // be looked up or kept under it). Not cacheable: compile, never store. Both
+  // count as one request, uncached (or failed).
+  auto compile_only = [&]() -> Result<Artifact> {
     m_impl->c.compiles++;
-    auto out = fn ? fn(request) : [&]() -> Result<CompileOutput> {
-      auto a = compile_without_cache(request);
-      if (!a) {
-        return tl::unexpected(a.error());
-      }
-      return CompileOutput{std::move(*a), false};
-    }();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto out = compile_it();
+    const auto us = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
     if (!out) {
       m_impl->c.compile_failures++;
+      m_impl->count(std::nullopt, us, route);
       return tl::unexpected(out.error());
     }
+    m_impl->count(CacheOutcome::compiled_only, us, route);
     if (outcome != nullptr) {
       *outcome = CacheOutcome::compiled_only;
     }
     return std::move(out->artifact);
+  };
+  if (off) {
+    return compile_only();
   }
-  auto compile_it = [&]() -> Result<CompileOutput> { return fn ? fn(request) : compile_in_process(request); };
   auto key = derive_key(request);
   if (!key) {
     if (key.error().code != ErrorCode::unsupported) {
+      m_impl->count(std::nullopt, 0, route);
       return tl::unexpected(key.error());
     }
     // Not cacheable (an include kcache cannot resolve ...): compile, never store.
     m_impl->c.not_cacheable++;
-    m_impl->c.compiles++;
-    auto out = compile_it();
-    if (!out) {
-      m_impl->c.compile_failures++;
-      return tl::unexpected(out.error());
-    }
-    if (outcome != nullptr) {
-      *outcome = CacheOutcome::compiled_only;
-    }
-    return std::move(out->artifact);
+    return compile_only();
   }
-  return m_impl->run(key->key(), compile_it, outcome);
+  return m_impl->run(key->key(), compile_it, outcome, route);
 }
 
 Cache::Cache(Store& store, CacheOptions options)
@@ -269,9 +338,11 @@ Cache::~Cache() = default;
 
 Result<Artifact> Cache::get_or_compile(const Key& key,
                                        const std::function<Result<CompileOutput>()>& compile,
-                                       CacheOutcome* outcome) {
-  return m_impl->run(key, compile, outcome);
+                                       CacheOutcome* outcome, std::string_view route) {
+  return m_impl->run(key, compile, outcome, route);
 }
+
+std::optional<Cache::Counted> Cache::last_request() noexcept { return t_last_request; }
 
 CacheStats Cache::stats() const {
   const auto& c = m_impl->c;

@@ -7,6 +7,7 @@
 #include "cache/config_toml.hpp"
 #include "store/remote/remote_spec.hpp"
 #include "util/edit_distance.hpp"
+#include "util/input_file.hpp"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -15,7 +16,6 @@
 #include <array>
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -337,7 +337,7 @@ Result<void> parse_small_count(std::uint32_t& out, const std::string& v, std::ui
 }
 
 // THE table. Order here is the order of `kcache config` and of the docs.
-const std::array<Setting, 27> k_settings{{
+const std::array<Setting, 28> k_settings{{
     {"cache_dir", "KCACHE_DIR", "$XDG_CACHE_HOME/kcache, else ~/.cache/kcache",
      "Directory of the on-disk cache (never defaults to /tmp)",
      "a directory path; ~ is expanded, a relative path in the config file is relative to the file",
@@ -471,6 +471,19 @@ const std::array<Setting, 27> k_settings{{
        return {};
      },
      [](const Config& c) { return std::string(eviction_policy_name(c.eviction_policy)); }},
+    {"run_summary", "KCACHE_RUN_SUMMARY", "true",
+     "Whether `kcache run` prints one line on stderr when the program exits: the JIT compiles it saw, served and "
+     "compiled",
+     "true or false (also 1/0, yes/no, on/off)",
+     [](Config& c, const std::string& v, const Origin&) -> Result<void> {
+       auto b = parse_bool(v);
+       if (!b) {
+         return tl::unexpected(b.error());
+       }
+       c.run_summary = *b;
+       return {};
+     },
+     [](const Config& c) { return std::string(c.run_summary ? "true" : "false"); }},
 }};
 
 const Setting* find_setting(std::string_view key) {
@@ -544,27 +557,19 @@ std::optional<std::string> process_getenv(const std::string& name) {
 // as a whole; a bad key or value fails the load, or, with `problems`, is
 // recorded there and skipped so that the other keys still apply.
 Result<void> apply_file(Config& c, const std::filesystem::path& path, std::vector<Error>* problems) {
+  // Never blocks on a FIFO and reads only a regular file (util/input_file.hpp).
+  auto contents = util::read_input_file(path, "config file", k_config_file_max_bytes);
+  if (!contents) {
+    const bool too_large = contents.error().code == ErrorCode::invalid_argument;
+    return make_error(too_large ? ErrorCode::invalid_argument : ErrorCode::io,
+                      too_large ? fmt::format("config file {} is larger than 1 MiB; is it the right file? Fix or remove it",
+                                              path.string())
+                                : contents.error().message + "; fix its permissions or remove it");
+  }
   std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) {
-    return make_error(ErrorCode::io, fmt::format("cannot read config file {}: {}; fix its permissions or remove it",
-                                                 path.string(), ec.message()));
-  }
-  if (size > k_config_file_max_bytes) {
-    return make_error(ErrorCode::invalid_argument,
-                      fmt::format("config file {} is larger than 1 MiB; is it the right file? Fix or remove it",
-                                  path.string()));
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (!in) {
-    return make_error(ErrorCode::io,
-                      fmt::format("cannot read config file {}; fix its permissions or remove it", path.string()));
-  }
   toml::table table;
   try {
-    table = toml::parse(buffer.str(), path.string());
+    table = toml::parse(*contents, path.string());
   } catch (const toml::parse_error& e) {
     return make_error(ErrorCode::invalid_argument,
                       fmt::format("{}:{}:{}: not valid TOML: {}; fix the file (one `key = value` per line)",

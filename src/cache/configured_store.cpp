@@ -11,6 +11,7 @@
 #include "bundle/bundle_store.hpp"
 #include "kcache/bundle.hpp"
 #include "store/disabled_store.hpp"
+#include "cache/lazy_file_tier.hpp"
 #include "cache/remote_tiers.hpp"
 #include "cache/store_warnings.hpp"
 
@@ -71,6 +72,14 @@ std::unique_ptr<Store> open_configured_bundle_tier(const Config& config) {
   return bundle::BundleStore::open(config.bundles, trust, config.verify, warn_line);
 }
 
+std::filesystem::path memo_dir_for(const Config& config) {
+  if (config.disable || config.cache_dir.empty() ||
+      (!config.bundles.empty() && !cache_layout_exists(config.cache_dir))) {
+    return {};
+  }
+  return config.cache_dir / "v1" / "toolkit";
+}
+
 Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
   if (config.disable) {
     return std::unique_ptr<Store>(std::make_unique<DisabledStore>());
@@ -80,17 +89,31 @@ Result<std::unique_ptr<Store>> open_configured_store(const Config& config) {
   // about the same failure.
   FileStoreOptions file_options = config.file_store_options();
   file_options.warn = store_warnings::sink(Source::tier);
-  auto file = FileStore::open(std::move(file_options));
-  if (!file) {
+  // The disk tier. With bundles and no cache layout yet (a read-only image,
+  // docs/bundles.md "in place, nothing written"), it is made by the first put
+  // a bundle did not serve; with bundles and a cache directory that cannot be
+  // opened, the bundles serve alone (one warning).
+  std::unique_ptr<Store> disk;
+  FileStore* local = nullptr;
+  if (!config.bundles.empty() && !cache_layout_exists(config.cache_dir)) {
+    disk = std::make_unique<LazyFileTier>(std::move(file_options));
+  } else if (auto file = FileStore::open(std::move(file_options)); file) {
+    local = file->get();
+    disk = std::move(*file);
+  } else if (config.bundles.empty()) {
     return tl::unexpected(file.error());
+  } else {
+    warn_line(file.error().message + "; hits come from the bundles only and nothing is cached (fix the cache "
+                                     "directory, or point KCACHE_DIR at one kcache can use)");
   }
   std::vector<std::unique_ptr<Store>> tiers;
   if (config.memory_size_bytes > 0) {
     tiers.push_back(std::make_unique<MemoryStore>(config.memory_size_bytes));
   }
   const bool bundle_tier = add_bundle_tier(config, tiers);
-  FileStore* local = file->get();
-  tiers.push_back(std::move(*file));
+  if (disk) {
+    tiers.push_back(std::move(disk));
+  }
   std::vector<std::string> remotes;
   add_remote_tiers(config, tiers, remotes, local);
   const std::size_t first_remote = tiers.size() - remotes.size();

@@ -4,12 +4,15 @@
 #include "cli/exit_codes.hpp"
 #include "cli/host_spec.hpp"
 #include "cli/output.hpp"
+#include "cli/output_file.hpp"
+#include "bundle/bundle_writer.hpp"
 #include "kcache/bundle.hpp"
 #include "kcache/orchestrator.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <unistd.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -48,13 +51,26 @@ int report_bundle(const Error& error) {
                   "only if you trust whoever holds its private key");
     return k_exit_untrusted;
   }
+  if (error.code == ErrorCode::unsupported && !reason.empty()) {
+    // A newer format version: nothing is wrong with the bundle, this kcache is old.
+    report(error, "upgrade kcache to read it, or create the bundle with this kcache's version");
+    return k_exit_error;
+  }
   if (!reason.empty()) {
     report(
         error,
-        "the bundle is damaged or was changed after it was signed: get it again from its source");
+        reason == "truncated"
+            ? "the bundle is incomplete (a copy still running, or cut short?) or was overwritten in place: "
+              "get it again from its source, and replace a bundle with a new file and `mv`"
+            : "the bundle is damaged or was changed after it was signed: get it again from its source");
     return k_exit_corrupt;
   }
-  return report(error);
+  if (error.code == ErrorCode::invalid_argument) {
+    // A key file that is not one, or a file kcache refuses: bad input, not a damaged bundle.
+    return report(error);
+  }
+  report(error);
+  return k_exit_error;
 }
 
 // The keys a reader trusts: the files of --trust when given, else the
@@ -159,6 +175,11 @@ int plan_keys(const BundleArgs& args, std::vector<Key>& keys) {
   return k_exit_ok;
 }
 
+// How the errors of writing an output begin (util/atomic_write.cpp, the bundle writer).
+constexpr std::string_view k_output_failures[] = {
+    "cannot write ", "cannot create a temporary file beside ", "cannot rename the temporary file to ",
+    "cannot fsync ", "cannot close ", "cannot open "};
+
 int run_create(const Context& ctx, const BundleArgs& args) {
   std::vector<Key> keys;
   if (int rc = parse_keys(args.keys, keys); rc != k_exit_ok) {
@@ -207,12 +228,38 @@ int run_create(const Context& ctx, const BundleArgs& args) {
       artifacts.push_back(std::move(**a));
     }
   }
+  if (artifacts.empty()) {
+    // Still written (an empty bundle is a valid one), but never silently.
+    std::fprintf(stderr,
+                 "kcache: warning: the selection is empty: %s; %s holds no entries\n",
+                 keys.empty() ? "the cache holds no entries"
+                              : fmt::format("none of the {} entries looked at passes the filters given", seen.size()).c_str(),
+                 args.output.c_str());
+  }
   BundleCreateOptions options;
   options.sign_key_file = args.sign;
-  auto summary = create_bundle(args.output, std::move(artifacts), options);
+  // -o as every output a user names (docs/cli.md, "Output files"): `-` is
+  // standard output, a device, FIFO or symlink's target is written in place.
+  const bool to_stdout = args.output == "-";
+  if (to_stdout) {
+    std::fflush(stdout);
+  }
+  auto summary = to_stdout ? bundle::write_bundle_to(STDOUT_FILENO, "standard output", std::move(artifacts), options)
+                           : create_bundle(args.output, std::move(artifacts), options);
   if (!summary) {
+    // The output's own failures (util/atomic_write.cpp, the bundle writer) name it.
+    const std::string& m = summary.error().message;
+    const bool output_failed = std::any_of(
+        std::begin(k_output_failures), std::end(k_output_failures),
+        [&](std::string_view prefix) { return m.compare(0, prefix.size(), prefix) == 0; });
+    if (output_failed) {
+      report(summary.error(), k_output_write_hint);
+      return k_exit_error;
+    }
     return report(summary.error());
   }
+  // With the bundle on standard output, what was written is said on stderr.
+  std::FILE* say = to_stdout ? stderr : stdout;
   if (ctx.json) {
     const nlohmann::json out{{"file", args.output},
                              {"entries", summary->entries},
@@ -220,9 +267,10 @@ int run_create(const Context& ctx, const BundleArgs& args) {
                              {"file_bytes", summary->file_bytes},
                              {"digest", summary->digest_hex},
                              {"signer", summary->signer_id}};
-    std::printf("%s\n", out.dump(2).c_str());
+    std::fprintf(say, "%s\n", out.dump(2).c_str());
   } else {
-    std::printf("wrote %s: %llu entries, %s of payload, %s in all, %s\n", args.output.c_str(),
+    std::fprintf(say, "wrote %s: %llu entries, %s of payload, %s in all, %s\n",
+                to_stdout ? "standard output" : args.output.c_str(),
                 static_cast<unsigned long long>(summary->entries),
                 format_size(summary->payload_bytes).c_str(),
                 format_size(summary->file_bytes).c_str(),

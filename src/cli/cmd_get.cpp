@@ -28,14 +28,27 @@ int run_get(const Context& ctx, const GetArgs& args) {
   // held in memory whole: a multi-GiB entry costs a few MiB. No -o is
   // standard output, like `-o -`; other outputs follow docs/cli.md "Output files".
   const std::string output = args.output.empty() ? std::string("-") : args.output;
+  // Whether the copy itself found the entry gone (not the output's missing directory, also not_found).
+  bool removed = false;
+  const auto copy = [&](int fd, std::string_view name) {
+    auto copied = entry.copy_to(fd, name);
+    removed = !copied && copied.error().code == ErrorCode::not_found;
+    return copied;
+  };
   Result<void> written;
   if (output == "-") {
     std::fflush(stdout);
-    written = entry.copy_to(STDOUT_FILENO, "to standard output");
+    written = copy(STDOUT_FILENO, "to standard output");
   } else {
-    written = util::write_output_file_with(output, [&](int fd) { return entry.copy_to(fd, output); });
+    written = util::write_output_file_with(output, [&](int fd) { return copy(fd, output); });
   }
   if (!written) {
+    // An entry removed while it was copied (another process's clear or
+    // prune) is a miss; a regular output is left as it was.
+    if (removed) {
+      note(written.error().message);
+      return k_exit_miss;
+    }
     // A damaged payload (exit 4) is the cache's; anything else is the output's.
     if (written.error().code == ErrorCode::corrupt) {
       return report(written.error());

@@ -12,6 +12,7 @@
 #include "cli/onnx_module.hpp"
 #include "cli/output.hpp"
 #include "cli/output_file.hpp"
+#include "util/input_file.hpp"
 #include "kcache/engine_name.hpp"
 #include "kcache/passport.hpp"
 #include "plan/sidecar.hpp"
@@ -27,7 +28,15 @@ struct InspectArgs {
 
 int run_inspect(const InspectArgs& args) {
   namespace fs = std::filesystem;
-  const fs::path file(args.file);
+  // Through a symlink, the artifact is the file it names, and its sidecar and
+  // passport are those beside that file (input files follow symlinks, docs/cli.md).
+  std::error_code ec;
+  fs::path file(args.file);
+  if (fs::is_symlink(file, ec)) {
+    if (auto target = fs::canonical(file, ec); !ec) {
+      file = std::move(target);  // a dangling link stays as given: its read names it
+    }
+  }
   nlohmann::ordered_json doc;
   doc["file"] = args.file;
   bool bad = false;
@@ -47,11 +56,14 @@ int run_inspect(const InspectArgs& args) {
   doc["sidecar"] = std::string(plan::to_string(check.state));
   bad = bad || check.state == plan::SidecarState::mismatch || check.state == plan::SidecarState::bad_sidecar;
   std::optional<Key> key;
-  std::ifstream pass(plan_passport_path(file), std::ios::binary);
+  // Read as every file a user names is (util/input_file.hpp): a FIFO is named, never waited on.
+  auto pass = util::read_input_file(plan_passport_path(file), "the passport beside " + args.file, k_passport_max_bytes);
+  if (!pass && pass.error().code != ErrorCode::not_found) {
+    doc["passport"] = "unreadable: " + pass.error().message;
+    bad = true;
+  }
   if (pass) {
-    std::ostringstream s;
-    s << pass.rdbuf();
-    if (auto passport = Passport::from_json(s.str())) {
+    if (auto passport = Passport::from_json(*pass)) {
       key = passport->key;
       doc["passport"] = nlohmann::ordered_json::parse(passport->to_json());
       if (passport->payload_sha256 != digest->sha256) {

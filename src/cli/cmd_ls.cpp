@@ -8,6 +8,7 @@
 
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
+#include "cache/lazy_file_tier.hpp"
 #include "cli/output.hpp"
 #include "kcache/config.hpp"
 
@@ -15,18 +16,25 @@ namespace kcache::cli {
 namespace {
 
 int run_ls(const Context& ctx) {
-  auto store = open_file_store(ctx);
-  if (!store) {
-    return report(store.error());
+  // A read-only bundle image (bundles set, no cache layout yet): the disk holds
+  // nothing and is not created just to be listed (docs/bundles.md).
+  auto config = ctx.config();
+  const bool image = config && !config->bundles.empty() && !cache_layout_exists(config->cache_dir);
+  Result<std::vector<EntryInfo>> entries = std::vector<EntryInfo>{};
+  if (!image) {
+    auto store = open_file_store(ctx);
+    if (!store) {
+      return report(store.error());
+    }
+    entries = (*store)->list();
   }
-  auto entries = (*store)->list();
   if (!entries) {
     return report(entries.error());
   }
   // The bundle tier's entries that the disk does not hold (the `bundles`
   // setting): a key in both is listed once, as the disk's.
   std::vector<bool> bundled(entries->size(), false);
-  if (auto config = ctx.config(); config) {
+  if (config) {
     if (auto bundles = open_configured_bundle_tier(*config)) {
       std::unordered_set<std::string> on_disk;
       for (const auto& e : *entries) {

@@ -15,6 +15,7 @@
 #include "cli/output_file.hpp"
 #include "kcache/blob.hpp"
 #include "util/fd.hpp"
+#include "util/input_file.hpp"
 
 namespace kcache::cli {
 namespace {
@@ -32,14 +33,12 @@ Result<int> open_input(const std::string& file, util::Fd& holder) {
   if (file == "-") {
     return STDIN_FILENO;
   }
-  // Names what is wrong: missing, a directory, a FIFO (never opened: it would block).
-  if (auto ok = check_input_file(file); !ok) {
-    return tl::unexpected(ok.error());
+  // Names what is wrong: missing, a directory, a FIFO (never blocks: util/input_file.hpp).
+  auto input = util::open_input_file(file, {});
+  if (!input) {
+    return tl::unexpected(input.error());
   }
-  holder.reset(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!holder) {
-    return make_errno_error(errno, "cannot open '" + file + "'");
-  }
+  holder = std::move(input->fd);
   return holder.get();
 }
 

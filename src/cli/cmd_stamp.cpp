@@ -1,5 +1,6 @@
 // `kcache stamp FILE.onnx`: write (or --check) the kcache passport stamp in an
 // ONNX model's metadata_props (docs/plans.md, "Passports in ONNX models").
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "cli/onnx_module.hpp"
 #include "cli/output.hpp"
 #include "cli/output_file.hpp"
+#include "util/input_file.hpp"
 #include "kcache/passport.hpp"
 
 namespace kcache::cli {
@@ -28,21 +30,26 @@ Result<Key> stamp_key(const OnnxModule& module, const StampArgs& args) {
   if (!args.key.empty()) {
     return Key::parse(args.key);
   }
-  std::ifstream pass(plan_passport_path(args.file), std::ios::binary);
+  // Read as every file a user names is (util/input_file.hpp): a FIFO is refused, never waited on.
+  auto pass = util::read_input_file(plan_passport_path(args.file), "the passport beside " + args.file,
+                                    k_passport_max_bytes);
+  if (!pass && pass.error().code != ErrorCode::not_found) {
+    return tl::unexpected(pass.error());
+  }
   if (pass) {
-    std::ostringstream s;
-    s << pass.rdbuf();
-    auto passport = Passport::from_json(s.str());
+    auto passport = Passport::from_json(*pass);
     if (!passport) {
       return make_error(ErrorCode::corrupt, "the passport beside " + args.file + " is damaged: " + passport.error().message +
                                                 "; pass --key explicitly");
     }
     return passport->key;
   }
-  std::ifstream in(args.file, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  auto content = module.content_sha256(s.str());
+  // An ONNX model is a protobuf message: 2 GiB at most.
+  auto model = util::read_input_file(args.file, "ONNX model", std::uint64_t{2} << 30);
+  if (!model) {
+    return tl::unexpected(model.error());
+  }
+  auto content = module.content_sha256(*model);
   if (!content) {
     return tl::unexpected(content.error());
   }

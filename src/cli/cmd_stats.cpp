@@ -1,4 +1,5 @@
-// kcache stats [--json]: the shared counters of the on-disk cache.
+// kcache stats [--json]: the shared counters of the on-disk cache, led by the
+// requests and how they ended (docs/cli.md, "kcache stats").
 #include <chrono>
 #include <cstdio>
 
@@ -6,10 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/interposed_counters.hpp"
+#include "nvcc/nvcc_counters.hpp"
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
 #include "kcache/remote_stats.hpp"
+#include "kcache/request_stats.hpp"
 #include "store/remote/remote_breaker.hpp"
 
 namespace kcache::cli {
@@ -79,6 +82,62 @@ void add_remote_rows(std::vector<std::vector<std::string>>& rows, const RemoteTi
                                           r.lease_waits, r.lease_stalls, r.lease_errors)});
 }
 
+nlohmann::json requests_json(const RequestCounts& c) {
+  nlohmann::json served{{"total", c.served_total()}};
+  for (unsigned t = 0; t < k_tier_count; ++t) {
+    served[std::string(to_string(static_cast<Tier>(t)))] = c.served[t];
+  }
+  return {{"total", c.total()},       {"served", served},
+          {"compiled", c.compiled},   {"uncached", c.uncached},
+          {"failed", c.failed},       {"compile_us_saved", c.compile_us_saved},
+          {"compile_us", c.compile_us}};
+}
+
+// "3 served (2 disk, 1 remote), 1 compiled": the outcomes that happened.
+std::string outcome_words(const RequestCounts& c) {
+  std::string tiers;
+  for (unsigned t = 0; t < k_tier_count; ++t) {
+    if (c.served[t] != 0) {
+      tiers += fmt::format("{}{} {}", tiers.empty() ? "" : ", ", c.served[t], to_string(static_cast<Tier>(t)));
+    }
+  }
+  std::string line = fmt::format("{} served{}, {} compiled", c.served_total(), tiers.empty() ? "" : " (" + tiers + ")",
+                                 c.compiled);
+  if (c.uncached != 0) {
+    line += fmt::format(", {} uncached", c.uncached);
+  }
+  if (c.failed != 0) {
+    line += fmt::format(", {} failed", c.failed);
+  }
+  return line;
+}
+
+// The rows that lead `kcache stats`: every request of this cache directory,
+// how it ended, and per route.
+void add_request_rows(std::vector<std::vector<std::string>>& rows, const RequestStats* stats) {
+  if (stats == nullptr) {
+    rows.push_back({"requests", "none counted yet"});
+    return;
+  }
+  const auto routes = stats->routes();
+  RequestCounts all;
+  for (const auto& r : routes) {
+    all += r.counts;
+  }
+  rows.push_back({"requests", fmt::format("{} (every route and process of this cache directory)", all.total())});
+  rows.push_back({"  served", fmt::format("{}: memory {}, disk {}, bundle {}, remote {}", all.served_total(),
+                                          all.served[0], all.served[1], all.served[2], all.served[3])});
+  rows.push_back({"  compiled", fmt::format("{} (compiled here and stored)", all.compiled)});
+  rows.push_back({"  uncached", fmt::format("{} (compiled here, not stored: not cacheable, or the store failed)",
+                                            all.uncached)});
+  rows.push_back({"  failed", fmt::format("{} (the compile failed, or no toolkit)", all.failed)});
+  rows.push_back({"  compile time saved", format_duration_us(all.compile_us_saved) + " (by the served requests)"});
+  rows.push_back({"  compile time spent", format_duration_us(all.compile_us)});
+  for (const auto& r : routes) {
+    rows.push_back({"  route " + r.route, fmt::format("{}: {}", r.counts.total(), outcome_words(r.counts))});
+  }
+}
+
 // The stand-in libraries' counters (`kcache run`, docs/run.md), when any
 // process has used them with this cache: library -> event -> count.
 std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::uint64_t>>>> interposed_stats(
@@ -127,10 +186,19 @@ int run_stats(const Context& ctx) {
   }
   using RC = remote::RemoteCounter;
   const std::vector<RemoteTierStats> remotes = remote_tier_stats(config->cache_dir);
+  const auto requests = RequestStats::open_existing(config->cache_dir);
   const std::uint64_t lookups = s->hits + s->misses;
   const double hit_ratio = lookups == 0 ? 0.0 : static_cast<double>(s->hits) / static_cast<double>(lookups);
   if (ctx.json) {
-    nlohmann::json j{{"cache_dir", config->cache_dir.string()},
+    nlohmann::json req = requests_json(requests ? requests->total() : RequestCounts{});
+    req["routes"] = nlohmann::json::object();
+    if (requests) {
+      for (const auto& r : requests->routes()) {
+        req["routes"][r.route] = requests_json(r.counts);
+      }
+    }
+    nlohmann::json j{{"requests", req},
+                     {"cache_dir", config->cache_dir.string()},
                      {"entries", s->entries},
                      {"size_bytes", s->size_bytes},
                      {"metadata_bytes", s->metadata_bytes},
@@ -193,6 +261,15 @@ int run_stats(const Context& ctx) {
         j["interposed"][lib][event] = value;
       }
     }
+    if (const auto nv = nvcc::read_nvcc_stats(config->cache_dir)) {
+      for (const auto& [name, value] : nv->outcomes) {
+        j["nvcc"][name] = value;
+      }
+      j["nvcc"]["uncached_reasons"] = nlohmann::json::object();
+      for (const auto& [name, value] : nv->uncached_reasons) {
+        j["nvcc"]["uncached_reasons"][name] = value;
+      }
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return k_exit_ok;
   }
@@ -201,14 +278,16 @@ int run_stats(const Context& ctx) {
       s->max_size_bytes == 0
           ? ""
           : fmt::format(" ({:.1f}%)", 100.0 * static_cast<double>(s->size_bytes) / static_cast<double>(s->max_size_bytes));
-  std::vector<std::vector<std::string>> rows{
+  std::vector<std::vector<std::string>> rows;
+  add_request_rows(rows, requests.get());
+  const std::vector<std::vector<std::string>> disk_rows{
       {"cache directory", config->cache_dir.string()},
       {"entries", std::to_string(s->entries)},
       {"size", format_size(s->size_bytes) + " of " + cap + pct},
       {"metadata", format_size(s->metadata_bytes) + " (shared counters and check table, under the cap)"},
-      {"hits", std::to_string(s->hits)},
-      {"misses", std::to_string(s->misses)},
-      {"hit ratio", lookups == 0 ? "-" : fmt::format("{:.1f}%", 100.0 * hit_ratio)},
+      {"disk lookups", fmt::format("{} hits, {} misses (lookups inside requests, and `kcache get`)", s->hits,
+                                   s->misses)},
+      {"disk hit ratio", lookups == 0 ? "-" : fmt::format("{:.1f}%", 100.0 * hit_ratio)},
       {"puts", std::to_string(s->puts)},
       {"puts skipped", std::to_string(s->puts_skipped)},
       {"evictions", std::to_string(s->evictions)},
@@ -216,12 +295,13 @@ int run_stats(const Context& ctx) {
       {"errors", std::to_string(s->errors)},
       {"bytes read", format_size(s->bytes_read)},
       {"bytes written", format_size(s->bytes_written)},
-      {"compile time saved", format_duration_us(s->compile_us_saved)},
+      {"disk hits' compile time", format_duration_us(s->compile_us_saved)},
       {"temporary files",
        fmt::format("{} ({}), {} ({}) left by writers that are gone{}", s->temp_files, format_size(s->temp_bytes),
                    s->stale_temp_files, format_size(s->stale_temp_bytes),
                    s->stale_temp_files == 0 ? "" : ": `kcache verify --repair` removes them")},
   };
+  rows.insert(rows.end(), disk_rows.begin(), disk_rows.end());
   if ((*store)->degraded()) {
     rows.push_back({"state", "degraded: writes are skipped"});
   }
@@ -232,8 +312,7 @@ int run_stats(const Context& ctx) {
                                      : config->eviction_policy == EvictionPolicy::gds ? "gds (cheapest to rebuild per byte first)"
                                                                                        : "cost (cheapest to rebuild per byte and use first)"});
   if (rc) {
-    rows.push_back({"remote hits", std::to_string(rc->get(RC::hits))});
-    rows.push_back({"remote misses", std::to_string(rc->get(RC::misses))});
+    rows.push_back({"remote lookups", fmt::format("{} hits, {} misses", rc->get(RC::hits), rc->get(RC::misses))});
     rows.push_back({"remote errors", fmt::format("{} ({} skipped by the breaker)", rc->get(RC::errors),
                                                  rc->get(RC::skipped))});
     rows.push_back({"remote rejected entries", std::to_string(rc->get(RC::rejected))});
@@ -243,7 +322,7 @@ int run_stats(const Context& ctx) {
                     format_size(rc->get(RC::bytes_in)) + " / " + format_size(rc->get(RC::bytes_out))});
     rows.push_back({"remote get p50 / p99", fmt::format("<= {} / <= {}", format_duration_us(rc->latency_quantile(0.5)),
                                                         format_duration_us(rc->latency_quantile(0.99)))});
-    rows.push_back({"remote compile time saved", format_duration_us(rc->get(RC::compile_us_saved))});
+    rows.push_back({"remote hits' compile time", format_duration_us(rc->get(RC::compile_us_saved))});
     rows.push_back({"remote leases taken", fmt::format("{} ({} after a dead or failed owner, {} lost while compiling)",
                                                        rc->get(RC::lease_taken), rc->get(RC::lease_takeovers),
                                                        rc->get(RC::lease_lost))});
@@ -260,7 +339,18 @@ int run_stats(const Context& ctx) {
     for (const auto& [event, value] : events) {
       line += (line.empty() ? "" : ", ") + std::to_string(value) + " " + event;
     }
-    rows.push_back({"kcache run: " + lib, line});
+    rows.push_back({"kcache run stand-in: " + lib, line});
+  }
+  if (const auto nv = nvcc::read_nvcc_stats(config->cache_dir)) {
+    std::string line;
+    for (const auto& [name, value] : nv->outcomes) {
+      line += (line.empty() ? "" : ", ") + std::to_string(value) + " " + name;
+    }
+    std::string reasons;
+    for (const auto& [name, value] : nv->uncached_reasons) {
+      reasons += (reasons.empty() ? "" : ", ") + name + " " + std::to_string(value);
+    }
+    rows.push_back({"kcache nvcc", line + (reasons.empty() ? "" : " (uncached: " + reasons + ")")});
   }
   print_table(rows);
   if (s->pins_over_cap) {

@@ -29,6 +29,7 @@
 #include "kcache/tiered_store.hpp"
 #include "kcache/toolkit.hpp"
 #include "cli/output_file.hpp"
+#include "util/input_file.hpp"
 
 namespace kcache::cli {
 
@@ -52,24 +53,23 @@ inline std::optional<std::string> read_whole_file(const std::string& path, std::
       *code = ErrorCode::io;
     }
   };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = "cannot read " + path + ": " + std::strerror(errno);
+  // Never blocks, reads only a regular file, and names what is wrong (util/input_file.hpp).
+  auto input = util::open_input_file(path, {});
+  if (!input) {
+    error = input.error().message;
     io_failed();
     return std::nullopt;
   }
+  const int fd = input->fd.release();
   const std::string too_large = path + " is larger than " + std::to_string(max_bytes) +
                                 " bytes, the most kcache gives NVRTC (2 GiB). Split it or compile it with nvcc";
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+  if (static_cast<std::uint64_t>(input->st.st_size) > max_bytes) {
     ::close(fd);
     error = too_large;
     return std::nullopt;
   }
   std::string bytes;
-  if (S_ISREG(st.st_mode)) {
-    bytes.reserve(static_cast<std::size_t>(st.st_size));
-  }
+  bytes.reserve(static_cast<std::size_t>(input->st.st_size));
   char buffer[65536];
   for (;;) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
@@ -234,11 +234,12 @@ inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, b
   } else {
     ::setenv("KCACHE_BASE_DIR", env.config.base_dir.c_str(), 1);
   }
-  // A disabled or untrusted cache gets nothing written: no memo, no lock, no entry.
+  // A disabled or untrusted cache gets nothing written: no memo, no lock, no
+  // entry; nor does a read-only bundle image (memo_dir_for).
   if (env.config.disable || !problems.empty() || env.config.cache_dir.empty()) {
     no_cache = true;
   } else {
-    env.memo_dir = env.config.cache_dir / "v1" / "toolkit";
+    env.memo_dir = memo_dir_for(env.config);
   }
   Toolkit::instance().set_memo_dir(env.memo_dir);  // the header manifests follow it too
   if (!no_cache) {

@@ -14,9 +14,11 @@
 #include <CLI/CLI.hpp>
 
 #include "cache/store_warnings.hpp"
+#include "cli/cmd_nvcc.hpp"
 #include "cli/command.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/output_file.hpp"
+#include "kcache/request_stats.hpp"
 
 namespace kcache::cli {
 
@@ -135,8 +137,18 @@ bool register_quick_parser(const std::string& name, QuickParser parser) {
 
 int main(int argc, char** argv) {
   using namespace kcache::cli;
-  // `kcache worker` talks to its pool over pipes and ends on its own when the pool is gone.
-  prepare_standard_streams(/*handle_sigpipe=*/first_word(argc, argv) != "worker");
+  // Requests this command serves or compiles count as the kcache command's (`kcache stats`).
+  kcache::set_default_request_route("cli");
+  // `kcache nvcc ARGS...`, `kcache /path/to/nvcc ARGS...` (a compiler
+  // launcher) and kcache installed as `nvcc`: every argument is nvcc's, so
+  // none goes through the option parsers (cli/cmd_nvcc.hpp).
+  const bool nvcc_launch = is_nvcc_launch(argc, argv);
+  // `kcache worker` talks to its pool over pipes and ends on its own when the
+  // pool is gone; nvcc's messages go where nvcc's would, SIGPIPE included.
+  prepare_standard_streams(/*handle_sigpipe=*/!nvcc_launch && first_word(argc, argv) != "worker");
+  if (nvcc_launch) {
+    return run_nvcc_launch(argc, argv);
+  }
   {
     Context quick_ctx;
     if (const auto status = run_quickly(argc, argv, quick_ctx)) {

@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.hpp"
+#include "bundle/bundle_store.hpp"
+#include "cache/lazy_file_tier.hpp"
 #include "kcache/config.hpp"
 #include "util/posix_io.hpp"
 
@@ -129,8 +131,22 @@ Result<void> FetchedEntry::copy_to(int out_fd, std::string_view out_name) const 
   if (!bundled) {
     return file.copy_to(out_fd, out_name);
   }
-  if (const int e = util::io::write_all(out_fd, {bundled->payload.data(), bundled->payload.size()}); e != 0) {
-    return tl::unexpected(Error{ErrorCode::io, "cannot write " + std::string(out_name) + ": " + std::strerror(e), {}});
+  auto* tier = dynamic_cast<bundle::BundleStore*>(bundle_tier.get());
+  if (tier == nullptr) {
+    return make_error(ErrorCode::internal, "a bundle hit without its bundle tier");
+  }
+  auto copied = tier->copy_payload(bundled->passport.key, [&](std::string_view chunk) -> Result<void> {
+    if (const int e = util::io::write_all(out_fd, chunk); e != 0) {
+      return tl::unexpected(Error{ErrorCode::io, "cannot write " + std::string(out_name) + ": " + std::strerror(e), {}});
+    }
+    return {};
+  });
+  if (!copied) {
+    return tl::unexpected(copied.error());
+  }
+  if (!*copied) {
+    return make_error(ErrorCode::corrupt, "the bundle that held " + bundled->passport.key.hex() +
+                                              " was refused while it was copied");
   }
   return {};
 }
@@ -145,12 +161,41 @@ int fetch_entry(const Context& ctx, const std::string& key_text, FetchedEntry& o
   if (!config) {
     return report(config.error());
   }
+  // A read-only bundle image (bundles set, no cache layout yet, or a cache
+  // directory that cannot be opened): the bundles answer and nothing is
+  // written (docs/bundles.md).
+  // A hit of the bundle tier, kept in `out`; false when it holds no such entry.
+  const auto bundle_hit = [&] {
+    if (auto bundles = open_configured_bundle_tier(*config)) {
+      auto bundled = bundles->get(*key);
+      if (bundled && bundled->has_value()) {
+        out.bundled = std::move(**bundled);
+        out.bundle_tier = std::move(bundles);
+        return true;
+      }
+    }
+    return false;
+  };
+  const auto from_bundles = [&](const std::string& disk_note) {
+    if (bundle_hit()) {
+      return k_exit_ok;
+    }
+    note("no entry for " + key->hex() + " (a miss" + disk_note + ")");
+    return k_exit_miss;
+  };
+  if (!config->bundles.empty() && !cache_layout_exists(config->cache_dir)) {
+    return from_bundles("; the cache directory holds no entries yet");
+  }
   // A damaged entry is removed by get() and is a miss; say what was wrong.
   std::string damage;
   FileStoreOptions options = config->file_store_options();
   options.damaged = [&damage](const Key&, const std::string& why) { damage = why; };
   auto store = FileStore::open(std::move(options));
   if (!store) {
+    if (!config->bundles.empty()) {
+      note("warning: the cache directory cannot be used (" + store.error().message + "); only the bundles are asked");
+      return from_bundles("");
+    }
     return report(store.error());
   }
   // get() verifies the payload: only an entry that would be served is shown or written.
@@ -161,12 +206,8 @@ int fetch_entry(const Context& ctx, const std::string& key_text, FetchedEntry& o
   if (!got->has_value() && damage.empty()) {
     // The disk tier first (no bundle is opened for a disk hit), then the
     // bundle tier, which holds the same bytes for a key.
-    if (auto bundles = open_configured_bundle_tier(*config)) {
-      auto bundled = bundles->get(*key);
-      if (bundled && bundled->has_value()) {
-        out.bundled = std::move(**bundled);
-        return k_exit_ok;
-      }
+    if (bundle_hit()) {
+      return k_exit_ok;
     }
   }
   if (!got->has_value()) {

@@ -43,12 +43,16 @@ Result<std::unique_ptr<FileStore>> open_file_store(const Context& ctx);
 struct FetchedEntry {
   PayloadFile file;                 // a disk-tier hit
   std::optional<Artifact> bundled;  // a bundle-tier hit (the `bundles` setting)
+  std::unique_ptr<Store> bundle_tier;  // the tier that served `bundled`
 
   const Passport& passport() const noexcept { return bundled ? bundled->passport : file.passport(); }
   std::uint64_t size() const noexcept { return passport().payload_size; }
   // "disk" or "bundle": the tier that served it.
   const char* tier() const noexcept { return bundled ? "bundle" : "disk"; }
-  // Copies the payload to `out_fd` (PayloadFile::copy_to for a disk hit).
+  // Copies the payload to `out_fd`: PayloadFile::copy_to for a disk hit; for
+  // a bundle hit, from the bundle file in chunks, each hashed before it is
+  // written, so that a bundle changed in place since the hit was checked
+  // fails the copy (corrupt, exit 4) instead of writing other bytes.
   Result<void> copy_to(int out_fd, std::string_view out_name) const;
 };
 

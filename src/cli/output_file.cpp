@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "util/atomic_write.hpp"
+#include "util/input_file.hpp"
 #include "util/wire_codec.hpp"
 
 namespace kcache::cli {
@@ -39,23 +40,7 @@ Result<void> write_output(const std::string& path, std::string_view bytes) {
   return {};
 }
 
-Result<void> check_input_file(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) {
-      return make_error(ErrorCode::not_found, path + " does not exist");
-    }
-    return make_errno_error(errno, "cannot read " + path);
-  }
-  if (S_ISREG(st.st_mode)) {
-    return {};
-  }
-  const char* what = S_ISDIR(st.st_mode)    ? "a directory, not a file"
-                     : S_ISFIFO(st.st_mode) ? "a FIFO, not a regular file"
-                     : S_ISSOCK(st.st_mode) ? "a socket, not a regular file"
-                                            : "a device, not a regular file";
-  return make_error(ErrorCode::io, path + " is " + what);
-}
+Result<void> check_input_file(const std::string& path) { return util::check_input_file(path, {}); }
 
 void prepare_standard_streams(bool handle_sigpipe) {
   for (int fd = 0; fd <= 2; ++fd) {

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "deps/computed_includes.hpp"
 #include "deps/directory_listings.hpp"
 #include "deps/macro_expander.hpp"
 #include "deps/name_directory.hpp"
@@ -42,13 +43,17 @@ std::int64_t now_ns() {
 // the caller's buffer, reused for every header of a scan.
 Result<void> load(const std::string& path, ManifestHeader& entry, std::string& bytes) {
   for (int attempt = 0; attempt < 3; ++attempt) {
-    util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: a FIFO swapped in since the header was found never blocks the scan.
+    util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (!fd) {
       return make_errno_error(errno, "open header " + path);
     }
     struct stat before {};
     if (::fstat(fd.get(), &before) != 0) {
       return make_errno_error(errno, "stat header " + path);
+    }
+    if (!S_ISREG(before.st_mode)) {
+      return make_error(ErrorCode::io, "header " + path + " is not a regular file");
     }
     bytes.resize(static_cast<std::size_t>(before.st_size));
     std::size_t got = 0;
@@ -95,8 +100,13 @@ std::string join(const std::string& dir, const std::string& name) {
 class ClosureScan {
 public:
   ClosureScan(const ScanInput& in, const HeaderManifest* previous, bool with_predefined)
-      : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(now_ns()), m_with_predefined(with_predefined),
-        m_directories(listings_dir(in), m_now) {
+      : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(now_ns()), m_directories(listings_dir(in), m_now),
+        m_computed(
+            in, with_predefined, m_table, m_table_version, m_manifest.not_cacheable,
+            [this](std::vector<IncludeDirective> names, const DirList& includer_dirs, const std::string& where) {
+              m_work.push_back({std::move(names), includer_dirs, where});
+            },
+            [this](const std::vector<MacroDefinition>& defines) { add_defines(defines); }) {
     if (previous != nullptr && previous->has_details) {
       for (const auto& h : previous->headers) {
         m_previous[h.path] = &h;
@@ -182,15 +192,14 @@ public:
         // A fixed point with identifiers taken as undefined that nobody has
         // asked NVRTC about yet: one probe for all of them (not one per round).
         // Their answers can only add definitions: expand again if they did.
-        if (m_pending.empty() || !ask_pending() || version == m_table_version) {
+        if (!m_computed.has_pending() || !m_computed.ask_pending() || version == m_table_version) {
           break;
         }
       }
     }
-    if (!m_pending.empty() && m_manifest.not_cacheable.empty()) {
+    if (m_computed.has_pending() && m_manifest.not_cacheable.empty()) {
       // Never a result with identifiers taken as undefined unasked.
-      m_manifest.not_cacheable = m_pending.begin()->second + "the scan stopped before asking NVRTC about " +
-                                 m_pending.begin()->first;
+      m_manifest.not_cacheable = m_computed.stopped_before_asking();
     }
     m_manifest.headers.reserve(m_found.size());
     for (const auto& [path, h] : m_found) {
@@ -203,7 +212,7 @@ public:
     m_manifest.name_directory_seen = m_name_dir.because();
     m_manifest.file_macros = m_name_dir.file_macros();
     m_manifest.dirs = m_directories.records();
-    m_manifest.looked_up.assign(m_looked_up.begin(), m_looked_up.end());
+    m_manifest.looked_up.assign(m_computed.looked_up().begin(), m_computed.looked_up().end());
     return {};
   }
 
@@ -264,12 +273,6 @@ private:
     DirList includer_dirs;
     std::string where;
   };
-  struct Computed {
-    std::string tokens;
-    DirList includer_dirs;
-    std::string where;
-    std::uint64_t expanded_at = 0;  // m_table_version of the last expansion (0: never)
-  };
 
   void add_defines(const std::vector<MacroDefinition>& defines) {
     for (const auto& d : defines) {
@@ -292,7 +295,7 @@ private:
 
   Result<void> resolve(const IncludeDirective& d, const DirList& includer_dirs, const std::string& where) {
     if (d.computed) {
-      m_computed.push_back({d.name, includer_dirs, where, 0});
+      m_computed.note(d.name, includer_dirs, where);
       return {};
     }
     // In-memory headers win over files (NVRTC looks them up by exact name);
@@ -609,6 +612,8 @@ private:
     }
   }
 
+  // Expands the computed includes (deps/computed_includes.hpp) with the
+  // toolkit's definitions behind the scan's own.
   void expand_computed() {
     if (m_toolkit_root.empty()) {
       m_table.fallback = nullptr;
@@ -618,127 +623,12 @@ private:
         return m_toolkit->find_define(name);
       };
     }
-    for (auto& c : m_computed) {
-      if (c.expanded_at == m_table_version + 1) {
-        continue;
-      }
-      c.expanded_at = m_table_version + 1;
-      auto e = expand_include(c.tokens, m_table);
-      m_looked_up.insert(e.identifiers.begin(), e.identifiers.end());
-      if (!e.error.empty()) {
-        m_manifest.not_cacheable = c.where + ": #include " + c.tokens + ": " + e.error;
-        return;
-      }
-      if (!add_predefined(c, e.identifiers)) {
-        return;
-      }
-      std::vector<IncludeDirective> names;
-      for (auto& n : e.names) {
-        if (m_expanded.insert({n.name, c.includer_dirs}).second) {
-          names.push_back(std::move(n));
-        }
-      }
-      if (!names.empty()) {
-        m_work.push_back({std::move(names), c.includer_dirs, c.where});
-      }
-    }
-  }
-
-  // Adds what NVRTC predefines for the `identifiers` computed include `c`
-  // looked up, as more definitions (the table's version moves, so every
-  // computed include is expanded again). An identifier nobody asked NVRTC
-  // about yet is taken as undefined until the fixed point, where
-  // ask_pending() asks all of them with one probe (a probe is a whole NVRTC
-  // compile: CuPy's Thrust headers needed seven, one per round); answers can
-  // only add definitions, so the fixed point then continues from there and
-  // ends where every looked-up identifier has its answer. False
-  // (not_cacheable set) when that cannot be known, or must be asked in the
-  // predefined pass.
-  bool add_predefined(const Computed& c, const std::vector<std::string>& identifiers) {
-    std::vector<std::string> ask;
-    for (const auto& id : identifiers) {
-      if (id == "defined" || id == "__VA_ARGS__" || id == "__VA_OPT__" || !may_be_predefined(id) ||
-          !m_asked.insert(id).second) {
-        continue;
-      }
-      if (const auto why = unkeyable_macro_reason(id); !why.empty()) {
-        m_manifest.not_cacheable = c.where + ": #include " + c.tokens + ": uses " + id + ", and " + std::string(why);
-        return false;
-      }
-      ask.push_back(id);
-    }
-    if (ask.empty()) {
-      return true;
-    }
-    const std::string where = c.where + ": #include " + c.tokens + ": ";
-    if (!m_with_predefined) {
-      std::string names;
-      for (std::size_t i = 0; i < ask.size() && i < 4; ++i) {
-        names += (i == 0 ? "" : ", ") + ask[i];
-      }
-      m_manifest.not_cacheable = std::string(k_needs_predefined) + where + "uses " + names +
-                                 (ask.size() > 4 ? " ..." : "") +
-                                 ", which NVRTC may predefine, and kcache cannot ask NVRTC here";
-      return false;
-    }
-    // What is known already applies now; the others are taken as undefined
-    // until the fixed point, then asked all at once (ask_pending()).
-    const auto known = remembered_predefined(*m_in.predefined, ask);
-    for (const auto& id : ask) {
-      if (!known.contains(id)) {
-        m_pending.emplace(id, where);
-      }
-    }
-    return apply_predefined(known, [&](const std::string&) { return where; });
-  }
-
-  // Asks NVRTC about every pending identifier with one probe and applies the
-  // answers. False (not_cacheable set) when that fails or an answer cannot be used.
-  bool ask_pending() {
-    std::vector<std::string> names;
-    for (const auto& [name, where] : m_pending) {
-      names.push_back(name);
-    }
-    auto answers = ask_predefined(*m_in.predefined, names);
-    if (!answers) {
-      m_manifest.not_cacheable = m_pending.begin()->second +
-                                 "cannot ask NVRTC which of its identifiers it predefines: " + answers.error().message;
-      return false;
-    }
-    const auto pending = std::move(m_pending);
-    m_pending.clear();
-    return apply_predefined(*answers, [&](const std::string& name) { return pending.at(name); });
-  }
-
-  // Adds NVRTC's `answers` as definitions; `where_of(name)`: the computed
-  // include that looked the name up, for the reason. False (not_cacheable
-  // set) when one is a macro kcache cannot expand.
-  template <class WhereOf>
-  bool apply_predefined(const std::map<std::string, PredefinedAnswer>& answers, WhereOf where_of) {
-    for (const auto& [name, a] : answers) {
-      if (a.kind == PredefinedAnswer::Kind::other) {
-        m_manifest.not_cacheable = where_of(name) + "NVRTC predefines " + name + " as a macro kcache does not expand";
-        return false;
-      }
-      if (a.kind == PredefinedAnswer::Kind::object_like) {
-        // The toolkit's definitions stay alternatives once the table has its own.
-        if (const auto* known = m_table.find(name)) {
-          const auto copy = *known;
-          add_defines(copy);
-        }
-        add_defines({MacroDefinition{name, false, {}, a.value}});
-      }
-    }
-    return true;
+    m_computed.expand();
   }
 
   const ScanInput& m_in;
   std::string m_toolkit_root;
   std::int64_t m_now;
-  bool m_with_predefined;
-  std::set<std::string> m_looked_up;  // by every expansion of a computed include (the family's roots)
-  std::set<std::string> m_asked;  // identifiers whose predefinition is known (or being asked)
-  std::map<std::string, std::string> m_pending;  // not asked yet (taken as undefined): name -> where it was looked up
   std::map<std::string, const ManifestHeader*> m_previous;
   std::set<std::string> m_dirs_in_toolkit;
   std::vector<std::string> m_main_dirs;
@@ -746,8 +636,6 @@ private:
   bool m_reached_toolkit = false;  // a toolkit header (not scanned) is reached
   std::set<std::string> m_memory_done;
   std::deque<Work> m_work;
-  std::vector<Computed> m_computed;
-  std::set<std::pair<std::string, DirList>> m_expanded;
   MacroTable m_table;
   std::uint64_t m_table_version = 0;
   std::map<std::string, Facts> m_found;
@@ -781,6 +669,7 @@ private:
   std::vector<std::string> m_first_names;  // by id
   std::set<std::string> m_tk_seen;
   HeaderManifest m_manifest;
+  ComputedIncludes m_computed;  // after m_table, m_work and m_manifest, which it refers to
   std::string m_read_buffer;  // load()'s, for every header read
   // read_toolkit_ahead()'s result, and its thread: last, so that it is
   // joined before any other member goes.

@@ -7,7 +7,7 @@
 // deps/header_manifest.hpp), and what the key needs besides: whether the
 // working directory and the program name's directory reach the output, and
 // why a request cannot be cached at all. compile/ keys the request from this
-// (compile/compiler.cpp) and runs the compiler; this layer runs none: where it
+// (compile/request_keys.cpp) and runs the compiler; this layer runs none: where it
 // must ask the compiler (what NVRTC predefines), the caller hands it the probe
 // (`compile_probe`).
 //

@@ -122,7 +122,7 @@ struct ManifestDir {
 };
 
 // Adds one (path, SHA-256 hex) pair to `list` as the key's "disk_headers"
-// field takes it (compile/compiler.cpp): the path's length (8 bytes, host
+// field takes it (compile/request_keys.cpp): the path's length (8 bytes, host
 // order), the path, the hex digest.
 void add_to_header_list(util::Sha256& list, std::string_view path, std::string_view sha256_hex);
 
@@ -192,6 +192,11 @@ inline constexpr std::size_t k_dir_bytes_per_lookup = 512;
 // when `names` is empty or the directory cannot be opened (searched, for
 // each_name; read, for listing).
 bool names_still_apply(const char* dir, const std::vector<std::pair<std::string, char>>& names, NameCheck how);
+
+// A directory's name records (`block`: its part of a manifest's names block,
+// "n|x|f" " " str "\n" each); nothing when they are malformed or not sorted
+// and unique.
+std::optional<std::vector<std::pair<std::string, char>>> parse_manifest_names(std::string_view block);
 
 // How many directories names_still_apply() listed in this process; for tests.
 std::uint64_t manifest_dir_listings();

@@ -5,7 +5,7 @@
 // (`/tmp/tmpab12cd/kern.cu`); keyed verbatim, no two processes would share an
 // entry. NVRTC uses the program name's directory only
 //   - in line tables and debug information (`-lineinfo`, `-G`) and in LTO-IR
-//     (decided from the options: compile/compiler.cpp);
+//     (decided from the options: deps/dependencies.cpp);
 //   - to resolve the main source's quoted includes (measured: never a header's,
 //     nor an angled include), which a `--pre-include` or an in-memory header
 //     may also reach;

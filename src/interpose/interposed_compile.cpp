@@ -147,4 +147,24 @@ std::optional<std::vector<std::string>> copy_c_strings(std::int64_t count, const
   return out;
 }
 
+InterposedCall start_call(Jit jit, std::string entry_kind, std::string version, std::string backend,
+                          std::function<int()> real) {
+  InterposedCall call;
+  call.jit = jit;
+  call.entry_kind = std::move(entry_kind);
+  call.version = std::move(version);
+  call.request.backend = std::move(backend);
+  call.real = std::move(real);
+  return call;
+}
+
+bool copy_options(std::vector<std::string>& out, std::int64_t count, const char* const* options) {
+  auto copied = copy_c_strings(count, options);
+  if (!copied) {
+    return false;
+  }
+  out = std::move(*copied);
+  return true;
+}
+
 }  // namespace kcache::interpose

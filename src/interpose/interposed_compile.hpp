@@ -53,6 +53,31 @@ ServedCall serve(const InterposedCall& call);
 // count, or a null string.
 std::optional<std::vector<std::string>> copy_c_strings(std::int64_t count, const char* const* strings);
 
+// A compile call of `jit` for a program of `backend` ("nvrtc", "nvjitlink",
+// "nvvm"), recorded as entries of kind `entry_kind`, keyed with the real
+// library's run-time `version`; `real` runs the real compile alone. The
+// caller fills in the rest of the request, `keyable` and `compile`.
+InterposedCall start_call(Jit jit, std::string entry_kind, std::string version, std::string backend,
+                          std::function<int()> real);
+
+// Copies the `count` options at `options` (a C API's `const char**`) into
+// `out`. False, `out` untouched, when kcache cannot key them (copy_c_strings()):
+// the call is then forwarded uncached.
+bool copy_options(std::vector<std::string>& out, std::int64_t count, const char* const* options);
+
+// Takes what `call` needs from a program's stand-in state `state` (a
+// HandleTable state: mutex, keyable, served): under the state's lock, forgets
+// the result last served for it (the getters answer from the real library
+// again until this call is served), sets `call.keyable` from the state's, and
+// runs `fill()` to copy the request's parts.
+template <class State, class Fill>
+void take_program(InterposedCall& call, State& state, Fill&& fill) {
+  std::lock_guard lock(state.mutex);
+  state.served.reset();
+  call.keyable = state.keyable;
+  fill();
+}
+
 // serve(), keeping a served result in `state` (a HandleTable state) for the
 // getters to replay. Returns the code the compile call returns.
 template <class State>

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +56,12 @@ struct LinkState {
   std::vector<NamedBytes> inputs;
   bool keyable = true;
   std::shared_ptr<const JitResult> served;
+  bool completed = false;  // nvJitLinkComplete returned (served or real)
+  // After a Complete that kcache served, the program's real handle never
+  // linked: calls made after it go to this real handle (same options and
+  // inputs, completed), so that their codes and logs are the real library's
+  // (after_served).
+  nvJitLinkHandle after = nullptr;
 };
 
 HandleTable<LinkState>& links() { return HandleTable<LinkState>::instance(); }
@@ -99,15 +106,93 @@ bool read_file(const char* path, std::string& out) {
 }
 
 std::string real_version() {
-  static const std::string version = [] {
-    const auto fn = real_function<nvJitLinkResult (*)(unsigned*, unsigned*)>(Jit::nvjitlink, "nvJitLinkVersion");
-    unsigned major = 0, minor = 0;
-    if (fn == nullptr || fn(&major, &minor) != k_success) {
-      return std::string();
-    }
-    return std::to_string(major) + "." + std::to_string(minor);
-  }();
+  static const std::string version = major_minor_version(
+      real_function<nvJitLinkResult (*)(unsigned*, unsigned*)>(Jit::nvjitlink, "nvJitLinkVersion"));
   return version;
+}
+
+// The text of a handle's error log (without its NUL), through the real getters.
+std::string error_log_of(nvJitLinkHandle h);
+
+// The nvJitLinkInputType of one of kind_name()'s names (0 for another).
+int input_type(std::string_view kind) {
+  for (int type = 1; type <= 6; ++type) {
+    if (kind == kind_name(type)) {
+      return type;
+    }
+  }
+  return 0;
+}
+
+// A real handle in the state the program's would be in had it linked: made
+// with `s`'s options, given its inputs and completed (a real link, made once,
+// on the first call after a served Complete: a program that calls nothing
+// after Complete never pays for it). Null when the real library cannot make
+// one. REQUIRES: s.mutex held.
+nvJitLinkHandle completed_stand_in(LinkState& s) {
+  if (s.after != nullptr) {
+    return s.after;
+  }
+  const auto create_fn = real_function<CreateFn>(Jit::nvjitlink, "nvJitLinkCreate");
+  const auto add_fn = real_function<AddDataFn>(Jit::nvjitlink, "nvJitLinkAddData");
+  const auto complete_fn = real_function<CompleteFn>(Jit::nvjitlink, "nvJitLinkComplete");
+  if (create_fn == nullptr || add_fn == nullptr || complete_fn == nullptr) {
+    return nullptr;
+  }
+  std::vector<const char*> argv;
+  for (const auto& o : s.options) {
+    argv.push_back(o.c_str());
+  }
+  nvJitLinkHandle h = nullptr;
+  if (create_fn(&h, static_cast<std::uint32_t>(argv.size()), argv.data()) != k_success || h == nullptr) {
+    return nullptr;
+  }
+  for (const auto& in : s.inputs) {  // a served link was keyable: every input was recorded
+    (void)add_fn(h, input_type(in.kind), in.bytes.data(), in.bytes.size(), in.name.c_str());
+  }
+  (void)complete_fn(h);  // whatever it says, the handle has completed, as the program's would have
+  s.after = h;
+  return h;
+}
+
+// A call made on a handle after kcache served its Complete: what the real
+// library answers on a completed handle (measured against libnvJitLink 13.0:
+// a second Complete and AddData / AddFile return NVJITLINK_ERROR_INTERNAL,
+// AddData and AddFile after checking their arguments as before, and append
+// "ERROR 1: empty elfw when adding cubin<name>" to the error log), with the
+// lines it adds to its error log appended to the served one.
+template <class Call>
+nvJitLinkResult after_served(LinkState& s, const Call& call) {
+  std::lock_guard lock(s.mutex);
+  const nvJitLinkHandle stand_in = completed_stand_in(s);
+  if (stand_in == nullptr) {
+    return k_internal;
+  }
+  const std::string before = error_log_of(stand_in);
+  const nvJitLinkResult rc = call(stand_in);
+  const std::string now = error_log_of(stand_in);
+  if (s.served && now.size() > before.size() && now.compare(0, before.size(), before) == 0) {
+    auto changed = std::make_shared<JitResult>(*s.served);
+    std::string log = changed->log.bytes;
+    while (!log.empty() && log.back() == '\0') {
+      log.pop_back();
+    }
+    log += now.substr(before.size());
+    log += '\0';  // the size the real getters give counts the NUL
+    changed->log = JitOutput{0, 0, std::move(log)};
+    s.served = std::move(changed);
+  }
+  return rc;
+}
+
+// The state of `h` when kcache served its Complete (the calls after it go to after_served()), else null.
+std::shared_ptr<LinkState> served_and_completed(nvJitLinkHandle h) {
+  auto s = links().find(h);
+  if (!s) {
+    return nullptr;
+  }
+  std::lock_guard lock(s->mutex);
+  return s->completed && s->served ? s : nullptr;
 }
 
 nvJitLinkResult create(CreateFn fn, nvJitLinkHandle* handle, std::uint32_t n, const char** options) {
@@ -120,11 +205,7 @@ nvJitLinkResult create(CreateFn fn, nvJitLinkHandle* handle, std::uint32_t n, co
   }
   try {
     auto s = std::make_shared<LinkState>();
-    auto copied = copy_c_strings(n, options);
-    s->keyable = copied.has_value();
-    if (copied) {
-      s->options = std::move(*copied);
-    }
+    s->keyable = copy_options(s->options, n, options);
     links().insert(*handle, std::move(s));
   } catch (...) {
   }
@@ -135,6 +216,14 @@ nvJitLinkResult destroy(DestroyFn fn, nvJitLinkHandle* handle) {
   if (fn == nullptr) {
     return k_internal;
   }
+  if (handle != nullptr) {
+    if (auto s = links().find(*handle)) {
+      std::lock_guard lock(s->mutex);
+      if (s->after != nullptr) {
+        (void)fn(&s->after);
+      }
+    }
+  }
   links().forget(handle);
   return fn(handle);
 }
@@ -143,6 +232,9 @@ nvJitLinkResult add_data(AddDataFn fn, nvJitLinkHandle h, int type, const void* 
                          const char* name) {
   if (fn == nullptr) {
     return k_internal;
+  }
+  if (auto done = served_and_completed(h)) {
+    return after_served(*done, [&](nvJitLinkHandle real) { return fn(real, type, data, size, name); });
   }
   const nvJitLinkResult rc = fn(h, type, data, size, name);
   if (auto s = links().find(h)) {
@@ -160,6 +252,9 @@ nvJitLinkResult add_data(AddDataFn fn, nvJitLinkHandle h, int type, const void* 
 nvJitLinkResult add_file(AddFileFn fn, nvJitLinkHandle h, int type, const char* file) {
   if (fn == nullptr) {
     return k_internal;
+  }
+  if (auto done = served_and_completed(h)) {
+    return after_served(*done, [&](nvJitLinkHandle real) { return fn(real, type, file); });
   }
   const nvJitLinkResult rc = fn(h, type, file);
   if (auto s = links().find(h)) {
@@ -203,6 +298,20 @@ const Getters& getters() {
   return g;
 }
 
+std::string error_log_of(nvJitLinkHandle h) {
+  const Getters& g = getters();
+  std::size_t n = 0;
+  if (g.error_size == nullptr || g.error_get == nullptr || g.error_size(h, &n) != k_success || n == 0) {
+    return {};
+  }
+  std::string log(n + 1, '\0');
+  if (g.error_get(h, log.data()) != k_success) {
+    return {};
+  }
+  log.resize(::strnlen(log.data(), n));
+  return log;
+}
+
 // REQUIRES: getters().complete().
 JitResult record(nvJitLinkHandle h, nvJitLinkResult rc) {
   const Getters& g = getters();
@@ -223,20 +332,24 @@ nvJitLinkResult complete(CompleteFn fn, nvJitLinkHandle h) {
   if (!s) {
     return fn(h);
   }
-  InterposedCall call;
-  call.jit = Jit::nvjitlink;
-  call.entry_kind = k_entry_kind;
-  call.version = real_version();
-  call.real = [&] { return fn(h); };
+  if (served_and_completed(h)) {
+    return after_served(*s, [&](nvJitLinkHandle real) { return fn(real); });
+  }
   {
+    // A handle the real library completed (a miss): it answers a second
+    // Complete itself (NVJITLINK_ERROR_INTERNAL), never the cache.
     std::lock_guard lock(s->mutex);
-    s->served.reset();
-    call.keyable = s->keyable && getters().complete();
-    call.request.backend = "nvjitlink";
+    if (s->completed) {
+      s->keyable = false;
+    }
+  }
+  InterposedCall call = start_call(Jit::nvjitlink, k_entry_kind, real_version(), "nvjitlink", [&] { return fn(h); });
+  take_program(call, *s, [&] {
+    call.keyable = call.keyable && getters().complete();
     call.request.name = "link";
     call.request.options = s->options;
     call.request.inputs = s->inputs;
-  }
+  });
   call.request.target_kind = "cubin";
   for (const auto& o : call.request.options) {
     if (o == "-ptx") {
@@ -244,7 +357,10 @@ nvJitLinkResult complete(CompleteFn fn, nvJitLinkHandle h) {
     }
   }
   call.compile = [&] { return record(h, fn(h)); };
-  return serve_into(call, *s);
+  const nvJitLinkResult rc = serve_into(call, *s);
+  std::lock_guard lock(s->mutex);
+  s->completed = true;
+  return rc;
 }
 
 }  // namespace

@@ -127,14 +127,7 @@ JitResult record_result(nvrtcProgram prog, nvrtcResult compile_rc, const std::ve
 
 // The real library's run-time version, as it goes into keys.
 std::string real_version() {
-  static const std::string version = [] {
-    const auto fn = KCACHE_REAL(nvrtcVersion);
-    int major = 0, minor = 0;
-    if (fn == nullptr || fn(&major, &minor) != k_success) {
-      return std::string();
-    }
-    return std::to_string(major) + "." + std::to_string(minor);
-  }();
+  static const std::string version = major_minor_version(KCACHE_REAL(nvrtcVersion));
   return version;
 }
 
@@ -147,29 +140,16 @@ nvrtcResult compile(nvrtcProgram prog, int num_options, const char* const* optio
   if (!state) {
     return real_nvrtcCompileProgram(prog, num_options, options);  // made before the stand-in was there
   }
-  InterposedCall call;
-  call.jit = Jit::nvrtc;
-  call.entry_kind = k_entry_kind;
-  call.version = real_version();
-  call.real = [&] { return real_nvrtcCompileProgram(prog, num_options, options); };
-  {
-    std::lock_guard lock(state->mutex);
-    state->served.reset();
-    call.keyable = state->keyable;
-    call.request.backend = "nvrtc";
+  InterposedCall call = start_call(Jit::nvrtc, k_entry_kind, real_version(), "nvrtc",
+                                  [&] { return real_nvrtcCompileProgram(prog, num_options, options); });
+  take_program(call, *state, [&] {
     call.request.name = state->name;
     call.request.source = state->source;
     call.request.headers = state->headers;
     call.request.name_expressions = state->name_expressions;
-  }
+  });
   call.request.target_kind = "ptx";
-  if (call.keyable) {
-    auto copied = copy_c_strings(num_options, options);
-    call.keyable = copied.has_value();
-    if (copied) {
-      call.request.options = std::move(*copied);
-    }
-  }
+  call.keyable = call.keyable && copy_options(call.request.options, num_options, options);
   call.compile = [&] {
     return record_result(prog, real_nvrtcCompileProgram(prog, num_options, options), call.request.name_expressions);
   };

@@ -109,31 +109,19 @@ nvvmResult compile(nvvmProgram prog, int num_options, const char** options) {
   if (!state) {
     return real_nvvmCompileProgram(prog, num_options, options);
   }
-  InterposedCall call;
-  call.jit = Jit::nvvm;
-  call.entry_kind = k_entry_kind;
-  call.version = real_version();
-  call.real = [&] { return real_nvvmCompileProgram(prog, num_options, options); };
-  {
-    std::lock_guard lock(state->mutex);
-    state->served.reset();
-    call.keyable = state->keyable && size_fn != nullptr && get_fn != nullptr && log_size_fn != nullptr &&
+  InterposedCall call = start_call(Jit::nvvm, k_entry_kind, real_version(), "nvvm",
+                                  [&] { return real_nvvmCompileProgram(prog, num_options, options); });
+  take_program(call, *state, [&] {
+    call.keyable = call.keyable && size_fn != nullptr && get_fn != nullptr && log_size_fn != nullptr &&
                    log_fn != nullptr;
-    call.request.backend = "nvvm";
     call.request.name = "nvvm";
     call.request.inputs = state->modules;
-  }
+  });
   call.request.target_kind = "ptx";
-  if (call.keyable) {
-    auto copied = copy_c_strings(num_options, options);
-    call.keyable = copied.has_value();
-    if (copied) {
-      call.request.options = std::move(*copied);
-      if (std::find(call.request.options.begin(), call.request.options.end(), "-gen-lto") !=
-          call.request.options.end()) {
-        call.request.target_kind = "ltoir";
-      }
-    }
+  call.keyable = call.keyable && copy_options(call.request.options, num_options, options);
+  if (call.keyable && std::find(call.request.options.begin(), call.request.options.end(), "-gen-lto") !=
+                          call.request.options.end()) {
+    call.request.target_kind = "ltoir";
   }
   call.compile = [&] {
     JitResult r;

@@ -72,6 +72,18 @@ R call_real(Fn fn, R missing, Args... args) {
   return fn != nullptr ? fn(args...) : missing;
 }
 
+// "<major>.<minor>" as the real library's version function `fn` reports it
+// (`fn(&major, &minor)`, 0 on success, as nvrtcVersion and nvJitLinkVersion
+// do); empty when `fn` is null or fails.
+template <class R, class Int>
+std::string major_minor_version(R (*fn)(Int*, Int*)) {
+  Int major = 0, minor = 0;
+  if (fn == nullptr || fn(&major, &minor) != 0) {
+    return std::string();
+  }
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
 // What identifies the real library that runs: its file, GNU build-id (read
 // from the loaded image) and the path. Empty members when unknown.
 struct RealIdentity {

@@ -17,6 +17,7 @@
 
 #include "cache/store_warnings.hpp"
 #include "kcache/config.hpp"
+#include "kcache/request_stats.hpp"
 #include "kcache/toolkit.hpp"
 #include "kcache/write_behind_store.hpp"
 
@@ -108,6 +109,9 @@ struct SessionFactory {
     options.lock_dir = config->cache_dir / "v1" / "locks";
     options.warn = store_warnings::sink(store_warnings::Source::layer);
     options.remote_lease = open_configured_lease(*config);
+    // The session counts each interposed call itself (count_request below),
+    // for the calls that never reach the Cache too.
+    options.count_requests = false;
     s->m_cache = std::make_unique<Cache>(*s->m_store, std::move(options));
     s->m_counters = InterposedCounters::open(config->cache_dir,
                                              config->sharing == Sharing::private_to_user ? 0600 : 0660);
@@ -155,14 +159,54 @@ Session::Use::~Use() {
   }
 }
 
+namespace {
+
+constexpr std::string_view k_route = "run";
+
+// Counts one interposed call as a request of the route "run" (kcache/
+// request_stats.hpp) in `store`'s cache directory (none when null) and in
+// the `kcache run` report: a hit is served from the tier the session's Cache
+// found it in; a call the real library compiled without the cache, or with
+// kcache failing (a fallback), is uncached.
+void count_request(Store* store, InterposedEvent event) noexcept {
+  const auto last = Cache::last_request();
+  switch (event) {
+    case InterposedEvent::hit:
+      record_request(store, k_route, RequestOutcome::served, last ? last->tier : std::nullopt,
+                     last ? last->compile_us : 0);
+      return;
+    case InterposedEvent::compile:
+      record_request(store, k_route, RequestOutcome::compiled, std::nullopt, last ? last->compile_us : 0);
+      return;
+    case InterposedEvent::uncached:
+    case InterposedEvent::fallback:
+    case InterposedEvent::count_:
+      break;
+  }
+  record_request(store, k_route, RequestOutcome::uncached, std::nullopt, 0);
+}
+
+// Appends `event` to KCACHE_INTERPOSE_LOG, when set.
+void write_log(Jit jit, InterposedEvent event, std::string_view key_hex) noexcept;
+
+}  // namespace
+
 void Session::record(Jit jit, InterposedEvent event, std::string_view key_hex) noexcept {
   if (m_counters) {
     m_counters->add(static_cast<unsigned>(jit), event);
   }
-  log_event(jit, event, key_hex);
+  count_request(m_store.get(), event);
+  write_log(jit, event, key_hex);
 }
 
 void Session::log_event(Jit jit, InterposedEvent event, std::string_view key_hex) noexcept {
+  count_request(nullptr, event);
+  write_log(jit, event, key_hex);
+}
+
+namespace {
+
+void write_log(Jit jit, InterposedEvent event, std::string_view key_hex) noexcept {
   const char* path = std::getenv("KCACHE_INTERPOSE_LOG");
   if (path == nullptr || *path == '\0') {
     return;
@@ -185,6 +229,8 @@ void Session::log_event(Jit jit, InterposedEvent event, std::string_view key_hex
   [[maybe_unused]] const ssize_t w = ::write(fd, line, static_cast<std::size_t>(std::min<int>(n, sizeof line - 1)));
   ::close(fd);
 }
+
+}  // namespace
 
 void Session::warn_once(Jit jit, const std::string& line) noexcept {
   if (g_warned[static_cast<int>(jit)].exchange(true)) {

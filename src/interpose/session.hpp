@@ -4,7 +4,8 @@
 // (as `kcache compile` reads them: environment, config file), the configured
 // stores (memory, disk, remote), the single-flight Cache with its lock
 // directory and cross-host lease, and the per-library counters
-// (cache/interposed_counters.hpp). When the cache is disabled (KCACHE_DISABLE),
+// (cache/interposed_counters.hpp), and the request counters of the route
+// "run" (kcache/request_stats.hpp). When the cache is disabled (KCACHE_DISABLE),
 // or cannot be used (a bad setting, a cache directory that cannot be opened),
 // there is no session: get() returns nullptr and every call goes to the real
 // library (with one warning when something was wrong).
@@ -39,13 +40,16 @@ class Session {
 
   Cache& cache() noexcept { return *m_cache; }
 
-  // Counts `event` for `jit` and logs it (KCACHE_INTERPOSE_LOG).
+  // Counts `event` for `jit` (the library's counters, and one request of the
+  // route "run" in the cache directory's request counters and the `kcache
+  // run` report: kcache/request_stats.hpp) and logs it (KCACHE_INTERPOSE_LOG).
   void record(Jit jit, InterposedEvent event, std::string_view key_hex) noexcept;
 
   // Prints "kcache: warning: <line>" once per process for `jit`; later ones are dropped.
   static void warn_once(Jit jit, const std::string& line) noexcept;
 
-  // Logs `event` where there is no session (counted in no file).
+  // Logs `event` where there is no session (counted only in the `kcache run`
+  // report, as a request of the route "run").
   static void log_event(Jit jit, InterposedEvent event, std::string_view key_hex) noexcept;
 
   // Holds the session open while a call uses it: the exit handler waits for

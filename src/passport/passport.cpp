@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -261,6 +262,13 @@ Result<Passport> Passport::from_json(std::string_view text) {
   }
   if (text.size() > k_passport_max_bytes) {
     return corrupt("larger than " + std::to_string(k_passport_max_bytes) + " bytes");
+  }
+  // JSON text never holds a NUL byte (a string escapes it as \u0000), and
+  // nlohmann's reader takes one for the end of its input: refused, so that
+  // nothing can follow a passport unseen ("{...}\0GARBAGE").
+  if (const void* nul = std::memchr(text.data(), '\0', text.size()); nul != nullptr) {
+    return corrupt("a NUL byte at offset " +
+                   std::to_string(static_cast<const char*>(nul) - text.data()) + " (JSON text holds none)");
   }
   bool duplicate = false;
   const json doc = parse_without_duplicates(text, duplicate);

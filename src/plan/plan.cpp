@@ -1,5 +1,6 @@
 // Plan files: TOML parsing and validation (see kcache/plan.hpp, docs/plan-file.md).
 #include "kcache/plan.hpp"
+#include "util/input_file.hpp"
 #include "kcache/host_fingerprint.hpp"
 
 #include <algorithm>
@@ -308,17 +309,23 @@ const std::vector<std::string>& plan_precisions() {
   return k_precisions;
 }
 
+namespace {
+// A plan file larger than this is not a plan (one is a few KiB).
+constexpr std::uint64_t k_plan_file_max_bytes = std::uint64_t{16} << 20;
+}  // namespace
+
 Result<Plan> Plan::load(const std::filesystem::path& path, const PlanLoadOptions& options) {
   std::error_code ec;
   const auto absolute = std::filesystem::absolute(path, ec).lexically_normal();
-  std::ifstream in(absolute, std::ios::binary);
-  if (!in) {
-    return make_error(ErrorCode::not_found,
-                      "cannot read plan file '" + path.string() + "'; check the path (see docs/plan-file.md for the format)");
+  // As every file a user names (util/input_file.hpp): a FIFO is refused, never waited on.
+  auto text = util::read_input_file(absolute, "plan file", k_plan_file_max_bytes);
+  if (!text) {
+    Error e = text.error();
+    e.message = "cannot read plan file '" + path.string() + "': " + e.message +
+                "; check the path (see docs/plan-file.md for the format)";
+    return tl::unexpected(std::move(e));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto plan = parse(text.str(), absolute.parent_path(), path.string(), options);
+  auto plan = parse(*text, absolute.parent_path(), path.string(), options);
   if (plan) {
     plan->file = absolute;
   }

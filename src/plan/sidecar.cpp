@@ -21,7 +21,7 @@ constexpr std::size_t k_sidecar_max = 4096;
 }  // namespace
 
 Result<FileDigest> hash_file(const std::filesystem::path& path) {
-  util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));  // a FIFO never blocks
   if (!fd) {
     const int err = errno;
     if (err == ENOENT) {
@@ -64,7 +64,7 @@ std::string sidecar_text(const std::string& sha256, const std::string& file_name
 }
 
 Result<std::string> read_sidecar(const std::filesystem::path& path, const std::string& file_name) {
-  util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));  // a FIFO never blocks
   if (!fd) {
     if (errno == ENOENT) {
       return make_error(ErrorCode::not_found, path.string() + " does not exist");

@@ -84,6 +84,7 @@ Result<std::optional<Artifact>> TieredStore::get(const Key& key) { return get_in
 
 Result<std::optional<Artifact>> TieredStore::get_into(const Key& key, const PayloadAllocator& allocate) {
   t_last_hit_tier = -1;
+  note_served_tier(std::nullopt);
   std::size_t failed = 0;
   Error last_error;
   for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
@@ -121,6 +122,10 @@ Result<std::optional<Artifact>> TieredStore::get_into(const Key& key, const Payl
     m_impl->compile_us_saved.fetch_add((*got)->passport.compile_duration_us,
                                        std::memory_order_relaxed);
     t_last_hit_tier = static_cast<int>(i);
+    // A tier that is itself a chain noted its own tier; a single store is its own.
+    if (const auto kind = m_impl->tiers[i]->store->tier_kind()) {
+      note_served_tier(kind);
+    }
     return got;
   }
   if (failed == m_impl->tiers.size() && failed > 0) {
@@ -331,6 +336,15 @@ Result<StoreStats> TieredStore::stats() {
 }
 
 int TieredStore::last_hit_tier() noexcept { return t_last_hit_tier; }
+
+RequestStats* TieredStore::request_stats() noexcept {
+  for (const auto& t : m_impl->tiers) {
+    if (RequestStats* r = t->store->request_stats()) {
+      return r;
+    }
+  }
+  return nullptr;
+}
 
 std::size_t TieredStore::tier_count() const noexcept { return m_impl->tiers.size(); }
 

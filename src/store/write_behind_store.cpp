@@ -280,7 +280,9 @@ Result<std::optional<Artifact>> WriteBehindStore::get_into(const Key& key, const
     }
   }
   if (queued) {
-    // Verified when it was queued and immutable since: a copy for the caller.
+    // Verified when it was queued and immutable since: a copy for the caller,
+    // served from this process's memory.
+    note_served_tier(Tier::memory);
     return std::optional<Artifact>{*queued};
   }
   return m_impl->inner->get_into(key, allocate);
@@ -341,5 +343,9 @@ WriteBehindStats WriteBehindStore::write_behind_stats() const {
 }
 
 Store& WriteBehindStore::inner() noexcept { return *m_impl->inner; }
+
+std::optional<Tier> WriteBehindStore::tier_kind() const noexcept { return m_impl->inner->tier_kind(); }
+
+RequestStats* WriteBehindStore::request_stats() noexcept { return m_impl->inner->request_stats(); }
 
 }  // namespace kcache

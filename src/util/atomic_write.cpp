@@ -205,14 +205,14 @@ Result<bool> write_output_file(const std::filesystem::path& path, std::string_vi
 }
 
 Result<void> write_output_file_with(const std::filesystem::path& path,
-                                    const std::function<Result<void>(int fd)>& write, mode_t mode) {
+                                    const std::function<Result<void>(int fd)>& write, mode_t mode, FileSync sync) {
   if (const auto special = special_output(path)) {
     if (*special != 0) {
       return make_errno_error(*special, "cannot write " + path.string());
     }
     return write_in_place(path, write, mode);
   }
-  return write_file_atomically_with(path, write, mode, FileSync::none);
+  return write_file_atomically_with(path, write, mode, sync);
 }
 
 }  // namespace kcache::util

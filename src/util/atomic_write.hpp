@@ -54,7 +54,10 @@ Result<bool> write_output_file(const std::filesystem::path& path, std::string_vi
 // written in place, without the "already holds the bytes" touch. On failure,
 // the error of the step that failed, naming `path`.
 // Thread-safety: thread-safe (no shared state).
+// `sync` applies to a regular file replaced atomically (a bundle is fsynced
+// before its rename; a compiler's output is not).
 Result<void> write_output_file_with(const std::filesystem::path& path,
-                                    const std::function<Result<void>(int fd)>& write, mode_t mode = 0666);
+                                    const std::function<Result<void>(int fd)>& write, mode_t mode = 0666,
+                                    FileSync sync = FileSync::none);
 
 }  // namespace kcache::util

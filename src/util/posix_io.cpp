@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 
 #include "util/fault.hpp"
@@ -159,7 +160,8 @@ std::optional<std::string> read_small_file(const std::string& path, std::size_t 
 }
 
 bool read_small_file_into(const std::string& path, std::size_t max_size, std::string& out, int open_flags) {
-  const int fd = io::openat(AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC | open_flags);
+  // O_NONBLOCK: a FIFO at `path` is refused below (not a regular file), never waited on.
+  const int fd = io::openat(AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | open_flags);
   if (fd < 0) {
     return false;
   }
@@ -171,7 +173,8 @@ bool read_small_file_into(const std::string& path, std::size_t max_size, std::st
 }
 
 int read_bounded(int fd, std::size_t max_size, std::string& out, std::size_t size_hint) {
-  const std::size_t limit = max_size + 1;
+  // A byte past the bound shows a file over it; SIZE_MAX (no bound) must not wrap to 0.
+  const std::size_t limit = max_size == SIZE_MAX ? max_size : max_size + 1;
   out.resize(std::min(limit, std::max<std::size_t>(size_hint + 1, 4096)));
   std::size_t have = 0;
   for (;;) {

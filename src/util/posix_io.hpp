@@ -48,9 +48,9 @@ int write_all(int fd, std::string_view data) noexcept;
 int read_bounded(int fd, std::size_t max_size, std::string& out, std::size_t size_hint = 0);
 
 // The whole content of `path` when it is a regular file of at most
-// `max_size` bytes (opened with O_RDONLY | O_CLOEXEC | `open_flags`, e.g.
-// O_NOFOLLOW); nullopt when it cannot be opened or read, is no regular file,
-// or is larger.
+// `max_size` bytes (opened with O_RDONLY | O_CLOEXEC | O_NONBLOCK | `open_flags`,
+// e.g. O_NOFOLLOW: a FIFO is refused, never waited on); nullopt when it cannot
+// be opened or read, is no regular file, or is larger.
 std::optional<std::string> read_small_file(const std::string& path, std::size_t max_size, int open_flags = 0);
 
 // read_small_file() into `out` (replaced; its allocation is kept, so a

@@ -1,6 +1,7 @@
 // WorkerPool::compile_many: deduplicate by key, fan out over the workers,
 // optionally through a single-flight Cache, and return results in order.
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -8,6 +9,7 @@
 
 #include "kcache/cache.hpp"
 #include "kcache/compiler.hpp"
+#include "kcache/request_stats.hpp"
 #include "kcache/worker_pool.hpp"
 #include "util/sha256.hpp"
 #include "worker/worker_protocol.hpp"
@@ -63,8 +65,17 @@ std::vector<Result<Artifact>> WorkerPool::compile_many(const std::vector<Compile
       if (cache != nullptr && job.key) {
         r = cache->get_or_compile(*job.key, [&] { return compile(request); });
       } else {
+        const auto t0 = std::chrono::steady_clock::now();
         auto out = compile(request);
         r = out ? Result<Artifact>(std::move(out->artifact)) : Result<Artifact>(tl::unexpected(out.error()));
+        if (cache != nullptr) {
+          // Not cacheable: one request all the same (kcache/request_stats.hpp); the cache counts the others.
+          const auto us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                         std::chrono::steady_clock::now() - t0)
+                                                         .count());
+          record_request(&cache->store(), {}, out ? RequestOutcome::uncached : RequestOutcome::failed, std::nullopt,
+                         us);
+        }
       }
       for (std::size_t i : job.members) {
         results[i] = r;

@@ -28,9 +28,12 @@ void put_named(wire::Writer& w, const std::vector<NamedBytes>& v) {
   }
 }
 
+// A list's count is bounded before anything is allocated for it: by the
+// protocol's cap and by what the rest of the frame can hold (each string
+// costs its 8-byte length at least).
 bool get_strs(wire::Reader& r, std::vector<std::string>& v) {
   std::uint32_t n = 0;
-  if (!r.u32(n) || n > k_max_list_entries) {
+  if (!r.u32(n) || n > k_max_list_entries || n > r.remaining() / 8) {
     return false;
   }
   v.resize(n);
@@ -44,7 +47,7 @@ bool get_strs(wire::Reader& r, std::vector<std::string>& v) {
 
 bool get_named(wire::Reader& r, std::vector<NamedBytes>& v) {
   std::uint32_t n = 0;
-  if (!r.u32(n) || n > k_max_list_entries) {
+  if (!r.u32(n) || n > k_max_list_entries || n > r.remaining() / 24) {
     return false;
   }
   v.resize(n);

@@ -212,5 +212,50 @@ TEST(CliCompile, SeveralFilesCompileInTheWorkerPoolAndHitTheSecondTime) {
   EXPECT_GE(js["hits"].get<int>(), 3);
 }
 
+// `kcache stats` leads with requests: one cold and three warm compiles of one
+// kernel are 4 requests, 3 served and 1 compiled, whatever the lookups inside
+// them were (the disk lookups are their own rows, below).
+TEST(CliCompile, StatsCountOneColdAndThreeWarmCompilesAsThreeServedAndOneCompiled) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  const auto src = std::string(KCACHE_SOURCE_DIR) + "/bench/corpus/trivial.cu";
+  for (int i = 0; i < 4; ++i) {
+    auto r = run_cli(tmp.path() / "cache", "compile " + src + " --target cubin --arch sm_90 -o " +
+                                               (tmp.path() / ("k" + std::to_string(i) + ".cubin")).string());
+    ASSERT_EQ(r.status, 0) << r.out;
+  }
+  auto stats = run_cli(tmp.path() / "cache", "stats --json");
+  ASSERT_EQ(stats.status, 0) << stats.out;
+  const auto requests = nlohmann::json::parse(stats.out)["requests"];
+  EXPECT_EQ(requests["total"], 4) << stats.out;
+  EXPECT_EQ(requests["served"]["total"], 3) << stats.out;
+  EXPECT_EQ(requests["served"]["disk"], 3) << stats.out;
+  EXPECT_EQ(requests["compiled"], 1) << stats.out;
+  EXPECT_EQ(requests["failed"], 0) << stats.out;
+  EXPECT_GT(requests["compile_us_saved"].get<long long>(), 0) << stats.out;
+  EXPECT_EQ(requests["routes"]["cli"]["served"]["total"], 3) << stats.out;
+  EXPECT_EQ(requests["routes"]["cli"]["compiled"], 1) << stats.out;
+  // A compile that fails is a failed request.
+  fs::create_directories(tmp.path() / "bad");
+  test::write_file(tmp.path() / "bad" / "bad.cu", "__global__ void k() { this is not C++; }\n");
+  auto bad = run_cli(tmp.path() / "cache", "compile " + (tmp.path() / "bad" / "bad.cu").string() +
+                                               " --target cubin --arch sm_90 -o " + (tmp.path() / "bad.cubin").string());
+  EXPECT_EQ(bad.status, 5) << bad.out;
+  const auto after = nlohmann::json::parse(run_cli(tmp.path() / "cache", "stats --json").out)["requests"];
+  EXPECT_EQ(after["total"], 5);
+  EXPECT_EQ(after["failed"], 1);
+  // The table leads with the requests; the disk tier's lookups come below, named as such.
+  auto human = run_cli(tmp.path() / "cache", "stats");
+  ASSERT_EQ(human.status, 0) << human.out;
+  EXPECT_EQ(human.out.rfind("requests", 0), 0U) << human.out;
+  const auto served = human.out.find("\n  served ");
+  ASSERT_NE(served, std::string::npos) << human.out;
+  EXPECT_EQ(human.out.substr(served, human.out.find('\n', served + 1) - served),
+            "\n  served                 3: memory 0, disk 3, bundle 0, remote 0")
+      << human.out;
+  EXPECT_NE(human.out.find("route cli"), std::string::npos) << human.out;
+  EXPECT_LT(human.out.find("route cli"), human.out.find("disk lookups")) << human.out;
+}
+
 }  // namespace
 }  // namespace kcache

@@ -355,5 +355,29 @@ TEST_F(CliRemote, PingReportsTheServerAndFailsForADeadOne) {
   EXPECT_EQ(dead.status, 1) << dead.out;
 }
 
+// A host fed by the remote (its own cache directory, empty) sees its remote
+// hits as served requests, from the remote, though its disk tier missed each.
+TEST_F(CliRemote, ARemoteFedHostCountsItsRemoteHitsAsServed) {
+  KCACHE_REQUIRE_TOOLKIT();
+  auto a = run_cli(m_tmp.path() / "hostA", env(), compile_trivial(m_tmp.path() / "a.cubin"));
+  ASSERT_EQ(a.status, 0) << a.out;
+  auto b = run_cli(m_tmp.path() / "hostB", env(), compile_trivial(m_tmp.path() / "b.cubin"));
+  ASSERT_EQ(b.status, 0) << b.out;
+  ASSERT_TRUE(json_of(b.out)["hit"].get<bool>()) << b.out;
+  auto b2 = run_cli(m_tmp.path() / "hostB", env(), compile_trivial(m_tmp.path() / "b2.cubin"));
+  ASSERT_EQ(b2.status, 0) << b2.out;
+  const auto js = json_of(run_cli(m_tmp.path() / "hostB", "", "stats --json").out);
+  const auto requests = js["requests"];
+  EXPECT_EQ(requests["total"], 2) << js.dump();
+  EXPECT_EQ(requests["served"]["remote"], 1) << js.dump();
+  EXPECT_EQ(requests["served"]["disk"], 1) << js.dump();  // the second run: the remote hit filled the disk
+  EXPECT_EQ(requests["compiled"], 0) << js.dump();
+  EXPECT_GT(requests["compile_us_saved"].get<long long>(), 0) << js.dump();
+  EXPECT_EQ(js["misses"], 1) << js.dump();  // the disk tier missed the first: a lookup, not a request
+  const auto ja = json_of(run_cli(m_tmp.path() / "hostA", "", "stats --json").out)["requests"];
+  EXPECT_EQ(ja["compiled"], 1) << ja.dump();
+  EXPECT_EQ(ja["served"]["total"], 0) << ja.dump();
+}
+
 }  // namespace
 }  // namespace kcache

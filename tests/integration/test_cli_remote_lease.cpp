@@ -338,7 +338,7 @@ std::uint64_t lease_counter(const fs::path& cache, const char* name) {
 // waits until each waits. Returns the lease's name; "" (and a failure
 // recorded) when a step did not happen.
 std::string owner_stopped_with_three_waiters(test::RedisCluster& cluster, const fs::path& dir, const std::string& env,
-                                             const std::string& compile, std::vector<Host>& hosts) {
+                                             const std::string& compile, std::vector<Host>& hosts, int waiters = 3) {
   hosts.push_back(spawn(dir / "owner", env, compile + (dir / "owner.cubin").string(), dir / "owner.log"));
   std::string lease;
   for (int i = 0; i < 3000 && lease.empty(); ++i) {
@@ -356,12 +356,12 @@ std::string owner_stopped_with_three_waiters(test::RedisCluster& cluster, const 
     ADD_FAILURE() << "the replica does not hold the lease";
     return "";
   }
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < waiters; ++i) {
     hosts.push_back(spawn(dir / ("waiter" + std::to_string(i)), env,
                           compile + (dir / ("w" + std::to_string(i) + ".cubin")).string(),
                           dir / ("waiter" + std::to_string(i) + ".log")));
   }
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < waiters; ++i) {
     const fs::path waiter = dir / ("waiter" + std::to_string(i));
     for (int t = 0; t < 600 && lease_counter(waiter, "lease_waits") == 0; ++t) {
       std::this_thread::sleep_for(50ms);
@@ -393,9 +393,9 @@ int compiles_of(const std::vector<Host>& hosts, std::vector<std::string>& logs) 
 // The waiters' (hosts[1..3]) output files hold `expected`; their lease
 // counter `name`, summed.
 std::uint64_t waiters_counter(const fs::path& dir, const std::string& expected, const std::vector<std::string>& logs,
-                              const char* name) {
+                              const char* name, int waiters = 3) {
   std::uint64_t sum = 0;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < waiters; ++i) {
     EXPECT_EQ(test::read_file(dir / ("w" + std::to_string(i) + ".cubin")), expected) << logs[1 + i];
     sum += lease_counter(dir / ("waiter" + std::to_string(i)), name);
   }
@@ -460,6 +460,32 @@ TEST_F(CliRemoteLeaseCluster, AKilledLeaseMasterFailsOverAndTheWaitersFollowTheN
   std::printf("failover under a held lease: %d compile(s)\n", compiled);
 }
 
+// A slow kernel whose lease and object live on one master (`same`) or on
+// two: its source, its bytes (compiled once, without a remote) and the port
+// of its lease's master; `expected` empty when none of 24 tags places it so.
+struct PlacedKernel {
+  fs::path src;
+  std::string expected;
+  int lease_master = 0;
+};
+PlacedKernel kernel_placed(const fs::path& dir, remote::RedisClusterBackend& backend, const std::string& tag,
+                           bool same) {
+  PlacedKernel k;
+  for (int i = 0; i < 24 && k.expected.empty(); ++i) {
+    k.src = write_slow_kernel(dir, tag + std::to_string(i), 40);
+    const fs::path probe = dir / ("probe-" + tag + std::to_string(i) + ".cubin");
+    const std::string out = run_cli(dir / ("probe-" + tag + std::to_string(i)), "",
+                                    "compile " + k.src.string() + " --target cubin --arch sm_90 --json -o " +
+                                        probe.string());
+    const std::string key = json_of(out)["key"].get<std::string>();
+    k.lease_master = backend.master_of(remote::cluster_key_slot("kcache:v1:lease:" + key)).port;
+    if ((k.lease_master == backend.master_of(remote::cluster_key_slot("kcache:v1:" + key)).port) == same) {
+      k.expected = test::read_file(probe);
+    }
+  }
+  return k;
+}
+
 // Issue 18 item 3, with Redis's defaults: cluster-node-timeout 15000 (a
 // failover takes longer than connect_timeout_ms + 2 x timeout_ms) and no
 // operator's TAKEOVER. The master of the lease's slot is SIGKILLed while the
@@ -475,22 +501,11 @@ TEST(CliRemoteLeaseFailover, AHerdWaitingThroughADefaultFailoverStillCompilesOnc
   ASSERT_NE(cluster, nullptr) << why;
   auto backend = *remote::RedisClusterBackend::open(*remote::parse_remote_url(cluster->url()));
   // A kernel whose object and lease live on different masters, so that the
-  // owner's upload does not meet the failover (that one would be a miss).
-  fs::path src;
-  std::string expected;
-  int lease_master = 0;
-  for (int tag = 0; tag < 12 && expected.empty(); ++tag) {
-    src = write_slow_kernel(tmp.path(), "dflt" + std::to_string(tag), 40);
-    const fs::path probe = tmp.path() / ("probe" + std::to_string(tag) + ".cubin");
-    const std::string out = run_cli(tmp.path() / ("probe" + std::to_string(tag)), "",
-                                    "compile " + src.string() + " --target cubin --arch sm_90 --json -o " +
-                                        probe.string());
-    const std::string key = json_of(out)["key"].get<std::string>();
-    lease_master = backend->master_of(remote::cluster_key_slot("kcache:v1:lease:" + key)).port;
-    if (lease_master != backend->master_of(remote::cluster_key_slot("kcache:v1:" + key)).port) {
-      expected = test::read_file(probe);
-    }
-  }
+  // owner's upload does not meet the failover.
+  const PlacedKernel kernel = kernel_placed(tmp.path(), *backend, "dflt", false);
+  const fs::path& src = kernel.src;
+  const std::string& expected = kernel.expected;
+  const int lease_master = kernel.lease_master;
   ASSERT_FALSE(expected.empty());
   ASSERT_NE(lease_master, 0);
   constexpr int k_ttl_ms = 10000, k_wait_ms = 120000;
@@ -520,6 +535,63 @@ TEST(CliRemoteLeaseFailover, AHerdWaitingThroughADefaultFailoverStillCompilesOnc
   std::printf("default failover (cluster-node-timeout 15000) under a herd of 4: %d compile(s), the herd done "
               "%.1f s after the kill\n",
               compiled, seconds);
+}
+
+// A herd of `hosts` on a cluster whose failover outlasts one remote
+// operation's deadline (cluster-node-timeout 4 s, an operation 1.2 s: the
+// owner's compile ends well within the failover, whatever the load): the
+// master that holds both the lease's and the entry's slot is SIGKILLed while
+// the owner holds the lease (stopped before it publishes), and the owner then
+// finishes, so that its upload meets the failover. Waiting for the new master
+// is not lost time: it is charged to no budget, the upload rides the failover
+// out as the waiters' lease polls do, and they hit it: one compile.
+void herd_across_a_failover_of_the_owners_upload(int hosts) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  std::string why;
+  auto cluster = test::RedisCluster::start(tmp.path() / "cluster", &why, 3, 1, 4000);
+  ASSERT_NE(cluster, nullptr) << why;
+  auto backend = *remote::RedisClusterBackend::open(*remote::parse_remote_url(cluster->url()));
+  // A kernel whose lease and object live on one master: the owner's upload goes to the dead one.
+  const PlacedKernel kernel = kernel_placed(tmp.path(), *backend, "up" + std::to_string(hosts) + "x", true);
+  const fs::path& src = kernel.src;
+  const std::string& expected = kernel.expected;
+  const int master = kernel.lease_master;
+  ASSERT_FALSE(expected.empty()) << "no kernel of 24 has its lease and object on one master";
+  const std::string env = "KCACHE_REMOTE='" + cluster->url() +
+                          "?connect_timeout_ms=200&timeout_ms=500' KCACHE_REMOTE_LEASE_TTL_MS=10000 "
+                          "KCACHE_REMOTE_LEASE_WAIT_MS=120000";
+  const std::string compile = "compile " + src.string() + " --target cubin --arch sm_90 --json -o ";
+  std::vector<Host> running;
+  running.reserve(static_cast<std::size_t>(hosts));
+  ReapOnExit reap{&running};
+  const std::string lease =
+      owner_stopped_with_three_waiters(*cluster, tmp.path(), env, compile, running, hosts - 1);
+  ASSERT_FALSE(lease.empty());
+  ASSERT_EQ(backend->master_of(remote::cluster_key_slot(lease)).port, master);
+  const auto killed_at = std::chrono::steady_clock::now();
+  cluster->node_on(master)->kill();
+  ::kill(running[0].pid, SIGCONT);  // the owner finishes: its upload meets the dead master
+  std::vector<std::string> logs;
+  const int compiled = compiles_of(running, logs);
+  ASSERT_GE(compiled, 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_TRUE(cluster->wait_failover(master, std::chrono::seconds(60))) << "the cluster failed over";
+  EXPECT_EQ(test::read_file(tmp.path() / "owner.cubin"), expected);
+  EXPECT_EQ(waiters_counter(tmp.path(), expected, logs, "lease_timeouts", hosts - 1), 0U);
+  EXPECT_EQ(lease_counter(tmp.path() / "owner", "budget_skipped"), 0U)
+      << "the owner's wait for the new master was charged as lost time: " << logs[0];
+  EXPECT_EQ(compiled, 1) << "one compile for the herd of " << hosts << " across the failover";
+  std::printf("failover under the owner's upload, herd of %d: %d compile(s), the herd done %.1f s after the kill\n",
+              hosts, compiled, seconds);
+}
+
+TEST(CliRemoteLeaseFailover, AHerdOfFourCompilesOnceWhenTheOwnersUploadMeetsTheFailover) {
+  herd_across_a_failover_of_the_owners_upload(4);
+}
+
+TEST(CliRemoteLeaseFailover, AHerdOfEightCompilesOnceWhenTheOwnersUploadMeetsTheFailover) {
+  herd_across_a_failover_of_the_owners_upload(8);
 }
 
 }  // namespace

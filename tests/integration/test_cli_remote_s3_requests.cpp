@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -247,6 +248,94 @@ TEST(S3LeaseTake, AWriteAnsweredButOverwrittenByAnotherHostIsNotOwnership) {
     EXPECT_EQ(header(heads[0], "if-none-match"), "*") << heads[0];
     EXPECT_EQ(heads[1].rfind("GET ", 0), 0U) << heads[1];
   }
+}
+
+// What an S3 answer that is not the object says to the user: a redirect to
+// another host is named as such (kcache follows none), a wrong region still
+// asks for ?region=, a refusal for a skewed clock is told apart from refused
+// credentials by the answer's Date, and a server that ignores Range still
+// gives the prefix asked for.
+class S3Answers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", "secret-example", 1);
+  }
+  void TearDown() override {
+    ::unsetenv("AWS_ACCESS_KEY_ID");
+    ::unsetenv("AWS_SECRET_ACCESS_KEY");
+  }
+  // The error of a GET answered with `reply`.
+  static Error get_error(const std::string& reply) {
+    RecordingServer server({reply});
+    auto spec = remote::parse_remote_url("s3://kc-team/p?endpoint=http://127.0.0.1:" + std::to_string(server.port()) +
+                                         "&timeout_ms=5000");
+    EXPECT_TRUE(spec);
+    remote::S3Backend backend(*spec);
+    auto got = backend.get("kcache:v1:" + std::string(64, 'a'), 1024);
+    EXPECT_FALSE(got.has_value());
+    return got ? Error{} : got.error();
+  }
+  static std::string http_date(std::time_t t) {
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    return buf;
+  }
+};
+
+TEST_F(S3Answers, ARedirectToAnotherHostIsNamedNotBlamedOnTheRegion) {
+  const Error e = get_error(http_reply("307 Temporary Redirect", "", "Location: http://cache.internal:9000/kc-team/p\r\n"));
+  EXPECT_NE(e.message.find("the server redirects to http://cache.internal:9000/kc-team/p"), std::string::npos)
+      << e.message;
+  EXPECT_NE(e.message.find("kcache follows no redirect"), std::string::npos) << e.message;
+  EXPECT_EQ(e.message.find("?region="), std::string::npos) << e.message;
+}
+
+TEST_F(S3Answers, AnotherRegionStillAsksForTheRegion) {
+  const Error e = get_error(http_reply(
+      "301 Moved Permanently",
+      "<Error><Code>PermanentRedirect</Code><Message>use the right endpoint</Message><Region>eu-west-1</Region>"
+      "<Endpoint>kc-team.s3.eu-west-1.amazonaws.com</Endpoint></Error>"));
+  EXPECT_NE(e.message.find("the bucket is in another region (eu-west-1): set ?region= on the URL"), std::string::npos)
+      << e.message;
+}
+
+TEST_F(S3Answers, ASkewedClockIsNotBlamedOnTheCredentials) {
+  const std::string date = http_date(std::time(nullptr) + 3600);
+  const Error skewed = get_error(http_reply(
+      "403 Forbidden",
+      "<Error><Code>RequestTimeTooSkewed</Code><Message>The difference between the request time and the current time "
+      "is too large.</Message></Error>",
+      "Date: " + date + "\r\n"));
+  EXPECT_EQ(skewed.code, ErrorCode::io) << skewed.message;
+  EXPECT_NE(skewed.message.find("this host's clock is"), std::string::npos) << skewed.message;
+  EXPECT_NE(skewed.message.find("behind the server's (its Date: " + date + ")"), std::string::npos) << skewed.message;
+  EXPECT_NE(skewed.message.find("it is not the credentials"), std::string::npos) << skewed.message;
+  // A bare 403 with the server's clock an hour off: the same.
+  const Error bare = get_error(http_reply("403 Forbidden", "", "Date: " + date + "\r\n"));
+  EXPECT_EQ(bare.code, ErrorCode::io) << bare.message;
+  EXPECT_NE(bare.message.find("(NTP)"), std::string::npos) << bare.message;
+  // With the clocks in step, a 403 is the credentials'.
+  const Error refused =
+      get_error(http_reply("403 Forbidden", "<Error><Code>AccessDenied</Code></Error>",
+                           "Date: " + http_date(std::time(nullptr)) + "\r\n"));
+  EXPECT_EQ(refused.code, ErrorCode::permission_denied) << refused.message;
+  EXPECT_NE(refused.message.find("the credentials used"), std::string::npos) << refused.message;
+}
+
+TEST_F(S3Answers, APrefixFromAServerThatIgnoresRangeIsCutNotRefused) {
+  RecordingServer server({http_reply("200 OK", std::string(1000, 'h'))});
+  auto spec = remote::parse_remote_url("s3://kc-team/p?endpoint=http://127.0.0.1:" + std::to_string(server.port()) +
+                                       "&timeout_ms=5000");
+  ASSERT_TRUE(spec);
+  remote::S3Backend backend(*spec);
+  auto got = backend.get_prefix("kcache:v1:" + std::string(64, 'a'), 80);
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ(**got, std::string(80, 'h'));
+  EXPECT_NE(server.request().find("Range: bytes=0-79"), std::string::npos) << server.request();
 }
 
 }  // namespace

@@ -164,6 +164,10 @@ TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   const ShellRun plain = sh("env " + plain_cmd);
   ASSERT_EQ(plain.rc, 0) << plain.err;
   ASSERT_NE(file("plain.out").find("cubin size_rc=0 size="), std::string::npos);
+  // The real nvJitLink on a completed handle: a second Complete and an AddData return 6
+  // (NVJITLINK_ERROR_INTERNAL); the warm run, whose links are hits, must answer the same.
+  ASSERT_NE(file("plain.out").find("complete-again rc=6\n"), std::string::npos) << file("plain.out");
+  ASSERT_NE(file("plain.out").find("after-complete add rc=6 "), std::string::npos) << file("plain.out");
 
   const ShellRun cold = run(client(GetParam(), "cold.out"), "cold.log");
   ASSERT_EQ(cold.rc, 0) << cold.err;
@@ -367,9 +371,94 @@ TEST_F(RunInterpose, ExitStatusIsTheProgramsAndPreloadIsKept) {
   EXPECT_EQ(env.out, lib + "\n") << env.err;
   const ShellRun twice = sh("LD_PRELOAD=" + lib + " \"$K\" run -- sh -c 'echo \"$LD_PRELOAD\"'");
   EXPECT_EQ(twice.out, lib + "\n") << twice.err;
+  // --print-env: the cache directory wherever it came from (here KCACHE_DIR), the stand-in, and the
+  // Triton variables (the start-up module beside the stand-in first on PYTHONPATH).
+  const std::string startup = (fs::path(lib).parent_path() / "python-startup").string();
   const ShellRun print = sh("\"$K\" run --print-env");
   EXPECT_EQ(print.rc, 0);
-  EXPECT_EQ(print.out, "export LD_PRELOAD='" + lib + "'\n");
+  // With KCACHE_RUN_NVCC (the kcache executable: nvcc runs through it, docs/nvcc.md).
+  const std::string self = fs::canonical(KCACHE_CLI_PATH).string();
+  EXPECT_EQ(print.out, "export KCACHE_DIR='" + cache().string() + "'\nexport KCACHE_RUN_NVCC='" + self +
+                           "'\nexport LD_PRELOAD='" + lib + "'\nexport KCACHE_TRITON='1'\nexport PYTHONPATH='" +
+                           startup + "'\n");
+  const ShellRun flag = sh("env -u KCACHE_DIR KCACHE_TRITON=0 \"$K\" --cache-dir elsewhere run --print-env");
+  EXPECT_EQ(flag.out, "export KCACHE_DIR='" + (dir() / "elsewhere").string() + "'\nexport KCACHE_RUN_NVCC='" + self +
+                          "'\nexport LD_PRELOAD='" + lib + "'\n");
+  const ShellRun none = sh("env -u KCACHE_DIR \"$K\" run --print-env");
+  EXPECT_EQ(none.out.find("KCACHE_DIR"), std::string::npos) << none.out;  // the default: the same for the launcher
+}
+
+// The number of summary lines in `err`, and the first.
+std::pair<std::size_t, std::string> summary(const std::string& err) {
+  std::size_t n = 0;
+  std::string first;
+  for (std::size_t at = err.find("kcache run: "); at != std::string::npos; at = err.find("kcache run: ", at + 1)) {
+    if (n++ == 0) {
+      first = err.substr(at, err.find('\n', at) - at);
+    }
+  }
+  return {n, first};
+}
+
+TEST_F(RunInterpose, TheSummarySaysWhatTheRunSawServedAndCompiled) {
+  KCACHE_REQUIRE_TOOLKIT();
+  // The client: four NVRTC compiles (one broken: uncached), two links, two NVVM compiles (one with a bad option).
+  const ShellRun cold = run(client(Loading::path, "cold.out"), "cold.log");
+  ASSERT_EQ(cold.rc, 0) << cold.err;
+  using Summary = std::pair<std::size_t, std::string>;
+  EXPECT_EQ(summary(cold.err),
+            Summary(1, "kcache run: 8 JIT compiles seen: 0 served, 6 compiled, 2 compiled without the cache"))
+      << cold.err;
+  const ShellRun warm = run(client(Loading::path, "warm.out"), "warm.log");
+  ASSERT_EQ(warm.rc, 0) << warm.err;
+  const auto [lines, line] = summary(warm.err);
+  EXPECT_EQ(lines, 1U) << warm.err;
+  EXPECT_EQ(line.rfind("kcache run: 8 JIT compiles seen: 6 served (6 disk), 0 compiled, 2 compiled without the cache; ",
+                       0),
+            0U)
+      << line;
+  EXPECT_NE(line.find(" of compiling saved"), std::string::npos) << line;
+  // Every process of the run counts: two clients under one shell (the top process), one line.
+  write_file(dir() / "two.sh", client(Loading::path, "a.out") + "\n" + client(Loading::path, "b.out") + "\n");
+  const ShellRun two = sh(k_sanitizer_preload + "\"$K\" run -- bash two.sh");
+  ASSERT_EQ(two.rc, 0) << two.err;
+  const auto [two_lines, two_line] = summary(two.err);
+  EXPECT_EQ(two_lines, 1U) << two.err;
+  EXPECT_EQ(two_line.rfind("kcache run: 16 JIT compiles seen: 12 served (12 disk), 0 compiled, 4 compiled without the "
+                           "cache; ",
+                           0),
+            0U)
+      << two_line;
+  // `kcache stats` counts the same requests, route "run".
+  const ShellRun stats = sh("\"$K\" stats --json");
+  ASSERT_EQ(stats.rc, 0) << stats.err;
+  const auto run_route = nlohmann::json::parse(stats.out)["requests"]["routes"]["run"];
+  EXPECT_EQ(run_route["total"], 32) << stats.out;
+  EXPECT_EQ(run_route["served"]["disk"], 18) << stats.out;
+  EXPECT_EQ(run_route["compiled"], 6) << stats.out;
+  EXPECT_EQ(run_route["uncached"], 8) << stats.out;
+}
+
+TEST_F(RunInterpose, NothingSeenIsSaidPlainlyAndTheSummaryTurnsOff) {
+  KCACHE_SKIP_UNDER_SANITIZERS("runs `true`, not built with the sanitizer");
+  const ShellRun none = sh("\"$K\" run -- true");
+  EXPECT_EQ(none.rc, 0) << none.err;
+  const auto [lines, line] = summary(none.err);
+  EXPECT_EQ(lines, 1U) << none.err;
+  EXPECT_EQ(line.rfind("kcache run: no JIT compile seen", 0), 0U) << line;
+  EXPECT_NE(line.find("statically (Warp does)"), std::string::npos) << line;
+  EXPECT_NE(line.find("Triton runs ptxas"), std::string::npos) << line;
+  EXPECT_EQ(warnings(none.err), 0U) << none.err;
+  // The exit status stays the program's, and the line comes after its own output.
+  const ShellRun status = sh("\"$K\" run -- sh -c 'echo mine >&2; exit 3'");
+  EXPECT_EQ(status.rc, 3);
+  EXPECT_EQ(status.err.rfind("mine\nkcache run: no JIT compile seen", 0), 0U) << status.err;
+  for (const std::string off : {"\"$K\" run --no-summary -- true", "KCACHE_RUN_SUMMARY=0 \"$K\" run -- true",
+                                "\"$K\" --set run_summary=false run -- true"}) {
+    const ShellRun quiet = sh(off);
+    EXPECT_EQ(quiet.rc, 0) << off << ": " << quiet.err;
+    EXPECT_EQ(quiet.err, "") << off;
+  }
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 //   kcache_store_tool put ROOT KEY_SEED PAYLOAD_SEED LEN [FSYNC]   prints "ACK stored|already_present" or "ERR <code>"
 //   kcache_store_tool get ROOT KEY_SEED                           prints "HIT <payload seed>", "MISS", "WRONG" or "ERR <code>"
 //   kcache_store_tool put2 ROOT KEY_SEED                          two puts; prints each outcome and "WARNINGS <n>"
+//   kcache_store_tool report - N                                   counts N served requests in the `kcache run`
+//                                                                 report KCACHE_RUN_REPORT names; prints
+//                                                                 "REPORT <served in it> top|not-top" or "REPORT none"
 //
 // FSYNC is none|file|dir (default file). Exit status 0 unless the arguments are bad.
 // The fault seam reads KCACHE_FAULT from the environment.
@@ -12,6 +15,8 @@
 #include <vector>
 
 #include "kcache/file_store.hpp"
+#include "kcache/request_stats.hpp"
+#include "store/file/request_file.hpp"
 #include "support/payload.hpp"
 
 using namespace kcache;
@@ -92,6 +97,19 @@ int main(int argc, char** argv) {
       std::printf("HIT %llu\n", static_cast<unsigned long long>(*seed));
     } else {
       std::printf("WRONG\n");
+    }
+    return 0;
+  }
+  if (args[1] == "report") {
+    for (std::uint64_t i = 0; i < key_seed; ++i) {
+      record_request(static_cast<Store*>(nullptr), "run", RequestOutcome::served, Tier::disk, 5);
+    }
+    const RequestStats* report = store::run_report();
+    if (report == nullptr) {
+      std::printf("REPORT none\n");
+    } else {
+      std::printf("REPORT %llu %s\n", static_cast<unsigned long long>(report->total().served_total()),
+                  store::is_run_top() ? "top" : "not-top");
     }
     return 0;
   }

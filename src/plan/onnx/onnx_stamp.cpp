@@ -3,6 +3,7 @@
 #include "kcache/onnx_stamp.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>
 
+#include "util/atomic_write.hpp"
 #include "util/sha256.hpp"
 
 namespace kcache {
@@ -92,31 +94,22 @@ std::optional<OnnxStamp> stamp_of(const onnx::ModelProto& model) {
   return stamp;
 }
 
+// Replaces the model at `path` with `bytes` atomically where it really lives:
+// through a symlink, its target (the link stays a link, never replaced by a
+// regular file), with the file's mode kept; fsynced before the rename (a
+// model is kept). util::write_file_atomically: a fresh temporary file beside
+// it (O_EXCL, never through a symlink planted there), renamed over it.
 Result<void> write_atomically(const fs::path& path, const std::string& bytes) {
-  fs::path tmp = path;
-  tmp += ".kcache-tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return make_error(ErrorCode::io, "cannot write " + tmp.string());
-    }
+  std::error_code ec;
+  const bool link = fs::is_symlink(path, ec);  // a missing path sets ec too: it is no link
+  ec.clear();
+  const fs::path target = link ? fs::canonical(path, ec) : path;
+  if (ec) {
+    return make_error(ErrorCode::io, "cannot follow the symlink " + path.string() + ": " + ec.message());
   }
-  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    return make_errno_error(err, "rename onto " + path.string());
-  }
-  return {};
+  struct stat st {};
+  const mode_t mode = ::stat(target.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
+  return util::write_file_atomically(target, bytes, mode, util::FileSync::fsync);
 }
 
 Result<OnnxStamp> verify_bytes(const std::string& bytes, const fs::path& path, const std::optional<Key>& expected_key) {

@@ -452,7 +452,16 @@ Result<void> PayloadFile::copy_to(int out_fd, std::string_view out_name) const {
     done += static_cast<std::uint64_t>(r);
   }
   struct stat st {};
-  if (::fstat(m_fd, &st) != 0 || static_cast<std::uint64_t>(st.st_ino) != m_ino ||
+  const bool stat_ok = ::fstat(m_fd, &st) == 0;  // one status for both checks: an unlink between two changes the ctime
+  if (stat_ok && st.st_nlink == 0 && static_cast<std::uint64_t>(st.st_ino) == m_ino) {
+    // Unlinked while it was copied: kcache's own clear, prune, eviction or a
+    // newer put of the key (they never write into a published file). The
+    // entry is gone: a miss, not damage.
+    return make_error(ErrorCode::not_found, "the entry " + m_passport.key.hex() +
+                                                " was removed from the cache while it was copied (`kcache clear`, "
+                                                "`prune` or an eviction in another process): a miss");
+  }
+  if (!stat_ok || static_cast<std::uint64_t>(st.st_ino) != m_ino ||
       static_cast<std::uint64_t>(st.st_size) != size || mtime_ns(st) != m_mtime_ns || ctime_ns(st) != m_ctime_ns) {
     return make_error(ErrorCode::corrupt, "the payload of " + m_passport.key.hex() +
                                               " was modified while it was copied; run `kcache verify --repair`");

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "store/file/file_store_impl.hpp"
+#include "store/file/request_file.hpp"
 #include "util/posix_io.hpp"
 
 namespace kcache {
@@ -38,16 +39,24 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   // Open first: the root exists in every process but the first.
   util::Fd root_fd(io::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
   bool created_root = false;
+  int mkdir_err = 0;  // why the root could not be made (EACCES, EROFS), when it could not
   if (!root_fd && errno == ENOENT) {
     // Its parent exists nearly always: made (with its own parents) only
     // when the mkdir says it is missing.
     created_root = ::mkdir(root.c_str(), dmode) == 0;
+    mkdir_err = created_root ? 0 : errno;
     if (!created_root && errno == ENOENT && root.has_parent_path()) {
       std::error_code ec;
       std::filesystem::create_directories(root.parent_path(), ec);
       created_root = ::mkdir(root.c_str(), dmode) == 0;
+      mkdir_err = created_root ? 0 : (ec ? ec.value() : errno);
     }
     root_fd.reset(io::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  }
+  if (!root_fd && mkdir_err != 0 && mkdir_err != EEXIST) {
+    // Missing and not creatable: say why it cannot be made, not that it is missing.
+    return make_errno_error(mkdir_err, "cannot create the cache directory " + root.string() +
+                                           " (set KCACHE_DIR to a directory you can write)");
   }
   if (!root_fd) {
     const int err = errno;
@@ -349,6 +358,18 @@ Result<StoreStats> FileStore::stats() {
 }
 
 bool FileStore::degraded() const noexcept { return m_impl->degraded.load(); }
+
+RequestStats* FileStore::request_stats() noexcept {
+  Impl& m = *m_impl;
+  try {
+    std::call_once(m.requests_once, [&m] {
+      m.requests = store::open_request_stats(m.stats_fd ? m.stats_fd.get() : -1, store::file_mode(m.options.sharing));
+    });
+  } catch (...) {
+    return nullptr;  // no memory for the counters: the request is not counted
+  }
+  return m.requests.get();
+}
 
 const char* eviction_policy_name(EvictionPolicy policy) noexcept {
   switch (policy) {

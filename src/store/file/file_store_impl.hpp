@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "kcache/file_store.hpp"
+#include "kcache/request_stats.hpp"
 #include "store/file/file_check_table.hpp"
 #include "store/file/file_layout.hpp"
 #include "store/file/shared_counters.hpp"
@@ -81,6 +82,10 @@ struct FileStore::Impl {
   // The descriptor of stats/evict.lock, opening it on first use; -1 when it cannot be opened.
   int evict_lock();
   std::unique_ptr<store::SharedCounters> counters;
+  // stats/requests (kcache/request_stats.hpp), opened by the first request
+  // counted through this store: a store that only stores opens none.
+  std::once_flag requests_once;
+  std::unique_ptr<RequestStats> requests;
   std::unique_ptr<store::FileCheckTable> checks;
 
   // Passports parsed by this process, bound to the identity of the passport

@@ -62,6 +62,7 @@ struct Transfer {
   CurlResponse* resp = nullptr;
   std::uint64_t max = 0;
   bool cut = false;  // the body went over `max`: the transfer was aborted
+  bool prefix = false;  // CurlRequest::prefix
   std::string_view upload;
   std::size_t sent = 0;
   ObjectSource* source = nullptr;
@@ -131,6 +132,12 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
     return to_sink(t, data, len);
   }
   if (len > t->max || body.size() > t->max - len) {
+    if (t->prefix) {
+      // A prefix was asked for and the server sends more: keep the prefix, stop there.
+      body.append(data, static_cast<std::size_t>(t->max - body.size()));
+      t->cut = true;
+      return 0;
+    }
     // Past the bound (no Content-Length, chunked, or a lying one): abort
     // before buffering more; what was held is freed.
     t->cut = true;
@@ -177,7 +184,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
     std::uint64_t length = 0;
     const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), length);
     (void)end;
-    if (ec == std::errc() && t->resp->status / 100 == 2 && length > t->max) {
+    if (ec == std::errc() && t->resp->status / 100 == 2 && length > t->max && !t->prefix) {
       // An object over the bound, refused on its announced size before any
       // byte of its body (returning less than the line aborts the transfer).
       t->cut = true;
@@ -197,6 +204,8 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
     t->resp->date = std::string(v);
   } else if (header_value(line, "Last-Modified", v)) {
     t->resp->last_modified = std::string(v);
+  } else if (header_value(line, "Location", v)) {
+    t->resp->location = std::string(v);
   }
   return size * n;
 }
@@ -285,6 +294,7 @@ Result<CurlResponse> CurlClient::perform(const CurlRequest& req, Deadline deadli
   t.upload = req.body;
   t.source = req.upload;
   t.sink = req.sink;
+  t.prefix = req.prefix;
   curl_slist* headers = nullptr;
   for (const std::string& line : req.headers) {
     headers = api.slist_append(headers, line.c_str());
@@ -371,6 +381,9 @@ Result<CurlResponse> CurlClient::perform(const CurlRequest& req, Deadline deadli
     return resp;  // the sink stopped it: what it got is its to judge
   }
   const bool too_large = (rc == CURLE_WRITE_ERROR && t.cut) || rc == CURLE_FILESIZE_EXCEEDED;
+  if (too_large && method == "GET" && req.prefix) {
+    return resp;  // the prefix asked for, from a server that sent more
+  }
   if (too_large && method == "GET") {
     return make_error(k_object_too_large,
                       fmt::format("{} on {}: the object is larger than max_entry_size ({} bytes); refused without "

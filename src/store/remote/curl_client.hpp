@@ -43,6 +43,10 @@ struct CurlRequest {
   // GET: the body of a 2xx answer goes here as it arrives (instead of
   // CurlResponse::body), still bounded by `max_bytes`.
   ObjectSink* sink = nullptr;
+  // GET: only the first `max_bytes` bytes are wanted (a Range request): a
+  // longer 2xx answer (a server that ignores Range) is cut there and
+  // returned, not refused as an object over max_entry_size.
+  bool prefix = false;
 };
 
 struct CurlResponse {
@@ -52,6 +56,7 @@ struct CurlResponse {
   std::string etag;    // the ETag header, quotes kept
   std::string date;           // the Date header (the server's clock)
   std::string last_modified;  // the Last-Modified header
+  std::string location;       // the Location header (a redirect's target; never followed)
   bool stopped = false;  // the request's sink stopped the transfer (its bytes are the sink's to judge)
 };
 

@@ -33,14 +33,9 @@ class HttpBackend final : public RemoteBackend {
   explicit HttpBackend(RemoteSpec spec);
   ~HttpBackend() override;
 
-  Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) override;
-  Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) override;
+  KCACHE_REMOTE_OBJECT_OVERRIDES;
   // Streamed: the body goes to (comes from) the sink (source) in parts.
-  bool streams() const noexcept override { return true; }
-  Result<bool> get_stream(std::string_view name, std::uint64_t max_bytes, ObjectSink& sink) override;
-  Result<bool> put_stream(std::string_view name, ObjectSource& source, std::uint64_t ttl_s) override;
-  Result<bool> remove(std::string_view name) override;
-  Result<std::string> describe() override;
+  KCACHE_REMOTE_STREAM_OVERRIDES;
 
  private:
   // One request with this remote's credentials. Failure: as

@@ -30,20 +30,9 @@ class RedisBackend final : public RemoteBackend {
   explicit RedisBackend(RemoteSpec spec);
   ~RedisBackend() override;
 
-  Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) override;
-  Result<std::optional<std::string>> get_prefix(std::string_view name, std::uint64_t bytes) override;
-  Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) override;
-  Result<bool> remove(std::string_view name) override;
-  Result<std::string> describe() override;
-  Result<void> list(std::string_view prefix, const std::function<bool(std::string_view name)>& each) override;
-  bool supports_leases() const noexcept override { return true; }
-  Result<bool> exists(std::string_view name) override;
-  Result<bool> lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
-  Result<bool> lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
-  Result<bool> lease_release(std::string_view name, std::string_view token) override;
-  Result<std::optional<LeaseInfo>> lease_inspect(std::string_view name) override;
-  Result<bool> lease_take_foreign(std::string_view name, std::string_view seen, std::string_view token,
-                                  std::uint64_t ttl_ms) override;
+  KCACHE_REMOTE_OBJECT_OVERRIDES;
+  KCACHE_REMOTE_INSPECT_OVERRIDES;
+  KCACHE_REMOTE_LEASE_OVERRIDES;
 
   // Runs one command on a pooled connection (tests, benchmarks), within one
   // operation's deadline; a reply may hold up to max_entry_size + 1 bytes.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -9,8 +11,54 @@
 #include <fmt/format.h>
 
 #include "store/remote/redis_object_commands.hpp"
+#include "store/remote/remote_budget.hpp"
 
 namespace kcache::remote {
+
+namespace {
+
+// The leases this process holds on a cluster, by lease name, with their ttl:
+// every backend of the process sees them (the lease and the data tier are
+// separate stores over separate backends). An upload of an entry whose lease
+// is held rides a failover out (put).
+class HeldLeases {
+ public:
+  void hold(std::string_view name, std::uint64_t ttl_ms) {
+    std::lock_guard lock(m_mutex);
+    m_ttl[std::string(name)] = ttl_ms;
+  }
+  void drop(std::string_view name) {
+    std::lock_guard lock(m_mutex);
+    if (const auto at = m_ttl.find(name); at != m_ttl.end()) {
+      m_ttl.erase(at);
+    }
+  }
+  std::optional<std::uint64_t> ttl_of(std::string_view name) {
+    std::lock_guard lock(m_mutex);
+    const auto at = m_ttl.find(name);
+    return at == m_ttl.end() ? std::nullopt : std::optional<std::uint64_t>(at->second);
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::map<std::string, std::uint64_t, std::less<>> m_ttl;
+};
+
+HeldLeases& held_leases() {
+  static HeldLeases leases;
+  return leases;
+}
+
+// The lease name of an object name: kcache:v1:KEY -> kcache:v1:lease:KEY ("" for another name).
+std::string lease_name_of(std::string_view object) {
+  constexpr std::string_view k_objects = "kcache:v1:";
+  if (object.substr(0, k_objects.size()) != k_objects) {
+    return {};
+  }
+  return std::string(k_objects) + "lease:" + std::string(object.substr(k_objects.size()));
+}
+
+}  // namespace
 
 namespace {
 
@@ -329,6 +377,12 @@ Result<void> RedisClusterBackend::refresh(RedisDeadline deadline) {
 
 void RedisClusterBackend::await_new_master(int slot, const ClusterNode& silent, RedisDeadline deadline,
                                            Error& last) {
+  // Looking for the new master is waiting for the failover, not lost time (remote_budget.hpp).
+  const auto started = Clock::now();
+  struct Noted {
+    Clock::time_point started;
+    ~Noted() { add_failover_wait(Clock::now() - started); }
+  } noted{started};
   {
     // Its other idle connections are as dead as the one that failed (or the
     // server restarted and closed them all).
@@ -504,6 +558,7 @@ Result<RedisReply> RedisClusterBackend::route(std::string_view key, const std::v
         const auto pause = std::min<Clock::duration>(std::chrono::milliseconds(50 << std::min(pass, 3)),
                                                      std::max<Clock::duration>(deadline - Clock::now(), {}));
         std::this_thread::sleep_for(pause);
+        add_failover_wait(pause);
         continue;
       }
     }
@@ -529,7 +584,12 @@ Result<std::optional<std::string>> RedisClusterBackend::get_prefix(std::string_v
 }
 
 Result<bool> RedisClusterBackend::put(std::string_view name, std::string_view value, std::uint64_t ttl_s) {
-  return redis_put_object(sender(name, data_operation()), name, value, ttl_s, m_spec.masked());
+  // The upload of an entry whose lease this process holds is what its
+  // waiters wait for: it rides a failover out as their lease polls do, so
+  // that one compile per key holds through a failover.
+  const auto held = held_leases().ttl_of(lease_name_of(name));
+  return redis_put_object(sender(name, held ? lease_operation(*held, RideOut::failover) : data_operation()), name,
+                          value, ttl_s, m_spec.masked());
 }
 
 Result<bool> RedisClusterBackend::remove(std::string_view name) {
@@ -546,17 +606,26 @@ Result<bool> RedisClusterBackend::exists(std::string_view name) {
 
 Result<bool> RedisClusterBackend::lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
   m_lease_ttl_ms.store(ttl_ms);
-  return redis_lease_take(sender(name, lease_operation(ttl_ms, RideOut::failover)), name, token, ttl_ms,
-                          m_spec.masked());
+  auto r = redis_lease_take(sender(name, lease_operation(ttl_ms, RideOut::failover)), name, token, ttl_ms,
+                            m_spec.masked());
+  if (r && *r) {
+    held_leases().hold(name, ttl_ms);
+  }
+  return r;
 }
 
 Result<bool> RedisClusterBackend::lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) {
   m_lease_ttl_ms.store(ttl_ms);
-  return redis_lease_renew(sender(name, lease_operation(ttl_ms, RideOut::lease_validity)), name, token, ttl_ms,
-                           m_spec.masked());
+  auto r = redis_lease_renew(sender(name, lease_operation(ttl_ms, RideOut::lease_validity)), name, token, ttl_ms,
+                             m_spec.masked());
+  if (!r || !*r) {
+    held_leases().drop(name);  // lost, or no longer known to be ours
+  }
+  return r;
 }
 
 Result<bool> RedisClusterBackend::lease_release(std::string_view name, std::string_view token) {
+  held_leases().drop(name);
   return redis_lease_release(sender(name, lease_operation(m_lease_ttl_ms.load(), RideOut::lease_validity)), name,
                              token, m_spec.masked());
 }
@@ -686,8 +755,12 @@ Result<std::optional<LeaseInfo>> RedisClusterBackend::lease_inspect(std::string_
 Result<bool> RedisClusterBackend::lease_take_foreign(std::string_view name, std::string_view seen,
                                                      std::string_view token, std::uint64_t ttl_ms) {
   m_lease_ttl_ms.store(ttl_ms);
-  return redis_lease_take_foreign(sender(name, lease_operation(ttl_ms, RideOut::failover)), name, seen, token, ttl_ms,
-                                  m_spec.masked());
+  auto r = redis_lease_take_foreign(sender(name, lease_operation(ttl_ms, RideOut::failover)), name, seen, token,
+                                    ttl_ms, m_spec.masked());
+  if (r && *r) {
+    held_leases().hold(name, ttl_ms);
+  }
+  return r;
 }
 
 }  // namespace kcache::remote

@@ -87,23 +87,12 @@ class RedisClusterBackend final : public RemoteBackend {
   static Result<std::unique_ptr<RedisClusterBackend>> open(RemoteSpec spec);
   ~RedisClusterBackend() override;
 
-  Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) override;
-  Result<std::optional<std::string>> get_prefix(std::string_view name, std::uint64_t bytes) override;
-  Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) override;
-  Result<bool> remove(std::string_view name) override;
-  // "redis 7.0.15 (cluster, state ok): 3 masters 127.0.0.1:7000 [0-5460] ...,
-  // 3 replicas". Refreshes the slot map first.
-  Result<std::string> describe() override;
-  // SCAN on every master of the current slot map, one after the other.
-  Result<void> list(std::string_view prefix, const std::function<bool(std::string_view name)>& each) override;
-  bool supports_leases() const noexcept override { return true; }
-  Result<bool> exists(std::string_view name) override;
-  Result<bool> lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
-  Result<bool> lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
-  Result<bool> lease_release(std::string_view name, std::string_view token) override;
-  Result<std::optional<LeaseInfo>> lease_inspect(std::string_view name) override;
-  Result<bool> lease_take_foreign(std::string_view name, std::string_view seen, std::string_view token,
-                                  std::uint64_t ttl_ms) override;
+  // describe(): "redis 7.0.15 (cluster, state ok): 3 masters 127.0.0.1:7000
+  // [0-5460] ..., 3 replicas", after refreshing the slot map. list(): SCAN on
+  // every master of the current slot map, one after the other.
+  KCACHE_REMOTE_OBJECT_OVERRIDES;
+  KCACHE_REMOTE_INSPECT_OVERRIDES;
+  KCACHE_REMOTE_LEASE_OVERRIDES;
 
   // Runs one command on the master serving `key`'s slot, with redirects
   // (leases, tests). A Redis error reply other than a redirect is returned as

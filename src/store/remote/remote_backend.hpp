@@ -219,6 +219,42 @@ class RemoteBackend {
   static NoLeases no_leases() { return {}; }
 };
 
+// The overrides every backend declares (the pure calls of RemoteBackend):
+// get(), put(), remove() and describe(), spelled once.
+#define KCACHE_REMOTE_OBJECT_OVERRIDES                                                               \
+  Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) override;    \
+  Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) override;      \
+  Result<bool> remove(std::string_view name) override;                                              \
+  Result<std::string> describe() override
+
+// The overrides a backend that can look into what it holds declares (Redis,
+// Redis Cluster, S3), spelled once: get_prefix() reads an object's first
+// bytes, list() walks the names.
+#define KCACHE_REMOTE_INSPECT_OVERRIDES                                                              \
+  Result<std::optional<std::string>> get_prefix(std::string_view name, std::uint64_t bytes) override; \
+  Result<void> list(std::string_view prefix, const std::function<bool(std::string_view name)>& each) override
+
+// The overrides a backend that moves objects in parts (HTTP, S3) declares,
+// spelled once: streams() answers true, get_stream() and put_stream() are the
+// backend's own (their contracts are RemoteBackend's above).
+#define KCACHE_REMOTE_STREAM_OVERRIDES                                                               \
+  bool streams() const noexcept override { return true; }                                          \
+  Result<bool> get_stream(std::string_view name, std::uint64_t max_bytes, ObjectSink& sink) override; \
+  Result<bool> put_stream(std::string_view name, ObjectSource& source, std::uint64_t ttl_s) override
+
+// The overrides a backend with cross-host leases (Redis, Redis Cluster, S3)
+// declares, spelled once: supports_leases() answers true, and exists() and
+// every lease call are the backend's own (contracts above).
+#define KCACHE_REMOTE_LEASE_OVERRIDES                                                                          \
+  bool supports_leases() const noexcept override { return true; }                                            \
+  Result<bool> exists(std::string_view name) override;                                                        \
+  Result<bool> lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;      \
+  Result<bool> lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;     \
+  Result<bool> lease_release(std::string_view name, std::string_view token) override;                         \
+  Result<std::optional<LeaseInfo>> lease_inspect(std::string_view name) override;                             \
+  Result<bool> lease_take_foreign(std::string_view name, std::string_view seen, std::string_view token,       \
+                                  std::uint64_t ttl_ms) override
+
 // Connects lazily: returns a backend for `spec` without touching the network
 // (the first operation connects). Returns unsupported for a scheme this build
 // does not serve.

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <utility>
 
 namespace kcache::remote {
 
@@ -25,6 +26,16 @@ bool RemoteBudget::spend(std::chrono::steady_clock::duration elapsed) noexcept {
   }
   const std::uint64_t before = m_spent_us.fetch_add(static_cast<std::uint64_t>(us), std::memory_order_relaxed);
   return before < m_limit_us && before + static_cast<std::uint64_t>(us) >= m_limit_us;
+}
+
+namespace {
+thread_local std::chrono::steady_clock::duration t_failover_wait{};
+}  // namespace
+
+void add_failover_wait(std::chrono::steady_clock::duration waited) noexcept { t_failover_wait += waited; }
+
+std::chrono::steady_clock::duration take_failover_wait() noexcept {
+  return std::exchange(t_failover_wait, std::chrono::steady_clock::duration{});
 }
 
 }  // namespace kcache::remote

@@ -50,4 +50,13 @@ class RemoteBudget {
   std::atomic<std::uint64_t> m_spent_us{0};
 };
 
+// Time the current remote operation of this thread spent waiting for a
+// Redis Cluster to fail over (for a replica to be promoted: CLUSTERDOWN,
+// TRYAGAIN, a dead master), noted by the cluster backend. Waiting is not lost
+// time (docs/configuration.md): RemoteStore charges an operation's elapsed
+// time less this to the budget. take_failover_wait() returns what was noted
+// since the last call and starts again from zero.
+void add_failover_wait(std::chrono::steady_clock::duration waited) noexcept;
+std::chrono::steady_clock::duration take_failover_wait() noexcept;
+
 }  // namespace kcache::remote

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -235,13 +236,39 @@ tl::expected<Artifact, RejectedObject> decode_object(std::string_view bytes, con
     if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared == ZSTD_CONTENTSIZE_ERROR || declared != stream_len) {
       return reject(Rejection::malformed, "the zstd frame does not declare the announced size");
     }
-    inflated.resize(stream_len);
-    const std::size_t n = ZSTD_decompress(inflated.data(), inflated.size(), body.data(), body.size());
-    if (ZSTD_isError(n) != 0U || n != stream_len) {
-      return reject(Rejection::malformed, ZSTD_isError(n) != 0U
-                                              ? std::string("bad zstd frame: ") + ZSTD_getErrorName(n)
-                                              : std::string("zstd frame inflates to the wrong size"));
+    // Inflated as it comes, the output grown to what the frame really
+    // yields: a small object that declares a large size (up to
+    // max_entry_size) costs what it inflates to, not what it claims.
+    std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
+    if (!dctx) {
+      return reject(Rejection::malformed, "cannot inflate: no memory for a zstd context");
     }
+    ZSTD_inBuffer in{body.data(), body.size(), 0};
+    const std::uint64_t room = stream_len + 1;  // a byte more: a frame that inflates past the size shows it
+    std::size_t produced = 0;
+    std::size_t left = 1;
+    while (left != 0) {
+      if (produced == inflated.size()) {
+        if (produced >= room) {
+          return reject(Rejection::malformed, "zstd frame inflates past the announced size");
+        }
+        const std::uint64_t grow = std::max<std::uint64_t>(std::uint64_t{1} << 20, produced);
+        inflated.resize(static_cast<std::size_t>(std::min<std::uint64_t>(room, produced + grow)));
+      }
+      ZSTD_outBuffer out{inflated.data() + produced, inflated.size() - produced, 0};
+      left = ZSTD_decompressStream(dctx.get(), &out, &in);
+      produced += out.pos;
+      if (ZSTD_isError(left) != 0U) {
+        return reject(Rejection::malformed, std::string("bad zstd frame: ") + ZSTD_getErrorName(left));
+      }
+      if (left != 0 && out.pos == 0 && in.pos == in.size) {
+        return reject(Rejection::malformed, "zstd frame is truncated");
+      }
+    }
+    if (produced != stream_len || in.pos != in.size) {
+      return reject(Rejection::malformed, "zstd frame inflates to the wrong size");
+    }
+    inflated.resize(produced);
     stream = inflated;
   }
   auto artifact = decode_artifact(stream, options.max_entry_size);

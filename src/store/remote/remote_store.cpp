@@ -171,6 +171,7 @@ struct RemoteStore::Impl {
 
   // True when an operation may go to the server; counts a skip otherwise.
   bool admit() {
+    (void)take_failover_wait();  // what an earlier operation of this thread waited is not this one's
     if (options.budget && options.budget->spent()) {
       std::lock_guard lock(mutex);
       ++stats.skipped;
@@ -203,8 +204,10 @@ struct RemoteStore::Impl {
     return false;
   }
 
-  // Spends a failed or slow operation's time from the process's budget.
+  // Spends a failed or slow operation's time from the process's budget, less
+  // the time it waited for a cluster to fail over: waiting is not lost time.
   void spend(Clock::duration elapsed, bool failed_op) {
+    elapsed -= std::min(elapsed, take_failover_wait());
     if (!options.budget) {
       return;
     }

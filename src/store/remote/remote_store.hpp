@@ -124,6 +124,7 @@ class RemoteStore final : public Store {
   RemoteStore& operator=(const RemoteStore&) = delete;
 
   std::string_view name() const noexcept override { return "remote"; }
+  std::optional<Tier> tier_kind() const noexcept override { return Tier::remote; }
   bool writable() const noexcept override;
 
   // Hit: a verified artifact. Miss: std::nullopt (also for a bad object, a

@@ -137,6 +137,9 @@ Result<CurlResponse> S3Backend::send(std::string_view method, std::string_view k
   req.sink = sink;
   req.max_bytes = max_bytes;
   req.headers = std::move(headers);
+  // A Range read wants its first max_bytes bytes: a server that ignores the Range sends more.
+  req.prefix = std::any_of(req.headers.begin(), req.headers.end(),
+                           [](const std::string& h) { return h.rfind("Range: ", 0) == 0; });
   // The payload is not hashed into the signature (a 300 MB engine would be
   // read twice): kcache verifies every object by its own digest and signature.
   req.headers.emplace_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
@@ -157,6 +160,23 @@ Error S3Backend::answer_error(std::string_view what, const CurlResponse& r) cons
                                         : fmt::format("HTTP {} {}: {}", r.status, code, message);
   const Resolved& where = resolved();
   const std::string who = where.credentials ? where.credentials->describe() : std::string("no credentials");
+  // A request signed more than 15 minutes off the server's clock is refused
+  // (403 RequestTimeTooSkewed, or a bare 403 from some stores): the answer's
+  // Date tells a skewed clock apart from refused credentials.
+  const std::int64_t server_s = r.date.empty() ? -1 : http_date_seconds(r.date);
+  const std::int64_t local_s = std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+  const std::int64_t skew_s = server_s < 0 ? 0 : server_s - local_s;
+  if ((r.status == 401 || r.status == 403) && (code == "RequestTimeTooSkewed" || skew_s > 600 || skew_s < -600)) {
+    return Error{ErrorCode::io,
+                 fmt::format("{} on {} was refused ({}): this host's clock is {} s {} the server's (its Date: {}); S3 "
+                             "refuses requests signed more than 15 minutes off its clock. Set this host's clock "
+                             "(NTP): it is not the credentials",
+                             what, m_where, said, skew_s < 0 ? -skew_s : skew_s, skew_s < 0 ? "ahead of" : "behind",
+                             r.date.empty() ? std::string("none") : r.date),
+                 {}};
+  }
   if (r.status == 401 || r.status == 403) {
     return Error{ErrorCode::permission_denied,
                  fmt::format("{} on {} was refused ({}); the credentials used: {}. Check AWS_ACCESS_KEY_ID / "
@@ -171,10 +191,26 @@ Error S3Backend::answer_error(std::string_view what, const CurlResponse& r) cons
                              what, m_where, m_spec.host, where.scheme_host, said),
                  {}};
   }
-  if (r.status == 301 || r.status == 307 || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed") {
+  // A redirect: to the same service in another region (the region is wrong), or to another host
+  // (a proxy, a load balancer, a temporary redirect): kcache follows none, and says which.
+  const std::string region_hint = xml_text(r.body, "Region").value_or("");
+  const std::string target = r.location.empty() ? xml_text(r.body, "Endpoint").value_or("") : r.location;
+  const bool other_region = code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed" ||
+                            !region_hint.empty() || target.find(".amazonaws.com") != std::string::npos;
+  if ((r.status == 301 || r.status == 307 || r.status == 302 || r.status == 308 || code == "PermanentRedirect" ||
+       code == "AuthorizationHeaderMalformed") &&
+      other_region) {
     return Error{ErrorCode::io,
-                 fmt::format("{} on {}: {}; the bucket is in another region: set ?region= on the URL", what, m_where,
-                             said),
+                 fmt::format("{} on {}: {}; the bucket is in another region{}: set ?region= on the URL", what, m_where,
+                             said, region_hint.empty() ? std::string() : " (" + region_hint + ")"),
+                 {}};
+  }
+  if (r.status == 301 || r.status == 302 || r.status == 307 || r.status == 308) {
+    return Error{ErrorCode::io,
+                 fmt::format("{} on {}: {}: the server redirects to {}, and kcache follows no redirect (a signed "
+                             "request must go where it was signed for): set the endpoint (?endpoint=) to the host "
+                             "that serves the bucket, or fix the proxy or load balancer in between",
+                             what, m_where, said, target.empty() ? std::string("an unnamed location") : target),
                  {}};
   }
   if (r.status == 507 || code == "EntityTooLarge" || code == "QuotaExceeded") {

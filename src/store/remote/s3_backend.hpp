@@ -50,26 +50,12 @@ class S3Backend final : public RemoteBackend {
   explicit S3Backend(RemoteSpec spec);
   ~S3Backend() override;
 
-  Result<std::optional<std::string>> get(std::string_view name, std::uint64_t max_bytes) override;
-  Result<std::optional<std::string>> get_prefix(std::string_view name, std::uint64_t bytes) override;
-  Result<bool> put(std::string_view name, std::string_view value, std::uint64_t ttl_s) override;
+  KCACHE_REMOTE_OBJECT_OVERRIDES;
+  KCACHE_REMOTE_INSPECT_OVERRIDES;
   // Streamed: a GET's body goes to the sink as it arrives; an upload is read
   // from the source in parts (each multipart part too), never held whole.
-  bool streams() const noexcept override { return true; }
-  Result<bool> get_stream(std::string_view name, std::uint64_t max_bytes, ObjectSink& sink) override;
-  Result<bool> put_stream(std::string_view name, ObjectSource& source, std::uint64_t ttl_s) override;
-  Result<bool> remove(std::string_view name) override;
-  Result<std::string> describe() override;
-  Result<void> list(std::string_view prefix, const std::function<bool(std::string_view name)>& each) override;
-
-  bool supports_leases() const noexcept override { return true; }
-  Result<bool> exists(std::string_view name) override;
-  Result<bool> lease_take(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
-  Result<bool> lease_renew(std::string_view name, std::string_view token, std::uint64_t ttl_ms) override;
-  Result<bool> lease_release(std::string_view name, std::string_view token) override;
-  Result<std::optional<LeaseInfo>> lease_inspect(std::string_view name) override;
-  Result<bool> lease_take_foreign(std::string_view name, std::string_view seen, std::string_view token,
-                                  std::uint64_t ttl_ms) override;
+  KCACHE_REMOTE_STREAM_OVERRIDES;
+  KCACHE_REMOTE_LEASE_OVERRIDES;
 
   // The object key of `name` in the bucket (with the prefix).
   std::string object_key(std::string_view name) const;

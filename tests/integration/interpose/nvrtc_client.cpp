@@ -78,6 +78,7 @@ struct LinkApi {
   int (*create)(void**, uint32_t, const char**);
   int (*destroy)(void**);
   int (*add_data)(void*, int, const void*, size_t, const char*);
+  int (*add_file)(void*, int, const char*);
   int (*complete)(void*);
   int (*cubin_size)(void*, size_t*);
   int (*cubin)(void*, void*);
@@ -218,6 +219,25 @@ bool link_one(std::string& out, const std::string& name, int type, const std::st
   output(out, "linked-cubin", h, g_link.cubin_size, g_link.cubin);
   output(out, "error-log", h, g_link.error_size, g_link.error);
   output(out, "info-log", h, g_link.info_size, g_link.info);
+  out += "complete-again rc=" + std::to_string(g_link.complete(h)) + "\n";
+  // Calls after Complete: what the real library answers on a completed
+  // handle, whether the stand-in linked or served the link (a hit).
+  const std::string file = "link-after-" + name;  // in the working directory: the same name in every run
+  if (FILE* f = std::fopen(file.c_str(), "wb")) {
+    std::fwrite(input.data(), 1, input.size(), f);
+    std::fclose(f);
+  }
+  // One call per statement: the order of the calls is part of what is compared.
+  const int again_rc = g_link.add_data(h, type, input.data(), input.size(), "again");
+  const int null_rc = g_link.add_data(h, type, nullptr, 0, "null");
+  const int file_rc = g_link.add_file(h, type, file.c_str());
+  const int missing_rc = g_link.add_file(h, type, "link-after-missing");
+  const int complete_rc = g_link.complete(h);
+  out += "after-complete add rc=" + std::to_string(again_rc) + " add-null rc=" + std::to_string(null_rc) +
+         " add-file rc=" + std::to_string(file_rc) + " add-missing-file rc=" + std::to_string(missing_rc) +
+         " complete rc=" + std::to_string(complete_rc) + "\n";
+  output(out, "linked-cubin-after", h, g_link.cubin_size, g_link.cubin);
+  output(out, "error-log-after", h, g_link.error_size, g_link.error);
   g_link.destroy(&h);
   return rc == 0;
 }
@@ -305,6 +325,9 @@ int main(int argc, char** argv) {
     return static_cast<int>(
         nvJitLinkAddData(static_cast<nvJitLinkHandle>(h), static_cast<nvJitLinkInputType>(t), d, n, name));
   };
+  g_link.add_file = [](void* h, int t, const char* f) {
+    return static_cast<int>(nvJitLinkAddFile(static_cast<nvJitLinkHandle>(h), static_cast<nvJitLinkInputType>(t), f));
+  };
   g_link.complete = [](void* h) { return static_cast<int>(nvJitLinkComplete(static_cast<nvJitLinkHandle>(h))); };
   g_link.cubin_size = [](void* h, size_t* n) {
     return static_cast<int>(nvJitLinkGetLinkedCubinSize(static_cast<nvJitLinkHandle>(h), n));
@@ -372,6 +395,7 @@ int main(int argc, char** argv) {
   load(link_lib, g_link.create, "nvJitLinkCreate");
   load(link_lib, g_link.destroy, "nvJitLinkDestroy");
   load(link_lib, g_link.add_data, "nvJitLinkAddData");
+  load(link_lib, g_link.add_file, "nvJitLinkAddFile");
   load(link_lib, g_link.complete, "nvJitLinkComplete");
   load(link_lib, g_link.cubin_size, "nvJitLinkGetLinkedCubinSize");
   load(link_lib, g_link.cubin, "nvJitLinkGetLinkedCubin");

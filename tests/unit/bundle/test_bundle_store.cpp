@@ -17,16 +17,8 @@ namespace {
 
 using test::read_file;
 
-class BundleTier : public ::testing::Test {
+class BundleTier : public test::SignedBundleTest {
 protected:
-  void SetUp() override {
-    artifacts = test::sample_artifacts();
-    trust = test::make_signed_bundle(key(), bundle(), artifacts);
-    ASSERT_EQ(trust.keys.size(), 1U);
-  }
-  std::filesystem::path key() const { return m_dir.path() / "ci.key"; }
-  std::filesystem::path bundle() const { return m_dir.path() / "kernels.kcb"; }
-
   std::unique_ptr<bundle::BundleStore> open_tier(const std::vector<std::filesystem::path>& files) {
     return bundle::BundleStore::open(files, trust, ReadVerify::fast_when_unchanged,
                                      [this](const std::string& line) { warnings.push_back(line); });
@@ -56,9 +48,6 @@ protected:
     FAIL() << "no 4096-byte payload in the sample bundle";
   }
 
-  test::TempDir m_dir;
-  BundleTrust trust;
-  std::vector<Artifact> artifacts;
   std::vector<std::string> warnings;
   Key big;
 };

@@ -13,6 +13,7 @@
 #include "kcache/linker.hpp"
 #include "kcache/nvvm_program.hpp"
 #include "kcache/program.hpp"
+#include "kcache/request_stats.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/compile/compile_test_support.hpp"
 
@@ -140,7 +141,7 @@ TEST(Compiler, WithoutACacheNoKeyIsDerivedAndTheBytesAreTheCachedCompiles) {
   CompileInfo cached_info;
   auto cached = compile(r, &store, &cached_info);
   ASSERT_TRUE(cached) << cached.error().describe();
-  EXPECT_EQ(cached_info.headers.size(), 1u);
+  EXPECT_FALSE(cached_info.headers.empty()) << "the cached compile scanned no header";
   EXPECT_EQ(cached->payload, a->payload) << "another compile than the cached one";
   EXPECT_NE(cached->passport.key, a->passport.key);
   // Refusals are the same with the cache or without it.
@@ -174,6 +175,16 @@ TEST(Compiler, ADisabledCacheCompilesWithNoKeyAndAsksItsStoreNothing) {
   EXPECT_EQ(b->payload, a->payload);
   EXPECT_EQ(cache.stats().compiles, 1u);
   EXPECT_EQ(cache.stats().lookups, 0u);
+  // Still one request, counted uncached (kcache stats, the run's summary).
+  const auto counted = Cache::last_request();
+  ASSERT_TRUE(counted.has_value());
+  EXPECT_EQ(counted->outcome, RequestOutcome::uncached);
+  EXPECT_GT(counted->compile_us, 0u);
+  program.add_option("--no-such-option");
+  ASSERT_FALSE(cache.get_or_compile(program.request(CompileTarget::ptx), &outcome));
+  ASSERT_TRUE(Cache::last_request().has_value());
+  EXPECT_EQ(Cache::last_request()->outcome, RequestOutcome::failed);
+  EXPECT_EQ(cache.stats().compile_failures, 1u);
   const auto stats = (*store)->stats();
   ASSERT_TRUE(stats);
   EXPECT_EQ(stats->misses, 0u) << "the disabled store was asked";

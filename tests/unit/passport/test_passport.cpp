@@ -73,3 +73,24 @@ TEST(Passport, RejectsHugeDocumentsWithoutParsing) {
   ASSERT_FALSE(p.has_value());
   EXPECT_NE(p.error().message.find("larger"), std::string::npos);
 }
+
+// One passport, one meaning: a NUL byte anywhere is refused, wherever it is
+// (the JSON reader underneath takes a NUL for the end of its input, so
+// "{...}\0GARBAGE" would otherwise be read as the passport before it).
+TEST(Passport, ANulByteAnywhereIsRefused) {
+  const std::string good = sample().to_json();
+  for (const std::string& text : {good + std::string("\0GARBAGE", 8), good + std::string(1, '\0'),
+                                  std::string(1, '\0') + good, good.substr(0, 10) + std::string(1, '\0') + good.substr(10)}) {
+    auto p = Passport::from_json(text);
+    ASSERT_FALSE(p.has_value()) << "accepted a passport with a NUL byte at " << text.find('\0');
+    EXPECT_EQ(p.error().code, ErrorCode::corrupt);
+    EXPECT_NE(p.error().message.find("a NUL byte at offset " + std::to_string(text.find('\0'))), std::string::npos)
+        << p.error().message;
+  }
+  // Escaped, a NUL is a character of a string like any other.
+  Passport p = sample();
+  p.log = std::string("a\0b", 3);
+  auto back = Passport::from_json(p.to_json());
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->log, p.log);
+}

@@ -1,6 +1,7 @@
 #include "kcache/onnx_stamp.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>
@@ -112,6 +113,30 @@ TEST_F(OnnxStampTest, StampingTwiceChangesNothing) {
   EXPECT_EQ(read_onnx_stamp(p)->value().key, key_of("b").hex());
   ASSERT_EQ(*stamp_onnx_file(p, key, {{"l", "1"}}), StampChange::stamped);
   EXPECT_EQ(test::read_file(p), once);
+}
+
+// A model named through a symlink is stamped where it lives: the link stays
+// a link (never replaced by a regular file), the target is replaced
+// atomically with its mode kept.
+TEST_F(OnnxStampTest, StampingThroughASymlinkKeepsTheLinkAndTheMode) {
+  const fs::path target = write_model(make_model(1.0f), "real.onnx");
+  ASSERT_EQ(::chmod(target.c_str(), 0640), 0);
+  const fs::path link = m_dir.path() / "current.onnx";
+  fs::create_symlink(target, link);
+  ASSERT_EQ(*stamp_onnx_file(link, key_of("a"), {}), StampChange::stamped);
+  EXPECT_TRUE(fs::is_symlink(link)) << "the symlink was replaced by a regular file";
+  EXPECT_EQ(fs::read_symlink(link), target);
+  struct stat st {};
+  ASSERT_EQ(::stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640U);
+  auto stamp = verify_onnx_stamp(target, key_of("a"));
+  ASSERT_TRUE(stamp) << stamp.error().message;
+  // Nothing was left beside it.
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(m_dir.path())) {
+    files += e.path().filename().string().find("kcache") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(files, 0U);
 }
 
 TEST_F(OnnxStampTest, UnstampedModelIsRefused) {

@@ -4,7 +4,10 @@
 #include "store/remote/remote_codec.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include <fstream>
@@ -170,6 +173,46 @@ TEST(RemoteCodec, ZstdBombDeclaringAnotherSizeIsRefusedBeforeInflating) {
   }
   bomb += frame;
   EXPECT_EQ(reason_of(bomb, a.passport.key, o), kr::Rejection::malformed);
+}
+
+// A small object whose header and zstd frame both claim a large stream (up
+// to max_entry_size) but whose blocks stop early: refused, having cost what
+// it inflated to, not the size it claims (the output grows as it is made).
+TEST(RemoteCodec, ASmallObjectClaimingAHugeStreamCostsWhatItInflatesTo) {
+  const Artifact a = sample();
+  kr::CodecOptions o;
+  o.compression = kr::Compression::none;
+  const std::string object = kr::encode_object(a, o);
+  const std::uint64_t claimed = std::uint64_t{128} << 20;
+  std::string frame;
+  {
+    // Made here and freed before the child is forked (a child starts with its parent's resident pages).
+    const std::string zeros(claimed, '\0');
+    std::string out(ZSTD_compressBound(zeros.size()), '\0');
+    out.resize(ZSTD_compress(out.data(), out.size(), zeros.data(), zeros.size(), 1));
+    frame.assign(out);
+  }
+  ASSERT_EQ(ZSTD_getFrameContentSize(frame.data(), frame.size()), claimed);
+  frame.resize(64);  // the frame header and a few 128 KiB blocks of the 1024 it claims
+  std::string bomb = object.substr(0, 80);
+  bomb[12] = 1;  // flags: zstd
+  for (int i = 0; i < 8; ++i) {
+    bomb[48 + i] = static_cast<char>((claimed >> (8 * i)) & 0xff);
+    bomb[56 + i] = static_cast<char>((frame.size() >> (8 * i)) & 0xff);
+  }
+  bomb += frame;
+  ASSERT_LE(claimed, o.max_entry_size);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    auto d = kr::decode_object(bomb, a.passport.key, o);
+    ::_exit(!d && d.error().reason == kr::Rejection::malformed ? 0 : 1);
+  }
+  int status = 0;
+  struct rusage usage {};
+  ::wait4(child, &status, 0, &usage);
+  ASSERT_TRUE(WIFEXITED(status)) << "the decoder crashed";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "not refused as malformed";
+  EXPECT_LT(usage.ru_maxrss, 48 * 1024) << "the decoder set aside the claimed " << (claimed >> 20) << " MiB";
 }
 
 TEST(RemoteCodec, RotationAcceptsOldAndNewKeysAndWritesWithTheNewOne) {

@@ -1,0 +1,25 @@
+// Translation unit 03 of the nvcc launcher's test project.
+#include <algorithm>
+#include <vector>
+#include "project/device_math.cuh"
+
+__global__ void kernel_03(float* out, const float* in, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] = dm_clamp(dm_scale(in[i], 3 * PROJECT_SCALE), 0.0f, 1000.0f);
+  }
+}
+
+int describe_03() {
+  std::vector<int> parts{3, 7, 2};
+  int total = 0;
+  std::sort(parts.begin(), parts.end());
+  for (const int p : parts) {
+    total = total * 10 + p;
+  }
+  return total;
+}
+
+void launch_03(float* out, const float* in, int n) {
+  kernel_03<<<(n + 256 - 1) / 256, 256>>>(out, in, n);
+}

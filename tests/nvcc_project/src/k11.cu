@@ -1,0 +1,25 @@
+// Translation unit 11 of the nvcc launcher's test project.
+#include <algorithm>
+#include <vector>
+
+
+__global__ void kernel_11(float* out, const float* in, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] = in[i] * 11.0f + 1.0f;
+  }
+}
+
+int describe_11() {
+  std::vector<int> parts{11, 7, 2};
+  int total = 0;
+  std::sort(parts.begin(), parts.end());
+  for (const int p : parts) {
+    total = total * 10 + p;
+  }
+  return total;
+}
+
+void launch_11(float* out, const float* in, int n) {
+  kernel_11<<<(n + 256 - 1) / 256, 256>>>(out, in, n);
+}

@@ -1,0 +1,25 @@
+// Translation unit 30 of the nvcc launcher's test project.
+#include <algorithm>
+#include <vector>
+#include "project/common.h"
+
+__global__ void kernel_30(float* out, const float* in, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] = in[i] * 30.0f + k_common_bias;
+  }
+}
+
+int describe_30() {
+  std::vector<int> parts{30, 7, 2};
+  int total = 0;
+  std::sort(parts.begin(), parts.end());
+  for (const int p : parts) {
+    total = total * 10 + p;
+  }
+  return total;
+}
+
+void launch_30(float* out, const float* in, int n) {
+  kernel_30<<<(n + k_common_block - 1) / k_common_block, k_common_block>>>(out, in, n);
+}
