@@ -4,6 +4,8 @@
 //
 //   build/ci/bench/bench_compile --benchmark_min_time=0.2
 //   build/ci/bench/bench_compile --benchmark_filter='Cold'
+//   KCACHE_BENCH_COMPILE_DIR=/tmp/kb build/ci/bench/bench_compile --benchmark_filter=WarmHit
+//     (then the same under `valgrind --tool=callgrind`: the entries are warm)
 //
 // docs/performance.md records the figures ("In-process hits", "Misses and cold compiles").
 #include <benchmark/benchmark.h>
@@ -46,7 +48,14 @@ kcache::CompileRequest request_for(int which) {
   return r;
 }
 
+// KCACHE_BENCH_COMPILE_DIR: a directory kept between runs (a second run, under
+// callgrind say, then finds its warm entries and compiles nothing); else a new
+// one per process under $TMPDIR.
 fs::path bench_dir() {
+  if (const char* kept = std::getenv("KCACHE_BENCH_COMPILE_DIR"); kept != nullptr && *kept != '\0') {
+    fs::create_directories(kept);
+    return kept;
+  }
   const char* tmp = std::getenv("TMPDIR");
   auto d = fs::path(tmp != nullptr ? tmp : "/tmp") / ("kcache-bench-compile-" + std::to_string(::getpid()));
   fs::create_directories(d);

@@ -16,6 +16,12 @@
 #        SCCACHE_BIN=<sccache> adds sccache + nvcc hits of the same kernels to the
 #        same turns (its server runs on a socket and a cache directory of its own;
 #        a hit takes ~0.5 s, so keep runs and batches small).
+#        KCACHE_OFF_ROUNDS=N adds N paired rounds of `KCACHE_DISABLE=1 kcache
+#        compile` against a plain NVRTC process (bench/run_nvrtc_program
+#        --compile) with the same source and options: a CCCL kernel
+#        (cub::BlockReduce) and, with KCACHE_BENCH_CUPY (scripts/fetch-cupy-headers.sh),
+#        a CuPy kernel over CuPy's header tree; KCACHE_OFF_ONLY=1 runs only that
+#        (KCACHE_PLAIN_NVRTC=<run_nvrtc_program>: default beside the build's bin/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
@@ -36,7 +42,7 @@ cc -O2 -o "$work/hello" "$work/hello.c"
 
 mkdir "$work/src" "$work/out"
 cp bench/corpus/trivial.cu "$work/src/trivial.cu"
-if [ -z "${KCACHE_COLD_ONLY:-}" ]; then
+if [ -z "${KCACHE_COLD_ONLY:-}" ] && [ -z "${KCACHE_OFF_ONLY:-}" ]; then
 declare -A cmd
 names=("/bin/true" "hello (libc only)" "kcache --version")
 if [ -n "${SCCACHE_BIN:-}" ]; then
@@ -108,6 +114,7 @@ else
   sleep 2.5  # past the racy window of the source just copied
 fi  # KCACHE_COLD_ONLY
 
+if [ -z "${KCACHE_OFF_ONLY:-}" ]; then
 # Cold overhead of the CLI: a cold compile into an empty cache directory (new
 # each run: the check table, counters and header memos are made, the entry
 # written; the per-user toolkit memo is warm, as on any machine after its first compile)
@@ -127,8 +134,8 @@ specs=(KCACHE_DISABLE=1 "$kcache" compile "${cold_args[@]}" -o "$work/out/off.cu
        "${cold_args[@]}" -o "$work/out/on-fsync.cubin" ";")
 # A plain NVRTC process (bench/run_nvrtc_program.cpp: dlopen, compile, no
 # kcache at all) where it is built beside the binary: the CPU floor that
-# `KCACHE_DISABLE=1` itself sits above (it still derives a key, without memos).
-plain=$(dirname "$kcache")/../bench/run_nvrtc_program
+# `KCACHE_DISABLE=1` itself sits above (no key derived: the larger binary's start).
+plain=${KCACHE_PLAIN_NVRTC:-$(dirname "$kcache")/../bench/run_nvrtc_program}
 # (It reads the same $work/src/trivial.cu: nothing is written into $work/src
 # here, which would make the header scanner distrust that directory for 2 s.)
 if [ -x "$plain" ]; then
@@ -194,4 +201,59 @@ printf 'kcache miss into a cache directory in use, a new source each round (%d r
 if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
   printf 'baseline miss into a cache directory in use (%d rounds): %s\n' "$cold_runs" \
     "$(summary 5 7 "cache off" "cache on (directory in use)")"
+fi
+fi  # KCACHE_OFF_ONLY
+
+# The cache turned off against the program's own compile: `KCACHE_DISABLE=1
+# kcache compile` and a plain NVRTC process (no kcache at all) compiling the
+# same file with the same options, paired rounds, the order rotated each
+# round. With the cache off kcache derives no key (no header scanned or
+# hashed), so the difference is the larger binary's start and the command
+# line. Both outputs are compared byte for byte afterwards.
+plain=${KCACHE_PLAIN_NVRTC:-$(dirname "$kcache")/../bench/run_nvrtc_program}
+if [ -n "${KCACHE_OFF_ROUNDS:-}" ] && [ -x "$plain" ]; then
+  printf '#include <cub/block/block_reduce.cuh>\nextern "C" __global__ void cccl_kernel(const int* in, int* out) {\n  using R = cub::BlockReduce<int, 128>;\n  __shared__ typename R::TempStorage t;\n  int s = R(t).Sum(in[threadIdx.x]);\n  if (threadIdx.x == 0) *out = s;\n}\n' >"$work/src/cccl.cu"
+  declare -A plain_opts kcache_opts
+  plain_opts[cccl]="-arch=sm_90 -I$cuda/include/cccl"
+  kcache_opts[cccl]="--target cubin --arch sm_90 -I $cuda/include/cccl"
+  kernels=(cccl)
+  if [ -n "${KCACHE_BENCH_CUPY:-}" ]; then
+    inc=$KCACHE_BENCH_CUPY
+    printf '#include <cupy/carray.cuh>\nextern "C" __global__ void cupy_kernel(CArray<float, 1, true, true> x, CArray<float, 1, true, true> y) {\n  CUPY_FOR(i, y.size()) { y[i] = x[i] * 1.5f + 1.0f; }\n}\n' >"$work/src/cupy.cu"
+    # CuPy's own options: C++17, its include directory, its bundled CCCL, the toolkit's.
+    plain_opts[cupy]="-arch=sm_90 --std=c++17"
+    kcache_opts[cupy]="--target cubin --arch sm_90 -X --std=c++17"
+    for d in "$inc" "$inc/cupy/_cccl/cub" "$inc/cupy/_cccl/thrust" "$inc/cupy/_cccl/libcudacxx" "$cuda/include"; do
+      plain_opts[cupy]+=" -I$d"
+      kcache_opts[cupy]+=" -I $d"
+    done
+    kernels+=(cupy)
+  fi
+  off_specs=()
+  for k in "${kernels[@]}"; do
+    # shellcheck disable=SC2206  # the option lists are split on purpose (no spaces in the paths)
+    off_specs+=("$plain" --compile "$work/src/$k.cu" "$work/out/$k-plain.cubin" ${plain_opts[$k]} ";"
+                KCACHE_DISABLE=1 "$kcache" compile "$work/src/$k.cu" ${kcache_opts[$k]} -o "$work/out/$k-off.cubin" ";")
+    if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
+      # shellcheck disable=SC2206
+      off_specs+=(KCACHE_DISABLE=1 "$KCACHE_BASELINE_BIN" compile "$work/src/$k.cu" ${kcache_opts[$k]}
+                  -o "$work/out/$k-base-off.cubin" ";")
+    fi
+  done
+  pairs=$work/off-pairs
+  [ -x "$work/paired_runs" ] || cc -O2 -o "$work/paired_runs" bench/paired_runs.c
+  "$work/paired_runs" "$KCACHE_OFF_ROUNDS" --warmup=1 "${off_specs[@]}" >"$pairs"
+  col=1
+  for k in "${kernels[@]}"; do
+    same=$(cmp -s "$work/out/$k-plain.cubin" "$work/out/$k-off.cubin" && echo "same bytes" || echo "OTHER BYTES")
+    printf 'KCACHE_DISABLE=1 against plain NVRTC, %s kernel (%d rounds, %s): %s\n' "$k" "$KCACHE_OFF_ROUNDS" "$same" \
+      "$(python3 bench/paired_summary.py "$pairs" wall "$col" $((col + 2)) "plain NVRTC" "KCACHE_DISABLE=1")"
+    if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
+      printf 'baseline KCACHE_DISABLE=1 against plain NVRTC, %s kernel: %s\n' "$k" \
+        "$(python3 bench/paired_summary.py "$pairs" wall "$col" $((col + 4)) "plain NVRTC" "baseline KCACHE_DISABLE=1")"
+      col=$((col + 6))
+    else
+      col=$((col + 4))
+    fi
+  done
 fi

@@ -23,6 +23,9 @@
 // cache never breaks a build; counted in `lock_timeouts` / `lock_errors`).
 // A failed compile is returned and not cached. A store that cannot be written
 // is warned about once and counted; the compiled artifact is still returned.
+// The store of a cache that is turned off (Store::disabled()) is not asked:
+// get_or_compile(request) compiles as compile_without_cache() does (or with
+// CacheOptions::compile), with no key derived, and says compiled_only.
 //
 // The compile duration is recorded in the passport (`compile_duration_us`,
 // measured here when the compiler left it at 0), so a later hit can report the
@@ -104,7 +107,7 @@ enum class CacheOutcome {
   hit,             // found in the store at the first look
   hit_after_wait,  // another thread or process compiled it while we waited
   compiled,        // compiled here and published (or queued to be, by a write-behind store)
-  compiled_only,   // compiled here, not published (not cacheable, or the store failed)
+  compiled_only,   // compiled here, not published (not cacheable, the store failed, or the cache is off)
 };
 std::string_view to_string(CacheOutcome outcome) noexcept;
 

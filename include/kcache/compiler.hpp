@@ -11,6 +11,8 @@
 //                              arch, compile duration and symbol map
 //   compile(request, store)    lookup -> hit: return (no toolkit load) ->
 //                              miss: compile_uncached, put, return
+//   compile_without_cache(request)  the backend alone: no key, no header scan
+//                              (compile() without a store, a disabled cache)
 //
 // Headers read from disk are found by scanning the source and every header it
 // can reach for #include / __has_include directives, resolving each against
@@ -139,13 +141,27 @@ Result<KeyBuilder> derive_key(const CompileRequest& request, HeaderList* headers
 // errors of derive_key. Nothing is cached here.
 Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* info = nullptr);
 
+// Runs the backend for `request` and nothing else: the user's compile, as a
+// program would call NVRTC (nvJitLink, libNVVM) itself. The options are
+// checked and handed over in the library's own spelling (the same list a
+// cached compile of `request` hands it), the request's in-memory headers and
+// name expressions as given; no key is derived, so no header is scanned or
+// re-checked, no input hashed and no memo read or written. The artifact's
+// passport has a key no other request has (a key record with `not_cacheable`
+// "compiled without a cache" and a nonce), so it is never a hit anywhere;
+// `info` gets cacheable=false with that reason. A cubin is checked as by
+// compile_uncached(). Failure: invalid_argument (bad request, options or
+// target), toolkit_missing, compile_failed with the log. Thread-safe.
+Result<Artifact> compile_without_cache(const CompileRequest& request, CompileInfo* info = nullptr);
+
 // Compiles `request` through `cache`: derive the key, get; on a hit return
 // the stored artifact (the toolkit is not loaded); on a miss compile, put, and
-// return. `cache` may be null (compile directly). Store errors are never
-// fatal: they are reported in `info->store_warning` and the compile result is
-// returned. A failed compile is not cached and returns compile_failed with
-// the log. Thread-safe; concurrent misses of one key may compile twice (use
-// the single-flight Cache for one compile per key).
+// return. A null `cache`, or the store of a cache that is turned off
+// (Store::disabled()), compiles with compile_without_cache(). Store errors are
+// never fatal: they are reported in `info->store_warning` and the compile
+// result is returned. A failed compile is not cached and returns
+// compile_failed with the log. Thread-safe; concurrent misses of one key may
+// compile twice (use the single-flight Cache for one compile per key).
 Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInfo* info = nullptr);
 
 // Checks that `payload` is a CUDA cubin for `arch` ("sm_90", "sm_90a"): ELF64,

@@ -123,6 +123,12 @@ class Store {
   // TieredStore does not offer it puts at all. Default: true.
   virtual bool writable() const noexcept { return true; }
 
+  // True for the store of a cache that is turned off (KCACHE_DISABLE,
+  // `disable = true`): it never hits and keeps nothing, so compile() and
+  // Cache::get_or_compile compile straight through it, as without a store
+  // (compile_without_cache: no key is derived). Default: false.
+  virtual bool disabled() const noexcept { return false; }
+
   // The kind of tier this store is (memory, disk, bundle, remote), or
   // std::nullopt for a store that is no tier itself (a chain of them, the
   // disabled store). A wrapper (WriteBehindStore) answers for what it wraps.

@@ -91,7 +91,9 @@ class WorkerPool {
   // request, in order. Requests with the same key (or, when a request cannot
   // be keyed, identical requests) are compiled once and share the result.
   // With `cache`, each distinct request goes through cache->get_or_compile
-  // (lookup, single-flight, publish) with the pool as the compiler.
+  // (lookup, single-flight, publish) with the pool as the compiler. Without
+  // one (or with a cache that is turned off, Store::disabled()) no key is
+  // derived: identical requests are compiled once.
   std::vector<Result<Artifact>> compile_many(const std::vector<CompileRequest>& requests,
                                              Cache* cache = nullptr, const CompileProgress& progress = {});
 

@@ -281,15 +281,24 @@ Result<CompileOutput> compile_in_process(const CompileRequest& request) {
 Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutcome* outcome,
                                        std::string_view route) {
   const CompileFunction& fn = m_impl->options.compile;
-  auto compile_it = [&]() -> Result<CompileOutput> { return fn ? fn(request) : compile_in_process(request); };
-  auto key = derive_key(request);
-  if (!key) {
-    if (key.error().code != ErrorCode::unsupported) {
-      m_impl->count(std::nullopt, 0, route);
-      return tl::unexpected(key.error());
+  const bool off = m_impl->store.disabled();
+  auto compile_it = [&]() -> Result<CompileOutput> {
+    if (fn) {
+      return fn(request);
     }
-    // Not cacheable (an include kcache cannot resolve ...): compile, never store.
-    m_impl->c.not_cacheable++;
+    if (!off) {
+      return compile_in_process(request);
+    }
+    auto a = compile_without_cache(request);
+    if (!a) {
+      return tl::unexpected(a.error());
+    }
+    return CompileOutput{std::move(*a), false};
+  };
+  // The cache is off: the user's compile, with no key derived (nothing would
+  // be looked up or kept under it). Not cacheable: compile, never store. Both
+  // count as one request, uncached (or failed).
+  auto compile_only = [&]() -> Result<Artifact> {
     m_impl->c.compiles++;
     const auto t0 = std::chrono::steady_clock::now();
     auto out = compile_it();
@@ -305,6 +314,19 @@ Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutco
       *outcome = CacheOutcome::compiled_only;
     }
     return std::move(out->artifact);
+  };
+  if (off) {
+    return compile_only();
+  }
+  auto key = derive_key(request);
+  if (!key) {
+    if (key.error().code != ErrorCode::unsupported) {
+      m_impl->count(std::nullopt, 0, route);
+      return tl::unexpected(key.error());
+    }
+    // Not cacheable (an include kcache cannot resolve ...): compile, never store.
+    m_impl->c.not_cacheable++;
+    return compile_only();
   }
   return m_impl->run(key->key(), compile_it, outcome, route);
 }

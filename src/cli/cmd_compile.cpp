@@ -195,6 +195,9 @@ int run_compile_in_pool(const CompileArgs& args, CompileEnvironment& env,
   // Workers keep their memos where this process does, and none when it keeps none.
   options.arguments = env.memo_dir.empty() ? std::vector<std::string>{"worker", "--no-memo"}
                                            : std::vector<std::string>{"worker", "--memo-dir", env.memo_dir.string()};
+  if (!env.store) {
+    options.arguments.emplace_back("--no-cache");  // each worker compiles with no key derived
+  }
   auto pool = WorkerPool::create(options);
   if (!pool) {
     return report_error(pool.error());

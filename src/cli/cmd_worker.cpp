@@ -7,6 +7,8 @@
 #include <string>
 
 #include "cli/command.hpp"
+#include "kcache/cache.hpp"
+#include "kcache/compiler.hpp"
 #include "kcache/toolkit.hpp"
 #include "worker/worker_process.hpp"
 
@@ -17,7 +19,17 @@ namespace {
 struct WorkerArgs {
   std::string memo_dir;
   bool no_memo = false;
+  bool no_cache = false;
 };
+
+// The compile of a worker whose parent has no cache: the backend alone.
+Result<CompileOutput> compile_only(const CompileRequest& request) {
+  auto a = compile_without_cache(request);
+  if (!a) {
+    return tl::unexpected(a.error());
+  }
+  return CompileOutput{std::move(*a), false};
+}
 
 void register_worker(CLI::App& app, Context& /*ctx*/, std::function<int()>& run) {
   auto args = std::make_shared<WorkerArgs>();
@@ -28,6 +40,9 @@ void register_worker(CLI::App& app, Context& /*ctx*/, std::function<int()>& run)
   // Neither: the default of Toolkit::memo_dir().
   cmd->add_option("--memo-dir", args->memo_dir, "Keep toolkit and header memos here");
   cmd->add_flag("--no-memo", args->no_memo, "Keep no memos");
+  // The parent has no cache (--no-cache, disabled, unusable): compile each
+  // request alone, with no key derived (compile_without_cache).
+  cmd->add_flag("--no-cache", args->no_cache, "Compile without deriving keys");
   cmd->callback([&run, args] {
     run = [args] {
       if (args->no_memo) {
@@ -41,7 +56,7 @@ void register_worker(CLI::App& app, Context& /*ctx*/, std::function<int()>& run)
       if (out < 0 || ::dup2(2, 1) < 0) {
         return 1;
       }
-      return worker::serve(0, out, compile_in_process);
+      return worker::serve(0, out, args->no_cache ? CompileFunction(compile_only) : CompileFunction(compile_in_process));
     };
   });
 }

@@ -80,6 +80,9 @@ std::int64_t realtime_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+// Why an artifact compiled without a cache has no key of its own.
+constexpr std::string_view k_compiled_without_cache = "compiled without a cache";
+
 // A key no other request can have, for an artifact compiled outside the cache.
 void make_unique_key(Derived& d) {
   // From getrandom(2), not std::random_device: GCC 12's static libstdc++
@@ -263,6 +266,24 @@ Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* in
   return a;
 }
 
+Result<Artifact> compile_without_cache(const CompileRequest& request, CompileInfo* info) {
+  CompileInfo local;
+  CompileInfo& inf = info != nullptr ? *info : local;
+  inf = CompileInfo{};
+  // No key is derived: no header scanned or re-checked, no input hashed, no
+  // memo read (compile/request_keys.hpp). The key is one no other request has.
+  auto d = jit::derive_unkeyed(request);
+  if (!d) {
+    return tl::unexpected(d.error());
+  }
+  d->not_cacheable = std::string(k_compiled_without_cache);
+  make_unique_key(*d);
+  const bool was_loaded = Toolkit::instance().is_loaded(d->library);
+  auto a = run_derived(request, *d, &inf);
+  inf.toolkit_loaded = !was_loaded && Toolkit::instance().is_loaded(d->library);
+  return a;
+}
+
 namespace {
 
 // compile() without the counting of the request.
@@ -363,6 +384,12 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
   CompileInfo local;
   CompileInfo& inf = info != nullptr ? *info : local;
   Store::note_served_tier(std::nullopt);
+  if (cache == nullptr || cache->disabled()) {
+    // The user's compile, nothing around it; one uncached (or failed) request.
+    auto a = compile_without_cache(request, &inf);
+    record_request(cache, {}, a ? RequestOutcome::uncached : RequestOutcome::failed, std::nullopt, inf.compile_us);
+    return a;
+  }
   auto a = compile_through(request, cache, inf);
   // One request, counted by how it ended (kcache/request_stats.hpp).
   if (!a) {

@@ -69,8 +69,10 @@ void add_identity(KeyBuilder& kb, const LibraryIdentity& id) {
   kb.add("backend.build_id", id.build_id);
 }
 
-// `defer`: a family member's result may be taken unchecked (Derivation::checked).
-Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
+// The request's NVRTC options checked and in NVRTC's own spelling: what the
+// backend is handed, with the cache or without it (a cached compile keys this
+// list, so a hit and a miss compile the same thing).
+Result<CanonicalOptions> nvrtc_options_of(const CompileRequest& r) {
   if (r.target_kind != "ptx" && r.target_kind != "cubin" && r.target_kind != "ltoir") {
     return make_error(ErrorCode::invalid_argument,
                       "NVRTC target must be ptx, cubin or ltoir, not '" + r.target_kind + "'");
@@ -92,6 +94,15 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
   if (r.target_kind == "cubin" && canon->arch.rfind("sm_", 0) != 0) {
     return make_error(ErrorCode::invalid_argument,
                       "a cubin needs a real architecture: add -arch=sm_XX (got '" + canon->arch + "')");
+  }
+  return canon;
+}
+
+// `defer`: a family member's result may be taken unchecked (Derivation::checked).
+Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
+  auto canon = nvrtc_options_of(r);
+  if (!canon) {
+    return tl::unexpected(canon.error());
   }
   auto& tk = Toolkit::instance();
   auto id = tk.identify(ToolkitLibrary::nvrtc);
@@ -231,7 +242,8 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
   return d;
 }
 
-Result<Derived> derive_nvjitlink(const CompileRequest& r) {
+// The request's nvJitLink options, checked (see nvrtc_options_of).
+Result<CanonicalOptions> nvjitlink_options_of(const CompileRequest& r) {
   if (r.target_kind != "cubin" && r.target_kind != "ptx") {
     return make_error(ErrorCode::invalid_argument, "nvJitLink target must be cubin or ptx, not '" + r.target_kind + "'");
   }
@@ -248,6 +260,14 @@ Result<Derived> derive_nvjitlink(const CompileRequest& r) {
   }
   if (canon->arch.rfind("sm_", 0) != 0) {
     return make_error(ErrorCode::invalid_argument, "a link needs -arch=sm_XX (got '" + canon->arch + "')");
+  }
+  return canon;
+}
+
+Result<Derived> derive_nvjitlink(const CompileRequest& r) {
+  auto canon = nvjitlink_options_of(r);
+  if (!canon) {
+    return tl::unexpected(canon.error());
   }
   auto id = Toolkit::instance().identify(ToolkitLibrary::nvjitlink);
   if (!id) {
@@ -273,7 +293,8 @@ Result<Derived> derive_nvjitlink(const CompileRequest& r) {
   return d;
 }
 
-Result<Derived> derive_nvvm(const CompileRequest& r) {
+// The request's libNVVM options, checked (see nvrtc_options_of).
+Result<CanonicalOptions> nvvm_options_of(const CompileRequest& r) {
   if (r.target_kind != "ptx" && r.target_kind != "ltoir") {
     return make_error(ErrorCode::invalid_argument, "libNVVM target must be ptx or ltoir, not '" + r.target_kind + "'");
   }
@@ -281,7 +302,11 @@ Result<Derived> derive_nvvm(const CompileRequest& r) {
   if (r.target_kind == "ltoir" && !contains(options, "-gen-lto")) {
     options.emplace_back("-gen-lto");
   }
-  auto canon = canonicalize_nvvm_options(options);
+  return canonicalize_nvvm_options(options);
+}
+
+Result<Derived> derive_nvvm(const CompileRequest& r) {
+  auto canon = nvvm_options_of(r);
   if (!canon) {
     return tl::unexpected(canon.error());
   }
@@ -326,5 +351,33 @@ Result<Derived> derive(const CompileRequest& r, Checks checks) {
                     "unknown backend '" + r.backend + "' (nvrtc, nvjitlink or nvvm)");
 }
 
-
+Result<Derivation> derive_unkeyed(const CompileRequest& r) {
+  Result<CanonicalOptions> canon = make_error(ErrorCode::invalid_argument,
+                                              "unknown backend '" + r.backend + "' (nvrtc, nvjitlink or nvvm)");
+  ToolkitLibrary library = ToolkitLibrary::nvrtc;
+  if (r.backend == "nvrtc") {
+    canon = nvrtc_options_of(r);
+  } else if (r.backend == "nvjitlink") {
+    canon = nvjitlink_options_of(r);
+    library = ToolkitLibrary::nvjitlink;
+  } else if (r.backend == "nvvm") {
+    canon = nvvm_options_of(r);
+    library = ToolkitLibrary::nvvm;
+  }
+  if (!canon) {
+    return tl::unexpected(canon.error());
+  }
+  auto id = Toolkit::instance().identify(library);
+  if (!id) {
+    return tl::unexpected(id.error());
+  }
+  Derived d;
+  d.library = library;
+  d.version = id->version;
+  d.arch = canon->arch;
+  d.options = std::move(canon->options);
+  d.key = KeyBuilder(r.backend);
+  add_identity(d.key, *id);
+  return d;
+}
 }  // namespace kcache::jit

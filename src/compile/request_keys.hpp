@@ -35,4 +35,12 @@ enum class Checks { now, deferred };
 // cannot be made.
 Result<Derivation> derive(const CompileRequest& r, Checks checks);
 
+// What a compile without a cache needs and nothing more: the backend's checked
+// options (the list derive() keys and a cached compile hands the backend), the
+// arch, the library and its version, and a key that names only the backend
+// and the library's identity (the caller makes it unique). No header is
+// scanned or re-checked, no input hashed, no memo read. Fails as derive()
+// does for a bad target, option or backend, or a library that cannot load.
+Result<Derivation> derive_unkeyed(const CompileRequest& r);
+
 }  // namespace kcache::jit

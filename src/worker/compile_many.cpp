@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "kcache/cache.hpp"
 #include "kcache/compiler.hpp"
 #include "kcache/request_stats.hpp"
 #include "kcache/worker_pool.hpp"
@@ -28,8 +29,12 @@ std::vector<Result<Artifact>> WorkerPool::compile_many(const std::vector<Compile
   };
   std::vector<Job> jobs;
   std::map<std::string, std::size_t> job_of;
+  // Without a cache no key is derived (no header scanned): identical requests
+  // are still compiled once.
+  const bool keyed = cache != nullptr && !cache->store().disabled();
   for (std::size_t i = 0; i < n; ++i) {
-    auto kb = derive_key(requests[i]);
+    auto kb = keyed ? derive_key(requests[i])
+                    : Result<KeyBuilder>(make_error(ErrorCode::unsupported, "compiled without a cache"));
     std::string id;
     std::optional<Key> key;
     if (kb) {

@@ -243,5 +243,48 @@ TEST_F(CliDegrade, DisabledCacheHasNothingWrittenUnderItsDirectory) {
   EXPECT_TRUE(fs::exists(cache() / "v1" / "entries"));
 }
 
+// With the cache off the compile is the program's own: no key is derived (no
+// disk header scanned), in this process and in worker processes alike, and the
+// bytes are those of a compile through the cache.
+TEST_F(CliDegrade, WithTheCacheOffNoKeyIsDerivedInTheProcessOrItsWorkers) {
+  KCACHE_REQUIRE_TOOLKIT();
+  fs::create_directories(dir() / "inc");
+  write_file(dir() / "inc" / "h.h", "#define V 7\n");
+  for (const std::string name : {"a", "b"}) {
+    write_file(dir() / (name + ".cu"), "#include <h.h>\nextern \"C\" __global__ void k" + name +
+                                           "(int* p) { p[0] = V; }\n");
+  }
+  auto not_keyed = [](const nlohmann::json& passport) {
+    for (const auto& f : passport["key_record"]["fields"]) {
+      if (f["name"] == "not_cacheable") {
+        return f["value"] == "compiled without a cache";
+      }
+    }
+    return false;
+  };
+  for (const std::string how : {"KCACHE_DISABLE=1 \"$K\" compile", "\"$K\" compile --no-cache"}) {
+    SCOPED_TRACE(how);
+    const ShellRun one = sh(how + " a.cu --arch sm_90 -I inc --json -o off.cubin");
+    ASSERT_EQ(one.rc, 0) << one.err;
+    const auto j = nlohmann::json::parse(one.out);
+    EXPECT_TRUE(j["disk_headers"].empty()) << one.out;
+    EXPECT_FALSE(j["cacheable"].get<bool>());
+    EXPECT_EQ(j["not_cacheable_reason"], "compiled without a cache");
+    EXPECT_TRUE(not_keyed(j["passport"])) << one.out;
+    const ShellRun pool = sh(how + " a.cu b.cu --arch sm_90 -I inc -j 2 --json");
+    ASSERT_EQ(pool.rc, 0) << pool.err;
+    const auto list = nlohmann::json::parse(pool.out);
+    ASSERT_EQ(list.size(), 2u) << pool.out;
+    for (const auto& r : list) {
+      EXPECT_TRUE(not_keyed(r["passport"])) << pool.out;
+    }
+  }
+  const ShellRun cached = sh("\"$K\" compile a.cu --arch sm_90 -I inc --json -o on.cubin");
+  ASSERT_EQ(cached.rc, 0) << cached.err;
+  EXPECT_EQ(nlohmann::json::parse(cached.out)["disk_headers"].size(), 1u) << cached.out;
+  EXPECT_EQ(read_file(dir() / "on.cubin"), read_file(dir() / "off.cubin"));
+  EXPECT_EQ(read_file(dir() / "a.cubin"), read_file(dir() / "off.cubin"));
+}
+
 }  // namespace
 }  // namespace kcache::test

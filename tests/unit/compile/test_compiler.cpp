@@ -7,9 +7,13 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "deps/header_manifest.hpp"
+#include "kcache/cache.hpp"
+#include "kcache/config.hpp"
 #include "kcache/linker.hpp"
 #include "kcache/nvvm_program.hpp"
 #include "kcache/program.hpp"
+#include "kcache/request_stats.hpp"
 #include "support/temp_dir.hpp"
 #include "unit/compile/compile_test_support.hpp"
 
@@ -44,8 +48,12 @@ TEST(Compiler, CompilesPtxCubinAndLtoirWithPassport) {
     EXPECT_GT(a->passport.compile_duration_us, 0u);
     EXPECT_EQ(a->passport.symbols.at("saxpy<float>"), "_Z5saxpyIfEvT_PKS0_PS0_i");
     EXPECT_TRUE(a->verify());
-    EXPECT_EQ(a->passport.key, derive_key(program.request(target))->key());
     EXPECT_FALSE(a->passport.key_record.fields.empty());
+    // Without a store no key is derived; compile_uncached() has the request's key.
+    EXPECT_NE(a->passport.key, derive_key(program.request(target))->key());
+    auto keyed = compile_uncached(program.request(target));
+    ASSERT_TRUE(keyed) << keyed.error().describe();
+    EXPECT_EQ(keyed->passport.key, derive_key(program.request(target))->key());
   }
   auto cubin = program.compile(CompileTarget::cubin, nullptr);
   ASSERT_TRUE(cubin);
@@ -98,6 +106,89 @@ TEST(Compiler, HitBytesEqualFreshCompileBytesOverCorpus) {
     }
   }
   EXPECT_EQ(compared, 6);
+}
+
+// Without a cache a compile is the backend's alone: no key is derived (no
+// disk header scanned, none checked), the options NVRTC gets are those a
+// cached compile hands it (same bytes), and the key is one no other compile has.
+TEST(Compiler, WithoutACacheNoKeyIsDerivedAndTheBytesAreTheCachedCompiles) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  fs::create_directories(tmp.path() / "inc");
+  test::write_file(tmp.path() / "inc" / "h.h", "#define V 7\n");
+  test::write_file(tmp.path() / "inc" / "never.h", "#error never included\n");
+  CompileRequest r;
+  r.backend = "nvrtc";
+  r.name = "k.cu";
+  r.source = "#include <h.h>\n#if 0\n#include <never.h>\n#endif\n__global__ void k(int* p) { *p = V; }\n";
+  r.target_kind = "ptx";
+  r.options = {"-arch", "sm_90", "-I" + (tmp.path() / "inc").string(), "-lineinfo"};
+  const auto checks = jit::manifest_checks_run();
+  CompileInfo info;
+  auto a = compile(r, nullptr, &info);
+  ASSERT_TRUE(a) << a.error().describe() << a.error().log;
+  EXPECT_EQ(jit::manifest_checks_run(), checks) << "a header check ran";
+  EXPECT_EQ(info.headers.size(), 0u) << "disk headers were scanned";
+  EXPECT_EQ(info.key_us, 0u);
+  EXPECT_FALSE(info.cacheable);
+  EXPECT_EQ(info.not_cacheable_reason, "compiled without a cache");
+  EXPECT_FALSE(info.hit);
+  EXPECT_TRUE(a->verify());
+  auto again = compile_without_cache(r);
+  ASSERT_TRUE(again);
+  EXPECT_NE(again->passport.key, a->passport.key);
+  test::MapStore store;
+  CompileInfo cached_info;
+  auto cached = compile(r, &store, &cached_info);
+  ASSERT_TRUE(cached) << cached.error().describe();
+  EXPECT_FALSE(cached_info.headers.empty()) << "the cached compile scanned no header";
+  EXPECT_EQ(cached->payload, a->payload) << "another compile than the cached one";
+  EXPECT_NE(cached->passport.key, a->passport.key);
+  // Refusals are the same with the cache or without it.
+  r.options.push_back("--create-pch=x.pch");
+  auto refused = compile(r, nullptr);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::unsupported);
+}
+
+// The store of a disabled cache (KCACHE_DISABLE) is not asked: compile() and
+// Cache::get_or_compile compile as without a store.
+TEST(Compiler, ADisabledCacheCompilesWithNoKeyAndAsksItsStoreNothing) {
+  KCACHE_REQUIRE_TOOLKIT();
+  Config config;
+  config.disable = true;
+  auto store = open_configured_store(config);
+  ASSERT_TRUE(store) << store.error().describe();
+  ASSERT_TRUE((*store)->disabled());
+  Program program(k_saxpy, "saxpy.cu");
+  program.add_option("-arch=sm_90").add_name_expression("saxpy<float>");
+  CompileInfo info;
+  auto a = program.compile(CompileTarget::ptx, store->get(), &info);
+  ASSERT_TRUE(a) << a.error().describe();
+  EXPECT_EQ(info.not_cacheable_reason, "compiled without a cache");
+  EXPECT_EQ(a->passport.symbols.at("saxpy<float>"), "_Z5saxpyIfEvT_PKS0_PS0_i");
+  Cache cache(**store);
+  CacheOutcome outcome = CacheOutcome::hit;
+  auto b = cache.get_or_compile(program.request(CompileTarget::ptx), &outcome);
+  ASSERT_TRUE(b) << b.error().describe();
+  EXPECT_EQ(outcome, CacheOutcome::compiled_only);
+  EXPECT_EQ(b->payload, a->payload);
+  EXPECT_EQ(cache.stats().compiles, 1u);
+  EXPECT_EQ(cache.stats().lookups, 0u);
+  // Still one request, counted uncached (kcache stats, the run's summary).
+  const auto counted = Cache::last_request();
+  ASSERT_TRUE(counted.has_value());
+  EXPECT_EQ(counted->outcome, RequestOutcome::uncached);
+  EXPECT_GT(counted->compile_us, 0u);
+  program.add_option("--no-such-option");
+  ASSERT_FALSE(cache.get_or_compile(program.request(CompileTarget::ptx), &outcome));
+  ASSERT_TRUE(Cache::last_request().has_value());
+  EXPECT_EQ(Cache::last_request()->outcome, RequestOutcome::failed);
+  EXPECT_EQ(cache.stats().compile_failures, 1u);
+  const auto stats = (*store)->stats();
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->misses, 0u) << "the disabled store was asked";
+  EXPECT_EQ(stats->puts_skipped, 0u);
 }
 
 TEST(Compiler, CompileErrorReturnsLogAndIsNotCached) {
