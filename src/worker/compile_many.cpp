@@ -10,6 +10,7 @@
 #include "kcache/cache.hpp"
 #include "kcache/compiler.hpp"
 #include "kcache/request_stats.hpp"
+#include "compile/request_keys.hpp"
 #include "kcache/worker_pool.hpp"
 #include "util/sha256.hpp"
 #include "worker/worker_protocol.hpp"
@@ -41,7 +42,15 @@ std::vector<Result<Artifact>> WorkerPool::compile_many(const std::vector<Compile
       key = kb->key();
       id = "k" + key->hex();
     } else if (kb.error().code == ErrorCode::unsupported) {
-      id = "r" + util::sha256_hex(worker::encode_request(requests[i]));
+      // Unkeyed: the same request is the same compile, whatever the spelling
+      // of its options (their checked list, no header scanned).
+      CompileRequest same = requests[i];
+      if (!keyed) {
+        if (auto d = jit::derive_unkeyed(same)) {
+          same.options = d->options;
+        }
+      }
+      id = "r" + util::sha256_hex(worker::encode_request(same));
     } else {
       results[i] = tl::unexpected(kb.error());
       continue;
