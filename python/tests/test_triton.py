@@ -129,7 +129,8 @@ def test_import_does_not_import_triton() -> None:
     # Cheap: nothing beyond what `import kcache` loads but struct (no Triton, no hashlib, no threading).
     r = run_python("import sys; import kcache; before = set(sys.modules); import kcache.triton; "
                    "print('triton' in sys.modules, kcache.triton.GROUP_KIND, "
-                   "sorted(set(sys.modules) - before - {'kcache.triton', 'kcache._triton_files', 'struct', '_struct'}))")
+                   "sorted(set(sys.modules) - before - {'kcache.triton', 'kcache._triton_files', 'kcache._integration', "
+                   "'struct', '_struct'}))")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "triton-group", "[]"]
 
@@ -289,7 +290,8 @@ def test_staged_files_removed_mid_compile_are_written_again(tstore: kcache.Store
     # CompiledKernel from points to files that exist and hold the bytes put.
     m = kcache.triton.KCacheManager("RESTAGEKEY")
     assert m.get_group("k.json") is None  # a miss: this manager holds the key
-    data = {"k.ttir": b"ttir bytes", "k.cubin": b"\x7fELF cubin", "k.json": b'{"name": "k"}'}
+    meta = b'{"name": "k", "target": {"backend": "cuda", "arch": 90, "warp_size": 32}}'
+    data = {"k.ttir": b"ttir bytes", "k.cubin": b"\x7fELF cubin", "k.json": meta}
     group = {name: m.put(raw, name) for name, raw in data.items()}
     shutil.rmtree(Path(group["k.ttir"]).parent)
     assert m.put_group("k.json", group) == group["k.json"]
