@@ -1,8 +1,5 @@
 #include "cache/interposed_counters.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <atomic>
 
 #include "store/file/shared_file.hpp"
@@ -36,11 +33,7 @@ std::string_view to_string(InterposedEvent event) noexcept {
 
 std::unique_ptr<InterposedCounters> InterposedCounters::open(const std::filesystem::path& cache_dir, unsigned mode) {
   std::unique_ptr<InterposedCounters> c(new InterposedCounters());
-  const int dir = ::open((cache_dir / "v1" / "stats").c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dir >= 0) {
-    c->m_mapped = store::map_shared_file(dir, k_format, static_cast<mode_t>(mode)).data;
-    ::close(dir);
-  }
+  c->m_mapped = store::map_stats_file(cache_dir, k_format, static_cast<mode_t>(mode));
   if (c->m_mapped == nullptr) {
     c->m_local = std::make_unique<std::uint64_t[]>(k_file_size / 8);
   }

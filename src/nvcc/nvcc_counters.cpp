@@ -1,8 +1,5 @@
 #include "nvcc/nvcc_counters.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <atomic>
 
 #include "store/file/shared_file.hpp"
@@ -24,13 +21,7 @@ std::size_t event_index(NvccOutcome outcome) { return static_cast<std::size_t>(o
 
 std::unique_ptr<NvccCounters> NvccCounters::open(const std::filesystem::path& cache_dir, unsigned mode) {
   std::unique_ptr<NvccCounters> c(new NvccCounters());
-  if (!cache_dir.empty()) {
-    const int dir = ::open((cache_dir / "v1" / "stats").c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dir >= 0) {
-      c->m_mapped = store::map_shared_file(dir, k_format, static_cast<mode_t>(mode)).data;
-      ::close(dir);
-    }
-  }
+  c->m_mapped = store::map_stats_file(cache_dir, k_format, static_cast<mode_t>(mode));
   if (c->m_mapped == nullptr) {
     c->m_local = std::make_unique<std::uint64_t[]>(k_file_size / 8);
   }

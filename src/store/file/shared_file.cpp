@@ -167,6 +167,19 @@ MappedSharedFile map_shared_file(int dir_fd, const SharedFileFormat& format, mod
   return out;
 }
 
+void* map_stats_file(const std::filesystem::path& cache_dir, const SharedFileFormat& format, mode_t mode) {
+  if (cache_dir.empty()) {
+    return nullptr;
+  }
+  const int dir = ::open((cache_dir / "v1" / "stats").c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) {
+    return nullptr;
+  }
+  void* data = map_shared_file(dir, format, mode).data;
+  ::close(dir);
+  return data;
+}
+
 MappedSharedFile replace_shared_file(int dir_fd, const SharedFileFormat& format, mode_t mode, std::string image,
                                      std::size_t replaced_flag_offset) {
   MappedSharedFile out;

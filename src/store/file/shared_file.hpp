@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ struct MappedSharedFile {
 // Maps `format.name` in `dir_fd`. A missing file is created; a file with the
 // wrong size or header is replaced. Never follows a symlink.
 MappedSharedFile map_shared_file(int dir_fd, const SharedFileFormat& format, mode_t mode);
+
+// The same in the stats directory of the cache at `cache_dir` (v1/stats, which
+// must exist and not be a symlink): the mapped words, or null when the
+// directory or the file cannot be used (the caller counts in memory instead).
+void* map_stats_file(const std::filesystem::path& cache_dir, const SharedFileFormat& format, mode_t mode);
 
 // Writes a new file of `format` whose bytes are `image` (its header is set
 // here; `image.size()` must be `format.size`) and puts it in place of the
