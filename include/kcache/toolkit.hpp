@@ -88,6 +88,9 @@ class Toolkit {
   // again).
   void set_memo_file(std::optional<std::filesystem::path> file);
   std::filesystem::path memo_file();
+  // The per-user default of memo_file(), whatever memo_dir() is; empty when
+  // neither XDG_CACHE_HOME nor HOME is an absolute path.
+  static std::filesystem::path user_memo_file();
 
   // How many libraries this process has dlopen'ed (tests and `--json` use it to
   // show that a hit loaded nothing).

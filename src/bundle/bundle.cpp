@@ -24,7 +24,7 @@ Result<std::shared_ptr<const bundle::BundleFile>> open_verified(const std::files
     return tl::unexpected(ok.error());
   }
   for (std::size_t i = 0; i < (*file)->entries().size(); ++i) {
-    if (auto ok = (*file)->check_payload(i); !ok) {
+    if (auto ok = (*file)->check_payload((*file)->entries()[i]); !ok) {
       return tl::unexpected(ok.error());
     }
   }
@@ -43,7 +43,7 @@ Result<PutOutcome> install_entry(const bundle::BundleFile& file, std::size_t i, 
     if (!staged) {
       return tl::unexpected(staged.error());
     }
-    if (auto copied = file.copy_payload(i, [&](std::string_view chunk) { return staged->write(chunk); });
+    if (auto copied = file.copy_payload(e, [&](std::string_view chunk) { return staged->write(chunk); });
         !copied) {
       return tl::unexpected(copied.error());
     }
@@ -51,7 +51,7 @@ Result<PutOutcome> install_entry(const bundle::BundleFile& file, std::size_t i, 
   }
   std::string bytes;
   bytes.reserve(static_cast<std::size_t>(e.payload_size));
-  if (auto copied = file.copy_payload(i, [&](std::string_view chunk) -> Result<void> {
+  if (auto copied = file.copy_payload(e, [&](std::string_view chunk) -> Result<void> {
         bytes.append(chunk);
         return {};
       });
@@ -112,7 +112,7 @@ Result<BundleInstallReport> install_bundle(const std::filesystem::path& path,
       report.bytes += entries[i].payload_size;
     }
     if (installed) {
-      if (auto ok = installed(Artifact{(*file)->payload(i), entries[i].passport}, *outcome); !ok) {
+      if (auto ok = installed(Artifact{(*file)->payload(entries[i]), entries[i].passport}, *outcome); !ok) {
         return stopped(std::move(ok.error()));
       }
     }

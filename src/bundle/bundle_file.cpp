@@ -41,7 +41,8 @@ BundleFile::~BundleFile() {
   }
 }
 
-Result<std::shared_ptr<const BundleFile>> BundleFile::open(const std::filesystem::path& path) {
+Result<std::shared_ptr<const BundleFile>> BundleFile::open(const std::filesystem::path& path,
+                                                          const BundleVerdicts* verdicts) {
   auto input = util::open_input_file(path, "bundle");
   if (!input) {
     return tl::unexpected(input.error());
@@ -62,8 +63,19 @@ Result<std::shared_ptr<const BundleFile>> BundleFile::open(const std::filesystem
     return make_errno_error(errno, "map bundle " + path.string());
   }
   file->m_map = static_cast<const char*>(map);
+  if (auto ok = file->check_header(); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  const char* t = file->m_map + file->m_trailer;
+  file->m_stat = input->st;
+  file->m_seal = BundleSeal::of(
+      input->st, util::to_hex(reinterpret_cast<const std::uint8_t*>(t + k_trailer_digest), 128));
+  if (verdicts != nullptr && verdicts->holds(file->m_seal)) {
+    file->m_remembered = true;
+    return std::shared_ptr<const BundleFile>(std::move(file));
+  }
   for (auto step :
-       {&BundleFile::check_structure, &BundleFile::check_digest, &BundleFile::read_passports}) {
+       {&BundleFile::check_records, &BundleFile::check_digest, &BundleFile::read_passports}) {
     if (auto ok = (file.get()->*step)(); !ok) {
       return tl::unexpected(ok.error());
     }
@@ -71,7 +83,7 @@ Result<std::shared_ptr<const BundleFile>> BundleFile::open(const std::filesystem
   return std::shared_ptr<const BundleFile>(std::move(file));
 }
 
-Result<void> BundleFile::check_structure() {
+Result<void> BundleFile::check_header() {
   const char* h = m_map;
   if (std::string_view(h, k_magic.size()) != k_magic) {
     return tl::unexpected(
@@ -120,6 +132,10 @@ Result<void> BundleFile::check_structure() {
       (scheme == k_scheme_none && !all_zero(t + k_trailer_public_key, 96))) {
     return tl::unexpected(refused("bad-header", "its trailer is not that of a version 1 bundle"));
   }
+  return {};
+}
+
+Result<void> BundleFile::check_records() {
   // The index: strictly ascending keys, and each entry exactly where the
   // writer puts it (one encoding per set of entries). Every record is
   // checked before the entries are allocated.
@@ -135,21 +151,15 @@ Result<void> BundleFile::check_structure() {
       return tl::unexpected(
           refused("bad-index", fmt::format("record {} is not in ascending key order", i)));
     }
-    const std::uint64_t passport_offset = load_u64(r + k_record_passport_offset);
-    const std::uint64_t passport_size = load_u64(r + k_record_passport_size);
-    const std::uint64_t payload_offset = load_u64(r + k_record_payload_offset);
-    const std::uint64_t payload_size = load_u64(r + k_record_payload_size);
-    if (passport_offset != at || passport_size == 0 || passport_size > k_passport_max_bytes ||
-        passport_size > m_trailer - at || payload_offset != payload_start(at + passport_size) ||
-        payload_offset > m_trailer || payload_size >= m_trailer - payload_offset) {
-      Key::Bytes kb{};
-      std::memcpy(kb.data(), r, kb.size());
+    if (load_u64(r + k_record_passport_offset) != at) {
       return tl::unexpected(refused(
-          "bad-index", fmt::format("record {} ({}) does not describe the entry that follows "
-                                   "the one before it",
-                                   i, Key(kb).hex())));
+          "bad-index", fmt::format("record {} does not describe the entry that follows the one before it", i)));
     }
-    at = next_entry_start(payload_offset + payload_size);
+    auto e = read_record(i, false);
+    if (!e) {
+      return tl::unexpected(e.error());
+    }
+    at = next_entry_start(e->payload_offset + e->payload_size);
   }
   if (at != m_trailer) {
     return tl::unexpected(
@@ -158,26 +168,49 @@ Result<void> BundleFile::check_structure() {
   }
   // The index describes the layout exactly: now the entries, and the padding
   // the layout leaves must be zero.
-  m_entries.resize(m_count);
+  m_entries.reserve(m_count);
   for (std::uint64_t i = 0; i < m_count; ++i) {
-    const char* r = record(i);
-    Entry& e = m_entries[i];
-    Key::Bytes kb{};
-    std::memcpy(kb.data(), r, kb.size());
-    e.key = Key(kb);
-    e.passport_offset = load_u64(r + k_record_passport_offset);
-    e.passport_size = load_u64(r + k_record_passport_size);
-    e.payload_offset = load_u64(r + k_record_payload_offset);
-    e.payload_size = load_u64(r + k_record_payload_size);
-    const std::uint64_t passport_end = e.passport_offset + e.passport_size;
-    const std::uint64_t payload_end = e.payload_offset + e.payload_size;
-    if (!all_zero(m_map + passport_end, e.payload_offset - passport_end) ||
-        !all_zero(m_map + payload_end, next_entry_start(payload_end) - payload_end)) {
-      return tl::unexpected(refused(
-          "bad-entry", fmt::format("the padding around entry {} is not zero", e.key.hex())));
+    auto e = read_record(i, true);
+    if (!e) {
+      return tl::unexpected(e.error());
     }
+    m_entries.push_back(std::move(*e));
   }
   return {};
+}
+
+Result<BundleFile::Entry> BundleFile::read_record(std::uint64_t i, bool padding) const {
+  const char* r = m_map + k_header_size + i * k_record_size;
+  Entry e;
+  Key::Bytes kb{};
+  std::memcpy(kb.data(), r, kb.size());
+  e.key = Key(kb);
+  e.passport_offset = load_u64(r + k_record_passport_offset);
+  e.passport_size = load_u64(r + k_record_passport_size);
+  e.payload_offset = load_u64(r + k_record_payload_offset);
+  e.payload_size = load_u64(r + k_record_payload_size);
+  const std::uint64_t first = k_header_size + k_record_size * m_count;
+  if (e.passport_offset < first || e.passport_offset > m_trailer || e.passport_size == 0 ||
+      e.passport_size > k_passport_max_bytes || e.passport_size > m_trailer - e.passport_offset ||
+      e.payload_offset != payload_start(e.passport_offset + e.passport_size) || e.payload_offset > m_trailer ||
+      e.payload_size >= m_trailer - e.payload_offset ||
+      next_entry_start(e.payload_offset + e.payload_size) > m_trailer) {
+    return tl::unexpected(refused(
+        "bad-index", fmt::format("record {} ({}) does not describe the entry that follows "
+                                 "the one before it",
+                                 i, e.key.hex())));
+  }
+  if (!padding) {
+    return e;
+  }
+  const std::uint64_t passport_end = e.passport_offset + e.passport_size;
+  const std::uint64_t payload_end = e.payload_offset + e.payload_size;
+  if (!all_zero(m_map + passport_end, e.payload_offset - passport_end) ||
+      !all_zero(m_map + payload_end, next_entry_start(payload_end) - payload_end)) {
+    return tl::unexpected(refused(
+        "bad-entry", fmt::format("the padding around entry {} is not zero", e.key.hex())));
+  }
+  return e;
 }
 
 Result<void> BundleFile::check_digest() {
@@ -199,37 +232,66 @@ Result<void> BundleFile::check_digest() {
 
 Result<void> BundleFile::read_passports() {
   for (Entry& e : m_entries) {
-    const std::string_view text(m_map + e.passport_offset, e.passport_size);
-    auto passport = Passport::from_json(text);
-    if (!passport) {
-      return tl::unexpected(
-          refused("entry-mismatch", fmt::format("the passport of entry {} does not parse: {}",
-                                                e.key.hex(), passport.error().message)));
+    if (auto ok = read_passport(e, true); !ok) {
+      return ok;
     }
-    // One set of entries, one encoding: the passport must be exactly the
-    // bytes `bundle create` writes for it (Passport::to_json: compact,
-    // members in order, no byte before or after), not merely parse to it.
-    if (passport->to_json() != text) {
-      return tl::unexpected(refused(
-          "entry-mismatch",
-          fmt::format("the passport of entry {} is not in its one encoding (the compact JSON "
-                      "`bundle create` writes: no other spacing, member order, escapes or bytes "
-                      "after it)",
-                      e.key.hex())));
-    }
-    if (auto ok = check_entry_identity(e.key, *passport); !ok) {
-      return tl::unexpected(
-          refused("entry-mismatch", fmt::format("entry {} does not match its key: {}", e.key.hex(),
-                                                ok.error().message)));
-    }
-    if (passport->payload_size != e.payload_size) {
-      return tl::unexpected(refused(
-          "entry-mismatch", fmt::format("entry {} holds {} payload bytes, its passport says {}",
-                                        e.key.hex(), e.payload_size, passport->payload_size)));
-    }
-    e.passport = std::move(*passport);
   }
   return {};
+}
+
+Result<void> BundleFile::read_passport(Entry& e, bool canonical) const {
+  const std::string_view text(m_map + e.passport_offset, e.passport_size);
+  auto passport = Passport::from_json(text);
+  if (!passport) {
+    return tl::unexpected(
+        refused("entry-mismatch", fmt::format("the passport of entry {} does not parse: {}",
+                                              e.key.hex(), passport.error().message)));
+  }
+  // One set of entries, one encoding: the passport must be exactly the
+  // bytes `bundle create` writes for it (Passport::to_json: compact,
+  // members in order, no byte before or after), not merely parse to it.
+  if (canonical && passport->to_json() != text) {
+    return tl::unexpected(refused(
+        "entry-mismatch",
+        fmt::format("the passport of entry {} is not in its one encoding (the compact JSON "
+                    "`bundle create` writes: no other spacing, member order, escapes or bytes "
+                    "after it)",
+                    e.key.hex())));
+  }
+  if (auto ok = check_entry_identity(e.key, *passport); !ok) {
+    return tl::unexpected(
+        refused("entry-mismatch", fmt::format("entry {} does not match its key: {}", e.key.hex(),
+                                              ok.error().message)));
+  }
+  if (passport->payload_size != e.payload_size) {
+    return tl::unexpected(refused(
+        "entry-mismatch", fmt::format("entry {} holds {} payload bytes, its passport says {}",
+                                      e.key.hex(), e.payload_size, passport->payload_size)));
+  }
+  e.passport = std::move(*passport);
+  return {};
+}
+
+Result<const BundleFile::Entry*> BundleFile::entry(std::size_t i) const {
+  if (!m_remembered) {
+    return &m_entries[i];
+  }
+  const std::lock_guard lock(m_lazy_mutex);
+  if (const auto it = m_lazy.find(i); it != m_lazy.end()) {
+    return it->second.get();
+  }
+  auto e = read_record(i, true);
+  if (!e) {
+    return tl::unexpected(e.error());
+  }
+  // The encoding is not a safety property (parse, key and size are): the
+  // full check that made the verdict saw it.
+  if (auto ok = read_passport(*e, false); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  auto& slot = m_lazy[i];
+  slot = std::make_unique<Entry>(std::move(*e));
+  return slot.get();
 }
 
 Result<void> BundleFile::check_signature(const BundleTrust& trust) const {
@@ -255,6 +317,9 @@ Result<void> BundleFile::check_signature(const BundleTrust& trust) const {
                                      : fmt::format("{} other keys are", trust.keys.size())),
         ErrorCode::permission_denied));
   }
+  if (m_remembered) {
+    return {};  // this file's signature verified before it was remembered (bundle_verdicts.hpp)
+  }
   Ed25519Signature sig{};
   std::memcpy(sig.data(), t + k_trailer_signature, sig.size());
   std::string message(k_signed_prefix);
@@ -271,12 +336,11 @@ Result<void> BundleFile::check_signature(const BundleTrust& trust) const {
   return {};
 }
 
-Result<void> BundleFile::check_payload(std::size_t i) const {
-  return copy_payload(i, {});
+Result<void> BundleFile::check_payload(const Entry& e) const {
+  return copy_payload(e, {});
 }
 
-Result<void> BundleFile::copy_payload(std::size_t i, const ChunkSink& sink) const {
-  const Entry& e = m_entries[i];
+Result<void> BundleFile::copy_payload(const Entry& e, const ChunkSink& sink) const {
   util::Sha256 sha;
   const auto chunk = static_cast<std::size_t>(std::min<std::uint64_t>(e.payload_size, k_chunk));
   auto buffer = std::make_unique_for_overwrite<char[]>(std::max<std::size_t>(chunk, 1));
@@ -338,13 +402,13 @@ std::optional<std::size_t> BundleFile::find(const Key& key) const noexcept {
   return std::nullopt;
 }
 
-std::string_view BundleFile::payload_view(std::size_t i) const noexcept {
-  return {m_map + m_entries[i].payload_offset, m_entries[i].payload_size};
+std::string_view BundleFile::payload_view(const Entry& e) const noexcept {
+  return {m_map + e.payload_offset, e.payload_size};
 }
 
-Payload BundleFile::payload(std::size_t i) const {
-  // The byte after every payload is a zero of pad1 (checked at open): the NUL Payload promises.
-  return Payload::adopt(shared_from_this(), payload_view(i));
+Payload BundleFile::payload(const Entry& e) const {
+  // The byte after every payload is a zero of pad1 (checked with its record): the NUL Payload promises.
+  return Payload::adopt(shared_from_this(), payload_view(e));
 }
 
 BundleInfo BundleFile::info() const {

@@ -32,9 +32,19 @@
 // (BundleStore), a file truncated under the mapping faults (SIGBUS) when the
 // mapping is read, as FileStore's mapped reads document.
 //
-// Thread-safety: immutable after open(); every const method is thread-safe.
+// Remembered bundles: open() given BundleVerdicts that hold this file's seal
+// (bundle/bundle_verdicts.hpp: the same file, unchanged since it passed every
+// check) checks only the header and the trailer, and each entry the first time
+// entry() is asked for it (its record's place, padding, passport: the checks
+// above, one entry at a time); check_signature() then compares the signer with
+// the trusted keys and does not verify the signature again. Cost: one small
+// file read, whatever the bundle's size.
+//
+// Thread-safety: immutable after open() but for the entries a remembered
+// bundle checks on first use (under a mutex); every const method is thread-safe.
 #pragma once
 
+#include "bundle/bundle_verdicts.hpp"
 #include "kcache/bundle.hpp"
 #include "kcache/payload.hpp"
 #include "util/fd.hpp"
@@ -43,7 +53,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,38 +86,54 @@ public:
   // Maps and checks `path` (see above). Errors: see kcache/bundle.hpp; a
   // path that is missing, not a regular file or unreadable: the messages of
   // util/input_file.hpp ("bundle FILE is a FIFO, not a regular file").
-  static Result<std::shared_ptr<const BundleFile>> open(const std::filesystem::path& path);
+  // With `verdicts` holding this file's seal the bundle is remembered (above).
+  static Result<std::shared_ptr<const BundleFile>> open(const std::filesystem::path& path,
+                                                        const BundleVerdicts* verdicts = nullptr);
   ~BundleFile();
   BundleFile(const BundleFile&) = delete;
   BundleFile& operator=(const BundleFile&) = delete;
 
   // Checks the trailer's signature against `trust`: `unsigned`,
   // `untrusted-key` or `bad-signature` refusals, or `unsupported` when
-  // libcrypto cannot be loaded.
+  // libcrypto cannot be loaded. A remembered bundle: the signer's key only.
   Result<void> check_signature(const BundleTrust& trust) const;
 
-  // Hashes payload `i` (read from the file in chunks) and compares it with
-  // its passport: `payload-mismatch`; `truncated` when the file shrank since
-  // open(); an errno-based error when it cannot be read.
-  Result<void> check_payload(std::size_t i) const;
+  // Hashes the payload of `e` (read from the file in chunks) and compares it
+  // with its passport: `payload-mismatch`; `truncated` when the file shrank
+  // since open(); an errno-based error when it cannot be read.
+  Result<void> check_payload(const Entry& e) const;
 
-  // Reads payload `i` from the file in chunks of at most k_chunk bytes into a
+  // Reads the payload of `e` from the file in chunks of at most k_chunk bytes into a
   // buffer of its own, hashes each chunk and only then hands it to `sink`;
   // after the last chunk compares the hash with the passport. Success: `sink`
   // received exactly the payload its passport names. `payload-mismatch`: the
   // bytes read do not match (changed in place since they were checked, or
   // never matched): what `sink` received must not be used. `truncated`, read
   // errors and `sink`'s own errors as for check_payload.
-  Result<void> copy_payload(std::size_t i, const ChunkSink& sink) const;
+  Result<void> copy_payload(const Entry& e, const ChunkSink& sink) const;
 
   // The position of `key` in the index, found by binary search over the
   // mapped index records; nullopt when the bundle does not hold it.
   std::optional<std::size_t> find(const Key& key) const noexcept;
 
+  // How many entries the bundle holds.
+  std::size_t count() const noexcept { return static_cast<std::size_t>(m_count); }
+  // Entry `i` (< count()), checked: a remembered bundle checks it now, the
+  // first time, and returns its refusal (`bad-index`, `bad-entry`,
+  // `entry-mismatch`) when it fails.
+  Result<const Entry*> entry(std::size_t i) const;
+  // Every entry. REQUIRES: !remembered() (`bundle verify`, `ls`, `install`
+  // open bundles in full).
   const std::vector<Entry>& entries() const noexcept { return m_entries; }
-  // The payload of entry `i`, sharing the mapping (no copy).
-  Payload payload(std::size_t i) const;
-  std::string_view payload_view(std::size_t i) const noexcept;
+  // The payload of `e`, sharing the mapping (no copy).
+  Payload payload(const Entry& e) const;
+  std::string_view payload_view(const Entry& e) const noexcept;
+
+  // Opened under a remembered verdict (above).
+  bool remembered() const noexcept { return m_remembered; }
+  // The file's seal and stat, as of open().
+  const BundleSeal& seal() const noexcept { return m_seal; }
+  const struct stat& file_stat() const noexcept { return m_stat; }
 
   BundleInfo info() const;
   const std::filesystem::path& path() const noexcept { return m_path; }
@@ -113,9 +141,17 @@ public:
 
 private:
   BundleFile() = default;
-  Result<void> check_structure();
+  Result<void> check_header();
+  Result<void> check_records();
   Result<void> check_digest();
   Result<void> read_passports();
+  // The entry of record `i`, its place in the layout checked, and with
+  // `padding` the zero padding around it (check_records checks the places of
+  // all records, in order, before any padding).
+  Result<Entry> read_record(std::uint64_t i, bool padding) const;
+  // Parses and checks the passport of `e` (strict, its key, its size; with
+  // `canonical` its one encoding, which a remembered bundle's full check saw).
+  Result<void> read_passport(Entry& e, bool canonical) const;
   Error refused(std::string_view reason, const std::string& detail,
                 ErrorCode code = ErrorCode::corrupt) const {
     return refusal(m_path, reason, detail, code);
@@ -127,7 +163,12 @@ private:
   std::uint64_t m_size = 0;
   std::uint64_t m_count = 0;
   std::uint64_t m_trailer = 0;
-  std::vector<Entry> m_entries;
+  std::vector<Entry> m_entries;  // every entry; empty when remembered
+  BundleSeal m_seal;
+  struct stat m_stat {};
+  bool m_remembered = false;
+  mutable std::mutex m_lazy_mutex;  // a remembered bundle's entries, checked on first use
+  mutable std::unordered_map<std::uint64_t, std::unique_ptr<Entry>> m_lazy;
 };
 
 } // namespace kcache::bundle

@@ -2,10 +2,13 @@
 #include "bundle/bundle_store.hpp"
 
 #include "bundle/bundle_file.hpp"
+#include "store/file/file_check_table.hpp"
 #include "util/hex.hpp"
 #include "util/sha256.hpp"
 
 #include <fmt/format.h>
+
+#include <time.h>
 
 namespace kcache::bundle {
 
@@ -16,18 +19,23 @@ struct BundleStore::Open {
   std::unique_ptr<std::atomic<std::uint8_t>[]> checked;
   std::unique_ptr<std::atomic<std::uint64_t>[]> xxh3;
   std::atomic<bool> refused{false};
+  // A remembered bundle: payloads verified in full by any process, so a
+  // first hit here checks XXH3 (bundle_verdicts.hpp). Null: SHA-256.
+  util::Fd place;
+  std::unique_ptr<store::FileCheckTable> checks;
 };
 
 BundleStore::~BundleStore() = default;
 
 std::unique_ptr<BundleStore>
 BundleStore::open(const std::vector<std::filesystem::path>& paths, const BundleTrust& trust,
-                  ReadVerify verify, const std::function<void(const std::string&)>& warn) {
+                  ReadVerify verify, const std::function<void(const std::string&)>& warn,
+                  const BundleVerdicts& verdicts) {
   std::unique_ptr<BundleStore> store(new BundleStore()); // NOLINT: private constructor
   store->m_verify = verify;
   store->m_warn = warn;
   for (const auto& path : paths) {
-    auto file = BundleFile::open(path);
+    auto file = BundleFile::open(path, &verdicts);
     Result<void> trusted =
         file ? (*file)->check_signature(trust) : Result<void>(tl::unexpected(file.error()));
     if (!trusted) {
@@ -36,10 +44,27 @@ BundleStore::open(const std::vector<std::filesystem::path>& paths, const BundleT
       }
       continue;
     }
+    if (!(*file)->remembered()) {
+      // Checked in full and trusted: later processes check only what they use.
+      struct stat after {};
+      struct timespec now {};
+      if (::stat(path.c_str(), &after) == 0 && ::clock_gettime(CLOCK_REALTIME, &now) == 0) {
+        verdicts.remember((*file)->seal(), after,
+                          static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec);
+      }
+    }
     auto open = std::make_unique<Open>();
-    const std::size_t n = (*file)->entries().size();
+    const std::size_t n = (*file)->count();
     open->checked = std::make_unique<std::atomic<std::uint8_t>[]>(n);
     open->xxh3 = std::make_unique<std::atomic<std::uint64_t>[]>(n);
+    if ((*file)->remembered() && verify == ReadVerify::fast_when_unchanged) {
+      open->place = verdicts.open_place((*file)->seal());
+      if (open->place) {
+        open->checks = store::FileCheckTable::open(
+            open->place.get(), 0600, store::FileCheckTable::slots_for_entries(n, store::FileCheckTable::k_max_slots),
+            store::FileCheckTable::TableFile::on_first_use);
+      }
+    }
     open->file = std::move(*file);
     store->m_bundles.push_back(std::move(open));
   }
@@ -56,13 +81,33 @@ Result<std::optional<Artifact>> BundleStore::get(const Key& key) {
       continue;
     }
     const std::size_t i = *at;
-    const std::string_view bytes = b->file->payload_view(i);
+    const auto entry = b->file->entry(i);
+    if (!entry) {
+      m_corrupt.fetch_add(1, std::memory_order_relaxed);
+      if (!b->refused.exchange(true) && m_warn) {
+        m_warn(fmt::format("{}; the bundle is not used from now on", entry.error().message));
+      }
+      continue;
+    }
+    const BundleFile::Entry& e = **entry;
+    const std::string_view bytes = b->file->payload_view(e);
     bool good = true;
     if (m_verify == ReadVerify::always_full || b->checked[i].load(std::memory_order_acquire) == 0) {
-      // Through the mapping: what is checked is what a hit hands out.
-      good = util::to_hex(util::sha256(bytes).data(), 32) == b->file->entries()[i].passport.payload_sha256;
+      // Through the mapping: what is checked is what a hit hands out. A
+      // record of a full check of this very file (any process) lets XXH3
+      // stand in for SHA-256, as in the disk tier.
+      const std::uint64_t sha_prefix = store::sha256_prefix_of_hex(e.passport.payload_sha256);
+      const std::uint64_t xxh = util::xxh3_64(bytes);
+      store::CheckRecord rec;
+      const bool fast = m_verify == ReadVerify::fast_when_unchanged && b->checks != nullptr && sha_prefix != 0 &&
+                        b->checks->find(key, rec) &&
+                        rec == store::CheckRecord::from_stat(b->file->file_stat(), xxh, sha_prefix);
+      good = fast || util::to_hex(util::sha256(bytes).data(), 32) == e.passport.payload_sha256;
       if (good) {
-        b->xxh3[i].store(util::xxh3_64(bytes), std::memory_order_relaxed);
+        if (!fast && b->checks != nullptr) {
+          b->checks->record(key, store::CheckRecord::from_stat(b->file->file_stat(), xxh, sha_prefix));
+        }
+        b->xxh3[i].store(xxh, std::memory_order_relaxed);
         b->checked[i].store(1, std::memory_order_release);
       }
     } else {
@@ -81,7 +126,7 @@ Result<std::optional<Artifact>> BundleStore::get(const Key& key) {
     }
     m_hits.fetch_add(1, std::memory_order_relaxed);
     m_bytes_read.fetch_add(bytes.size(), std::memory_order_relaxed);
-    return std::optional<Artifact>(Artifact{b->file->payload(i), b->file->entries()[i].passport});
+    return std::optional<Artifact>(Artifact{b->file->payload(e), e.passport});
   }
   m_misses.fetch_add(1, std::memory_order_relaxed);
   return std::optional<Artifact>{};
@@ -93,14 +138,16 @@ Result<bool> BundleStore::copy_payload(const Key& key, const BundleFile::ChunkSi
       continue;
     }
     if (const auto at = b->file->find(key)) {
-      if (auto ok = b->file->copy_payload(*at, sink); !ok) {
+      const auto entry = b->file->entry(*at);
+      auto ok = entry ? b->file->copy_payload(**entry, sink) : Result<void>(tl::unexpected(entry.error()));
+      if (!ok) {
         if (!bundle_refusal(ok.error()).empty()) {
           m_corrupt.fetch_add(1, std::memory_order_relaxed);
           b->refused.store(true, std::memory_order_release);
         }
         return tl::unexpected(ok.error());
       }
-      m_bytes_read.fetch_add(b->file->entries()[*at].payload_size, std::memory_order_relaxed);
+      m_bytes_read.fetch_add((*entry)->payload_size, std::memory_order_relaxed);
       return true;
     }
   }
@@ -123,9 +170,17 @@ Result<std::vector<EntryInfo>> BundleStore::list() {
     if (b->refused.load(std::memory_order_acquire)) {
       continue;
     }
-    for (const auto& e : b->file->entries()) {
+    for (std::size_t i = 0; i < b->file->count(); ++i) {
+      const auto e = b->file->entry(i);
+      if (!e) {
+        b->refused.store(true, std::memory_order_release);
+        if (m_warn) {
+          m_warn(fmt::format("{}; the bundle is not used from now on", e.error().message));
+        }
+        break;
+      }
       out.push_back(
-          EntryInfo{e.key, e.passport.kind, e.payload_size, e.passport.created_unix_ms, 0});
+          EntryInfo{(*e)->key, (*e)->passport.kind, (*e)->payload_size, (*e)->passport.created_unix_ms, 0});
     }
   }
   return out;
@@ -139,7 +194,7 @@ Result<StoreStats> BundleStore::stats() {
   s.bytes_read = m_bytes_read.load(std::memory_order_relaxed);
   for (const auto& b : m_bundles) {
     if (!b->refused.load(std::memory_order_acquire)) {
-      s.entries += b->file->entries().size();
+      s.entries += b->file->count();
       s.size_bytes += b->file->size();
     }
   }

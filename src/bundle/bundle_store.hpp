@@ -10,7 +10,10 @@
 // bundle that fails is skipped with one warning naming the file and the
 // reason; the others are used. Cost: one SHA-256 over each bundle's metadata
 // (header, index, passports, padding) and one Ed25519 verification per
-// bundle; no payload byte is read at open.
+// bundle; no payload byte is read at open. A bundle that passed is remembered
+// (bundle/bundle_verdicts.hpp): a later process that finds the same file
+// unchanged checks its header, trailer and signer, and each entry it serves,
+// when it first serves it (a small file read, whatever the bundle's size).
 //
 // Reads are verified like any read (store.hpp): the first hit of an entry in
 // a process hashes its payload with SHA-256 against its passport; later hits
@@ -23,6 +26,7 @@
 // Thread-safety: every method is thread-safe.
 #pragma once
 
+#include "bundle/bundle_verdicts.hpp"
 #include "kcache/bundle.hpp"
 #include "kcache/file_store.hpp"
 #include "kcache/store.hpp"
@@ -42,10 +46,12 @@ class BundleStore final : public Store {
 public:
   // Opens every file of `paths` in order (an earlier bundle wins for a key
   // held by two). Never fails: a bundle that cannot be opened or verified is
-  // reported to `warn` (one line each) and skipped.
+  // reported to `warn` (one line each) and skipped. `verdicts`: where
+  // bundles that passed are remembered (an empty directory: none are).
   static std::unique_ptr<BundleStore> open(const std::vector<std::filesystem::path>& paths,
                                            const BundleTrust& trust, ReadVerify verify,
-                                           const std::function<void(const std::string&)>& warn);
+                                           const std::function<void(const std::string&)>& warn,
+                                           const BundleVerdicts& verdicts = BundleVerdicts({}));
   ~BundleStore() override;
 
   std::string_view name() const noexcept override { return "bundle"; }

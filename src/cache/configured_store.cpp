@@ -6,6 +6,7 @@
 #include "kcache/config.hpp"
 #include "kcache/file_store.hpp"
 #include "kcache/memory_store.hpp"
+#include "kcache/toolkit.hpp"
 #include "kcache/tiered_store.hpp"
 #include "kcache/write_behind_store.hpp"
 #include "bundle/bundle_store.hpp"
@@ -69,7 +70,11 @@ std::unique_ptr<Store> open_configured_bundle_tier(const Config& config) {
   } else {
     warn_line(keys.error().message + "; no bundle is trusted until it is fixed (setting bundle_trusted_keys)");
   }
-  return bundle::BundleStore::open(config.bundles, trust, config.verify, warn_line);
+  // Bundles that passed every check are remembered per user, beside the
+  // toolkit memo (bundle/bundle_verdicts.hpp); none where that memo is off.
+  const std::filesystem::path memo = Toolkit::instance().memo_file();
+  const bundle::BundleVerdicts verdicts(memo.empty() ? std::filesystem::path() : memo.parent_path() / "bundle-verdicts");
+  return bundle::BundleStore::open(config.bundles, trust, config.verify, warn_line, verdicts);
 }
 
 std::filesystem::path memo_dir_for(const Config& config) {

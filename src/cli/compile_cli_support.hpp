@@ -236,12 +236,21 @@ inline Result<CompileEnvironment> open_compile_environment(const Context& ctx, b
   }
   // A disabled or untrusted cache gets nothing written: no memo, no lock, no
   // entry; nor does a read-only bundle image (memo_dir_for).
+  bool user_memos_only = false;
   if (env.config.disable || !problems.empty() || env.config.cache_dir.empty()) {
     no_cache = true;
   } else {
     env.memo_dir = memo_dir_for(env.config);
+    // A bundle image's cache directory gets nothing, but the per-user memos
+    // (`$XDG_CACHE_HOME/kcache-toolkit/`, shared by every cache directory)
+    // are kept: without them every process would load NVRTC and scan its
+    // headers again to derive a key the bundle serves.
+    user_memos_only = env.memo_dir.empty();
   }
   Toolkit::instance().set_memo_dir(env.memo_dir);  // the header manifests follow it too
+  if (user_memos_only) {
+    Toolkit::instance().set_memo_file(Toolkit::user_memo_file());
+  }
   if (!no_cache) {
     // One command, a few files: a memory tier in front of the disk would only
     // copy each payload once more before the process ends.

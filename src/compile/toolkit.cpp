@@ -332,11 +332,8 @@ struct Toolkit::Impl {
     if (dir.empty()) {
       return {};  // memos off: nothing written anywhere
     }
-    if (const auto x = getenv_str("XDG_CACHE_HOME"); !x.empty() && x.front() == '/') {
-      return fs::path(x) / "kcache-toolkit" / "memo";
-    }
-    if (const auto h = getenv_str("HOME"); !h.empty() && h.front() == '/') {
-      return fs::path(h) / ".cache" / "kcache-toolkit" / "memo";
+    if (auto user = Toolkit::user_memo_file(); !user.empty()) {
+      return user;
     }
     return dir / "memo";
   }
@@ -395,6 +392,16 @@ void Toolkit::set_memo_file(std::optional<fs::path> file) {
   m_impl->memo_file_override = std::move(file);
   m_impl->memo.reset();
   g_generation.fetch_add(1);
+}
+
+fs::path Toolkit::user_memo_file() {
+  if (const auto x = getenv_str("XDG_CACHE_HOME"); !x.empty() && x.front() == '/') {
+    return fs::path(x) / "kcache-toolkit" / "memo";
+  }
+  if (const auto h = getenv_str("HOME"); !h.empty() && h.front() == '/') {
+    return fs::path(h) / ".cache" / "kcache-toolkit" / "memo";
+  }
+  return {};
 }
 
 fs::path Toolkit::memo_file() {

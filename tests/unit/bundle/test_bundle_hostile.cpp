@@ -228,10 +228,10 @@ TEST_F(BundleHostile, BytesChangedInPlaceAfterTheCheckAreNeverHandedOn) {
     cubin = (*file)->entries()[i].payload_size == 4096 ? i : cubin;
   }
   const auto& e = (*file)->entries()[cubin];
-  ASSERT_TRUE((*file)->check_payload(cubin).has_value());
+  ASSERT_TRUE((*file)->check_payload((*file)->entries()[cubin]).has_value());
   poke(bundle(), e.payload_offset + 17, 'X');
   std::string handed_on;
-  auto copied = (*file)->copy_payload(cubin, [&](std::string_view chunk) -> Result<void> {
+  auto copied = (*file)->copy_payload((*file)->entries()[cubin], [&](std::string_view chunk) -> Result<void> {
     handed_on += chunk;
     return {};
   });
@@ -270,7 +270,7 @@ TEST_F(BundleHostile, TruncatedWhileReadIsARefusalNotAFault) {
     cubin = (*file)->entries()[i].payload_size == 4096 ? i : cubin;
   }
   ASSERT_EQ(::truncate(bundle().c_str(), static_cast<off_t>((*file)->entries()[cubin].payload_offset + 100)), 0);
-  auto copied = (*file)->copy_payload(cubin, [](std::string_view) -> Result<void> { return {}; });
+  auto copied = (*file)->copy_payload((*file)->entries()[cubin], [](std::string_view) -> Result<void> { return {}; });
   ASSERT_FALSE(copied.has_value());
   EXPECT_EQ(bundle_refusal(copied.error()), "truncated") << copied.error().message;
   EXPECT_NE(copied.error().message.find("overwritten in place"), std::string::npos) << copied.error().message;
