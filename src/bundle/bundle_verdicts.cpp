@@ -3,6 +3,10 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "util/atomic_write.hpp"
@@ -82,6 +86,18 @@ void BundleVerdicts::remember(const BundleSeal& seal, const struct stat& after, 
     ::chmod(place.c_str(), 0700);
   }
   (void)util::write_file_atomically(place / "verdict", line_of(seal), 0600, util::FileSync::none);
+  // Bundles replaced long ago leave their verdicts behind: keep the newest.
+  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> places;
+  for (auto it = std::filesystem::directory_iterator(m_dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    places.emplace_back(it->last_write_time(ec), it->path());
+  }
+  if (places.size() > k_max_verdicts) {
+    std::sort(places.begin(), places.end());
+    for (std::size_t i = 0; i + k_max_verdicts < places.size(); ++i) {
+      std::filesystem::remove_all(places[i].second, ec);
+    }
+  }
 }
 
 }  // namespace kcache::bundle

@@ -31,13 +31,15 @@
 // directory is the user's (`$XDG_CACHE_HOME/kcache-toolkit/bundle-verdicts/`):
 // whoever can write there can already change the user's cache; a forged
 // verdict still serves no entry whose passport or payload fails its own
-// checks (BundleFile::entry, BundleStore::get).
+// checks (BundleFile::entry, BundleStore::get). At most k_max_verdicts are
+// kept, the oldest removed when one more is written.
 //
 // Thread-safety: const methods are thread-safe (no shared state).
 #pragma once
 
 #include <sys/stat.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -64,6 +66,8 @@ class BundleVerdicts {
 public:
   // A file's times must be this old before its verdict is kept.
   static constexpr std::int64_t k_settle_seconds = 2;
+  // At most this many verdicts are kept (the oldest go when one more is written).
+  static constexpr std::size_t k_max_verdicts = 16;
 
   // `dir` empty: nothing is remembered (every open checks in full).
   explicit BundleVerdicts(std::filesystem::path dir) : m_dir(std::move(dir)) {}
