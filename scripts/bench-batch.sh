@@ -11,3 +11,15 @@ batch_us() {
 median_of() {
   grep -F "$1|" "$results" | cut -d'|' -f2 | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
 }
+# run_batches: $batches rounds, each running every command of "${names[@]}"
+# (command lines in the associative array cmd) for one batch; appends the
+# "name|mean" lines to $results.
+run_batches() {
+  local n
+  for _ in $(seq "$batches"); do
+    for n in "${names[@]}"; do
+      # shellcheck disable=SC2086  # the command lines are split on purpose
+      echo "$n|$(batch_us ${cmd[$n]})" >>"$results"
+    done
+  done
+}

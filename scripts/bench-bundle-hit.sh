@@ -62,12 +62,7 @@ for n in "${names[@]}"; do
   # shellcheck disable=SC2086
   ${cmd[$n]} >/dev/null
 done
-for _ in $(seq "$batches"); do
-  for n in "${names[@]}"; do
-    # shellcheck disable=SC2086
-    echo "$n|$(batch_us ${cmd[$n]})" >>"$results"
-  done
-done
+run_batches
 base=$(median_of "file store")
 for n in "${names[@]}"; do
   m=$(median_of "$n")

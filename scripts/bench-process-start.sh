@@ -85,12 +85,7 @@ if [ -n "${KCACHE_BASELINE_BIN:-}" ]; then
 fi
 results=$work/results
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", a / b }'; }
-for _ in $(seq "$batches"); do
-  for n in "${names[@]}"; do
-    # shellcheck disable=SC2086
-    echo "$n|$(batch_us ${cmd[$n]})" >>"$results"
-  done
-done
+run_batches
 true_us=$(median_of "/bin/true")
 for n in "${names[@]}"; do
   m=$(median_of "$n")
