@@ -146,7 +146,7 @@ TEST_F(KeySoundnessStale, RelativeLineNameUnderLineinfoKeysTheWorkingDirectory) 
   const std::vector<Case> cases = {
       {"#line in the source", "#include \"h.h\"\n#line 1 \"gen/kernel.cu\"\n" + kernel, "#define LINEV 1\n"},
       {"#line in a header found through an absolute -I", "#include \"h.h\"\n" + kernel,
-       "#define LINEV 2\n#line 40 \"gen/h.h\"\n__device__ inline int g(int x) { return x + 1; }\n"},
+       "#line 40 \"gen/h.h\"\n__device__ __noinline__ int g(int x) { return x * x + 1; }\n#define LINEV g(p[1])\n"},
       {"#line after a block comment", "#include \"h.h\"\n/* c */ # 1 \"gen/k2.cu\"\n" + kernel, "#define LINEV 3\n"},
   };
   for (const auto& c : cases) {
@@ -182,22 +182,25 @@ TEST_F(KeySoundnessStale, TrigraphIncludeIsKeyedWhereTheStandardHonoursTrigraphs
   EXPECT_TRUE(holds_value(checked(d, "k.cu", args, "h.h edited again").bytes, "7"));
 }
 
-// A value computed from `__FILE__` (its length, at compile time) is not in the output as
-// a path, so only the key can keep checkouts of other path lengths apart.
+// A value computed from `__FILE__` (its length, at compile time) is not in
+// the output as a path, so only the key can keep checkouts of other path
+// lengths apart. The name is formed in a header under -I (the header's path
+// is keyed relative to base_dir; the program name's directory has rules of
+// its own, deps/name_directory.hpp).
 TEST_F(KeySoundnessStale, FileNameFormedThroughSplicesToolkitMacrosAndPastingIsNotShared) {
   KCACHE_REQUIRE_TOOLKIT();
   const std::string cccl = (Toolkit::instance().cuda_home() / "include" / "cccl").string();
   struct Case {
-    std::string what, source, reason;
+    std::string what, header, reason;
   };
-  const std::string kernel =
+  const std::string use =
       "__host__ __device__ constexpr int length(const char* s) { return *s ? 1 + length(s + 1) : 0; }\n"
-      "extern \"C\" __global__ void k(int* p) { constexpr int n = length(WHERE); p[0] = n; }\n";
+      "__device__ inline int here() { constexpr int n = length(WHERE); return n; }\n";
   const std::vector<Case> cases = {
-      {"a line splice", "#define WHERE __FI\\\nLE__\n" + kernel, "uses __FILE__"},
+      {"a line splice", "#define WHERE __FI\\\nLE__\n" + use, "uses __FILE__"},
       {"the toolkit's _CCCL_BUILTIN_FILE()",
-       "#include <cuda/std/__cccl/builtin.h>\n#define WHERE _CCCL_BUILTIN_FILE()\n" + kernel, "_CCCL_BUILTIN_FILE"},
-      {"token pasting", std::string(k_computed_prelude) + "#define WHERE CAT(__FI, LE__)\n" + kernel, "pastes"},
+       "#include <cuda/std/__cccl/builtin.h>\n#define WHERE _CCCL_BUILTIN_FILE()\n" + use, "_CCCL_BUILTIN_FILE"},
+      {"token pasting", std::string(k_computed_prelude) + "#define WHERE CAT(__FI, LE__)\n" + use, "pastes"},
   };
   int n = 0;
   for (const auto& c : cases) {
@@ -205,12 +208,17 @@ TEST_F(KeySoundnessStale, FileNameFormedThroughSplicesToolkitMacrosAndPastingIsN
     const fs::path b = root() / ("checkout_b_longer" + std::to_string(n++));
     for (const auto& ck : {a, b}) {
       fs::create_directories(ck / "src");
-      test::write_file(ck / "src" / "k.cu", c.source);
+      fs::create_directories(ck / "include");
+      test::write_file(ck / "src" / "k.cu",
+                       "#include \"h.h\"\nextern \"C\" __global__ void k(int* p) { p[0] = here(); }\n");
+      test::write_file(ck / "include" / "h.h", c.header);
     }
-    const std::string args = "--target ptx --arch sm_90 -I '" + cccl + "'";
-    const auto first = checked(a, (a / "src/k.cu").string(), args, c.what + ": checkout A",
+    auto args = [&](const fs::path& ck) {
+      return "--target ptx --arch sm_90 -I '" + (ck / "include").string() + "' -I '" + cccl + "'";
+    };
+    const auto first = checked(a, (a / "src/k.cu").string(), args(a), c.what + ": checkout A",
                                "KCACHE_BASE_DIR='" + a.string() + "'");
-    const auto second = checked(b, (b / "src/k.cu").string(), args, c.what + ": checkout B",
+    const auto second = checked(b, (b / "src/k.cu").string(), args(b), c.what + ": checkout B",
                                 "KCACHE_BASE_DIR='" + b.string() + "'");
     EXPECT_FALSE(second.hit) << c.what;
     EXPECT_NE(first.bytes, second.bytes) << c.what << ": the name's length differs between the checkouts";
@@ -259,7 +267,8 @@ TEST_F(KeySoundnessStale, RandomProgramsHitOnlyWithTheBytesOfAFreshCompile) {
                                   : rd();
   int seeds = 0;
   int hits = 0;
-  for (unsigned seed = first_seed; std::chrono::steady_clock::now() - start < budget && seeds < 64; ++seed, ++seeds) {
+  for (unsigned seed = first_seed; std::chrono::steady_clock::now() - start < budget && seeds < 64; ++seed) {
+    ++seeds;
     std::printf("[ seed     ] %u (KCACHE_STALE_SEED=%u reruns from it)\n", seed, seed);
     std::fflush(stdout);
     std::mt19937 rng(seed);
