@@ -1,9 +1,14 @@
 // kcache/compile_options.hpp: compiler options in one canonical spelling.
 //
 // Equivalent spellings of one option give one canonical form, so they give
-// one key: for NVRTC `-arch=sm_90`, `-arch sm_90`, `--gpu-architecture sm_90`
-// and `--gpu-architecture=sm_90` all become `--gpu-architecture=sm_90`;
-// `-DX=1`, `-D X=1`, `-D=X=1` become `--define-macro=X=1`.
+// one key: for NVRTC `-arch=sm_90`, `-arch` `sm_90` (two arguments),
+// `--gpu-architecture` `sm_90` and `--gpu-architecture=sm_90` all become
+// `--gpu-architecture=sm_90`; `-DX=1`, `-D X=1`, `-D=X=1` become
+// `--define-macro=X=1`. Only spellings the real library accepts as equal are
+// made one: a spelling it refuses (NVRTC: `-w -G`, `-Gx`, `-arch sm_90` as
+// one argument) is never rewritten into one it accepts. NVRTC's are kept
+// verbatim (NVRTC refuses them when compiling); nvJitLink's and libNVVM's
+// are refused here.
 //
 // Order (docs/keys.md): options whose relative order can change the output
 // (-D/-U, -I, -include, and anything kcache does not know) keep their order
@@ -39,10 +44,12 @@ struct CanonicalOptions {
 // Unknown options are kept verbatim (in order); NVRTC itself rejects them.
 Result<CanonicalOptions> canonicalize_nvrtc_options(const std::vector<std::string>& options);
 
-// Canonicalises nvJitLink options (`-arch sm_90` -> `-arch=sm_90`, order kept).
+// Checks nvJitLink options (kept as given, in order). Returns invalid_argument,
+// naming the option, for a value not joined by '=' (`-arch sm_90`, or
+// `-arch` `sm_90`), which nvJitLink refuses.
 Result<CanonicalOptions> canonicalize_nvjitlink_options(const std::vector<std::string>& options);
 
-// Canonicalises libNVVM options (`-arch compute_90` -> `-arch=compute_90`, order kept).
+// Checks libNVVM options, as canonicalize_nvjitlink_options() (libNVVM refuses the same spellings).
 Result<CanonicalOptions> canonicalize_nvvm_options(const std::vector<std::string>& options);
 
 }  // namespace kcache

@@ -18,9 +18,16 @@ struct OptionSpec {
   Order order;
   bool refused = false;  // has side effects outside the output
   std::string_view alias_of = {};  // flag that means "<alias_of>" (a full canonical option)
+  bool separate_value = true;      // NVRTC takes the value as the next argument too ("-arch", "sm_90")
 };
 
-// NVRTC 13 options (nvrtc.h, "Supported Compile Options").
+// NVRTC 13 options (nvrtc.h, "Supported Compile Options"). Which spellings
+// NVRTC 13.0 accepts was measured with the real library (docs/keys.md,
+// "Options"): `--name=value` and `-short=value` for every option; the value as
+// the next argument for all but -std, -frandom-seed and -opt-info; an attached
+// value (`-DX`, `-I dir`) only for the one-letter -D, -U and -I; whitespace
+// around the whole argument is ignored. Any other spelling (`-w -G`, `-Gx`,
+// `-arch sm_90`, `-Xptxas -g` as one argument) is an unrecognized option.
 constexpr std::array k_nvrtc_options = {
     OptionSpec{"gpu-architecture", "arch", Arity::value, Order::free},
     OptionSpec{"device-c", "dc", Arity::flag, Order::free, false, "--relocatable-device-code=true"},
@@ -46,13 +53,13 @@ constexpr std::array k_nvrtc_options = {
     OptionSpec{"jump-table-density", "jtd", Arity::value, Order::free},
     OptionSpec{"device-stack-protector", "device-stack-protector", Arity::value, Order::free},
     OptionSpec{"no-cache", "no-cache", Arity::flag, Order::free},
-    OptionSpec{"frandom-seed", "frandom-seed", Arity::value, Order::free},
+    OptionSpec{"frandom-seed", "frandom-seed", Arity::value, Order::free, false, {}, false},
     OptionSpec{"define-macro", "D", Arity::value, Order::kept},
     OptionSpec{"undefine-macro", "U", Arity::value, Order::kept},
     OptionSpec{"include-path", "I", Arity::value, Order::kept},
     OptionSpec{"pre-include", "include", Arity::value, Order::kept},
     OptionSpec{"no-source-include", "no-source-include", Arity::flag, Order::free},
-    OptionSpec{"std", "std", Arity::value, Order::free},
+    OptionSpec{"std", "std", Arity::value, Order::free, false, {}, false},
     OptionSpec{"builtin-move-forward", "builtin-move-forward", Arity::value, Order::free},
     OptionSpec{"builtin-initializer-list", "builtin-initializer-list", Arity::value, Order::free},
     OptionSpec{"disable-warnings", "w", Arity::flag, Order::free},
@@ -60,7 +67,7 @@ constexpr std::array k_nvrtc_options = {
     OptionSpec{"device-as-default-execution-space", "default-device", Arity::flag, Order::free},
     OptionSpec{"device-int128", "device-int128", Arity::flag, Order::free},
     OptionSpec{"device-float128", "device-float128", Arity::flag, Order::free},
-    OptionSpec{"optimization-info", "opt-info", Arity::value, Order::kept},
+    OptionSpec{"optimization-info", "opt-info", Arity::value, Order::kept, false, {}, false},
     OptionSpec{"display-error-number", "err-no", Arity::flag, Order::kept},
     OptionSpec{"no-display-error-number", "no-err-no", Arity::flag, Order::kept},
     OptionSpec{"diag-error", "diag-error", Arity::value, Order::kept},
@@ -95,11 +102,28 @@ std::string_view trim_left(std::string_view s) {
   return s;
 }
 
+bool nvrtc_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+// `s` without the whitespace NVRTC ignores around an argument (" -G" is -G).
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && nvrtc_blank(s.front())) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && nvrtc_blank(s.back())) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
 // Parses one option starting at options[i]; advances i past a separate value.
+// A spelling NVRTC does not accept is unknown (spec null): it goes to NVRTC
+// verbatim, which refuses it, and is never rewritten into an option NVRTC
+// would accept.
 Result<Parsed> parse_one(const std::vector<std::string>& options, std::size_t& i) {
-  const std::string& tok = options[i];
+  const std::string& given = options[i];
+  const std::string tok(trim(given));
   Parsed p;
-  p.verbatim = tok;
+  p.verbatim = given;
   std::string_view body = tok;
   bool is_long = false;
   if (body.rfind("--", 0) == 0) {
@@ -110,54 +134,43 @@ Result<Parsed> parse_one(const std::vector<std::string>& options, std::size_t& i
   } else {
     return p;  // not an option: unknown, verbatim
   }
-  auto take_value = [&](const OptionSpec& spec, std::string_view rest) -> Result<void> {
-    if (spec.arity == Arity::flag) {
-      if (!rest.empty()) {
-        return make_error(ErrorCode::invalid_argument, "option '" + tok + "' takes no value");
-      }
-      return {};
-    }
-    if (!rest.empty()) {
-      p.value = std::string(rest);
-      return {};
-    }
-    if (i + 1 >= options.size()) {
-      return make_error(ErrorCode::invalid_argument, "option '" + tok + "' needs a value");
-    }
-    p.value = options[++i];
-    return {};
-  };
-  // Exact name, or name=value, or "name value" in one string.
   for (const auto& spec : k_nvrtc_options) {
     const std::string_view name = is_long ? spec.long_name : spec.short_name;
-    // A short option may also be written with two dashes and vice versa? NVRTC
-    // accepts only the documented spellings; match exactly those.
     if (body == name) {
-      p.spec = &spec;
-      if (auto r = take_value(spec, {}); !r) {
-        return tl::unexpected(r.error());
+      if (spec.arity == Arity::flag) {
+        p.spec = &spec;
+        return p;
       }
+      if (!spec.separate_value) {
+        return p;  // NVRTC: "unrecognized option -std" (the value must follow '=')
+      }
+      if (i + 1 >= options.size()) {
+        return make_error(ErrorCode::invalid_argument, "option '" + given + "' needs a value");
+      }
+      p.spec = &spec;
+      p.value = options[++i];
       return p;
     }
-    if (body.size() > name.size() && body.rfind(name, 0) == 0) {
-      const char sep = body[name.size()];
-      std::string_view rest = body.substr(name.size() + 1);
-      if (sep == '=' || (sep == ' ' && spec.arity == Arity::value)) {
-        p.spec = &spec;
-        if (spec.arity == Arity::value && rest.empty()) {
-          return make_error(ErrorCode::invalid_argument, "option '" + tok + "' needs a value");
-        }
-        if (auto r = take_value(spec, sep == ' ' ? trim_left(rest) : rest); !r) {
-          return tl::unexpected(r.error());
-        }
-        return p;
+    if (body.size() <= name.size() || body.rfind(name, 0) != 0) {
+      continue;
+    }
+    if (body[name.size()] == '=') {
+      if (spec.arity == Arity::flag) {
+        return make_error(ErrorCode::invalid_argument, "option '" + given + "' takes no value");
       }
-      // Single-character short options take an attached value: -DX, -I dir.
-      if (!is_long && name.size() == 1) {
-        p.spec = &spec;
-        p.value = std::string(trim_left(body.substr(1)));
-        return p;
+      const std::string_view rest = body.substr(name.size() + 1);
+      if (rest.empty()) {
+        return make_error(ErrorCode::invalid_argument, "option '" + given + "' needs a value");
       }
+      p.spec = &spec;
+      p.value = std::string(rest);
+      return p;
+    }
+    // Only the one-letter -D, -U and -I take an attached value (-DX, -I dir).
+    if (!is_long && name.size() == 1 && spec.arity == Arity::value) {
+      p.spec = &spec;
+      p.value = std::string(trim_left(body.substr(1)));
+      return p;
     }
   }
   return p;
@@ -223,32 +236,34 @@ Result<CanonicalOptions> canonicalize_nvrtc_options(const std::vector<std::strin
 
 namespace {
 
-// nvJitLink and libNVVM spell every option with one dash and "=": make a
-// separate value ("-arch", "sm_90") or a space ("-arch sm_90") into "-arch=sm_90".
+// nvJitLink and libNVVM take every option with a value as one argument,
+// `-arch=sm_90`; both refuse the value as the next argument ("-arch",
+// "sm_90") or after a space ("-arch sm_90"), measured with nvJitLink and
+// libNVVM 13.0. Those spellings are refused here, naming the option, rather
+// than rewritten into one the library accepts; every option is kept as given.
 Result<CanonicalOptions> canonicalize_dash_equals(const std::vector<std::string>& options,
-                                                  const std::vector<std::string_view>& value_options) {
+                                                  const std::vector<std::string_view>& value_options,
+                                                  std::string_view library) {
   CanonicalOptions out;
-  for (std::size_t i = 0; i < options.size(); ++i) {
-    std::string tok = options[i];
-    std::string name = tok.substr(0, tok.find_first_of("= "));
-    const bool needs_value =
-        std::find(value_options.begin(), value_options.end(), name) != value_options.end();
-    if (needs_value) {
-      std::string value;
-      if (tok.size() > name.size()) {
-        value = std::string(trim_left(std::string_view(tok).substr(name.size() + 1)));
-      } else if (i + 1 < options.size()) {
-        value = options[++i];
-      }
-      if (value.empty()) {
-        return make_error(ErrorCode::invalid_argument, "option '" + tok + "' needs a value");
-      }
-      tok = name + "=" + value;
-      if (name == "-arch") {
-        out.arch = value;
-      }
+  for (const auto& tok : options) {
+    const std::string name = tok.substr(0, tok.find_first_of("= "));
+    if (std::find(value_options.begin(), value_options.end(), name) == value_options.end()) {
+      out.options.push_back(tok);
+      continue;
     }
-    out.options.push_back(std::move(tok));
+    if (tok.size() == name.size() || tok[name.size()] != '=') {
+      return make_error(ErrorCode::invalid_argument,
+                        "option '" + tok + "': " + std::string(library) + " takes its value only after '=' (" +
+                            name + "=VALUE, one argument) and refuses this spelling");
+    }
+    const std::string value = tok.substr(name.size() + 1);
+    if (value.empty()) {
+      return make_error(ErrorCode::invalid_argument, "option '" + tok + "' needs a value");
+    }
+    if (name == "-arch") {
+      out.arch = value;
+    }
+    out.options.push_back(tok);
   }
   return out;
 }
@@ -258,11 +273,13 @@ Result<CanonicalOptions> canonicalize_dash_equals(const std::vector<std::string>
 Result<CanonicalOptions> canonicalize_nvjitlink_options(const std::vector<std::string>& options) {
   return canonicalize_dash_equals(
       options, {"-arch", "-maxrregcount", "-ftz", "-prec-div", "-prec-sqrt", "-fma", "-Xptxas", "-split-compile",
-                "-split-compile-extended", "-jump-table-density", "-kernels-used", "-variables-used", "-Xlinker"});
+                "-split-compile-extended", "-jump-table-density", "-kernels-used", "-variables-used", "-Xlinker"},
+      "nvJitLink");
 }
 
 Result<CanonicalOptions> canonicalize_nvvm_options(const std::vector<std::string>& options) {
-  return canonicalize_dash_equals(options, {"-arch", "-opt", "-ftz", "-prec-sqrt", "-prec-div", "-fma", "-jtd"});
+  return canonicalize_dash_equals(options, {"-arch", "-opt", "-ftz", "-prec-sqrt", "-prec-div", "-fma", "-jtd"},
+                                  "libNVVM");
 }
 
 }  // namespace kcache

@@ -14,6 +14,8 @@
 #include "deps/base_dir.hpp"
 #include "deps/dependencies.hpp"
 #include "deps/header_manifest.hpp"
+#include "deps/toolkit_includes.hpp"
+#include "deps/working_directory.hpp"
 #include "kcache/compile_options.hpp"
 #include "kcache/toolkit.hpp"
 #include "util/sha256.hpp"
@@ -139,14 +141,18 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
   ScanResult& scanned = deps.scan;
   d.keyed_directory = deps.keyed_directory;
   d.not_cacheable = deps.not_cacheable;
-  const std::string& keyed_cwd = deps.keyed_directory;
+  std::string keyed_cwd = deps.keyed_directory;
+  // base_dir above the checkouts (/home): paths under it are keyed relative
+  // to the working directory when that is under it too (deps/base_dir.hpp).
+  const std::string base_setting = base_dir_setting();
+  const std::string base_anchor = base_dir_anchor(base_setting);
   const bool name_directory_left_out = deps.name_directory_left_out;
   const std::size_t name_slash = r.name.rfind('/');
 
   // The key, with the paths under `base` keyed relative to it (none when
   // empty) and `verdict` as the base_dir field (none when empty).
   auto build = [&](const std::string& base, const std::string& verdict) {
-    auto keyed = [&](const std::string& path) { return relative_to_base(path, base); };
+    auto keyed = [&](const std::string& path) { return keyed_path(path, base, base_anchor); };
     KeyBuilder kb("nvrtc");
     add_identity(kb, *id);
     kb.add("toolkit.headers", *fingerprint);
@@ -212,8 +218,29 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
     }
     return kb;
   };
+  // A relative `#line` name under --generate-line-info is joined to the
+  // working directory in the line table (deps/working_directory.hpp). The
+  // verdict depends only on bytes the key holds by digest: remembered per key.
+  if (keyed_cwd.empty() && d.not_cacheable.empty() && contains(canon->options, "--generate-line-info")) {
+    const std::string plain_hex = build({}, {}).key().hex();
+    auto verdict = remembered_verdict(plain_hex, dr.memo_dir, VerdictKind::line_names);
+    if (!verdict) {
+      const std::string why = files_with_relative_line(r, scanned.headers.vector());
+      verdict = why.empty() ? std::string("none") : why;
+      remember_verdict(plain_hex, dr.memo_dir, *verdict, VerdictKind::line_names);
+    }
+    if (*verdict != "none") {
+      if (auto cwd = nvrtc_working_directory()) {
+        keyed_cwd = *cwd;
+        d.keyed_directory = *cwd;
+      } else {
+        d.not_cacheable = "NVRTC writes the working directory into this output (--generate-line-info and " +
+                          *verdict + ") and it cannot be read: " + cwd.error().describe();
+      }
+    }
+  }
   d.key = build({}, {});
-  d.base_dir_setting = base_dir_setting();
+  d.base_dir_setting = base_setting;
   if (const auto& base = d.base_dir_setting; !base.empty() && d.not_cacheable.empty()) {
     KeyBuilder relative = build(base, "relative");
     // Nothing under base_dir: the key is the same either way.
@@ -223,7 +250,15 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
       if (!verdict) {
         std::string why = paths_reach_output_because(r, *canon);
         if (why.empty()) {
-          why = files_name_their_location(r, scanned.headers.vector(), base);
+          // The toolkit's macros that name the file (`_CCCL_BUILTIN_FILE`):
+          // listed once per toolkit, from the memo the scan reads too.
+          std::shared_ptr<const ToolkitIncludes> toolkit;
+          if (!dr.toolkit_home.empty()) {
+            toolkit = toolkit_includes(canonical_path(dr.toolkit_home.string()), dr.toolkit_fingerprint,
+                                       dr.user_memo_dir, dr.memo_dir);
+          }
+          why = files_name_their_location(r, scanned.headers.vector(), base,
+                                          toolkit ? &toolkit->location_macros() : nullptr);
         }
         verdict = why.empty() ? std::string("relative") : "absolute: " + why;
         remember_verdict(rel_hex, dr.memo_dir, *verdict);

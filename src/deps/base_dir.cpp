@@ -8,6 +8,8 @@
 #include <map>
 #include <mutex>
 
+#include "deps/source_text.hpp"
+#include "deps/working_directory.hpp"
 #include "util/atomic_write.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
@@ -34,13 +36,75 @@ bool ident_char(char c) {
          u >= 0x80;
 }
 
-fs::path verdict_file(const std::string& key_hex, const fs::path& memo_dir) {
+// base_dir's verdicts are "base-dir-2-": those of kcache before splices,
+// pastes and toolkit macros counted are not read.
+std::string verdict_prefix(VerdictKind kind) { return kind == VerdictKind::base_dir ? "base-dir-2-" : "line-names-"; }
+
+fs::path verdict_file(const std::string& key_hex, const fs::path& memo_dir, VerdictKind kind) {
   // Beside the header manifests of the same shard, trimmed with them.
-  return memo_dir.empty() || key_hex.size() != 64 ? fs::path() : memo_dir / key_hex.substr(0, 2) / ("base-dir-" + key_hex);
+  return memo_dir.empty() || key_hex.size() != 64 ? fs::path()
+                                                  : memo_dir / key_hex.substr(0, 2) / (verdict_prefix(kind) + key_hex);
 }
 
-bool valid_verdict(std::string_view v) {
-  return v == "relative" || (v.rfind("absolute: ", 0) == 0 && v.find('\n') == std::string_view::npos);
+bool valid_verdict(std::string_view v, VerdictKind kind) {
+  if (v.empty() || v.find('\n') != std::string_view::npos) {
+    return false;
+  }
+  return kind == VerdictKind::line_names || v == "relative" || v.rfind("absolute: ", 0) == 0;
+}
+
+constexpr std::array<std::string_view, 6> k_location_names{"__FILE__",       "__BASE_FILE__",
+                                                           "__builtin_FILE", "__builtin_source_location",
+                                                           "source_location", "assert"};
+
+// Calls `fn(identifier)` for each identifier-like run of `text` (strings and
+// comments included: a false alarm only keeps a key absolute); stops when it returns true.
+template <class Fn>
+bool any_identifier(std::string_view text, Fn fn) {
+  for (std::size_t i = 0; i < text.size();) {
+    if (!ident_char(text[i])) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < text.size() && ident_char(text[j])) {
+      ++j;
+    }
+    if (!(text[i] >= '0' && text[i] <= '9') && fn(text.substr(i, j - i))) {
+      return true;
+    }
+    i = j;
+  }
+  return false;
+}
+
+// What one file's text shows of the ways to form a location name.
+struct LocationScan {
+  std::string_view token;     // a location name, whole
+  std::string fragment;       // an identifier that may be a piece of one
+  std::string toolkit_macro;  // an identifier the toolkit defines to reach one
+  bool pastes = false;        // holds `##` (or `%:%:`)
+};
+
+LocationScan scan_location(std::string_view raw, const std::set<std::string, std::less<>>* toolkit_macros) {
+  LocationScan out;
+  out.token = location_token(raw);
+  if (!out.token.empty()) {
+    return out;
+  }
+  const std::string joined = joined_text(raw);
+  const std::string_view text = joined;
+  out.pastes = text.find("##") != std::string_view::npos || text.find("%:%:") != std::string_view::npos;
+  any_identifier(text, [&](std::string_view id) {
+    if (out.fragment.empty() && location_fragment(id)) {
+      out.fragment = std::string(id);
+    }
+    if (out.toolkit_macro.empty() && toolkit_macros != nullptr && toolkit_macros->find(id) != toolkit_macros->end()) {
+      out.toolkit_macro = std::string(id);
+    }
+    return !out.toolkit_macro.empty();
+  });
+  return out;
 }
 
 }  // namespace
@@ -71,6 +135,25 @@ std::string relative_to_base(const std::string& path, const std::string& base) {
   return rest.empty() ? "." : rest;
 }
 
+std::string base_dir_anchor(const std::string& base) {
+  if (base.empty()) {
+    return {};
+  }
+  const std::string cwd = current_directory();
+  return !cwd.empty() && relative_to_base(cwd, base) != cwd ? cwd : std::string();
+}
+
+std::string keyed_path(const std::string& path, const std::string& base, const std::string& anchor) {
+  const std::string rel = relative_to_base(path, base);
+  if (anchor.empty() || rel == path) {
+    return rel;
+  }
+  // Both under base: the lexical way from the working directory (`..` only
+  // climbs directories under base, which both paths share).
+  std::string p = fs::path(path).lexically_normal().lexically_relative(anchor).string();
+  return p.empty() ? rel : p;
+}
+
 std::string paths_reach_output_because(const CompileRequest& request, const CanonicalOptions& options) {
   if (request.target_kind == "ltoir") {
     return "NVRTC writes the program name and working directory into every LTO-IR";
@@ -83,10 +166,10 @@ std::string paths_reach_output_because(const CompileRequest& request, const Cano
   return {};
 }
 
-std::string_view location_token(std::string_view text) {
-  static constexpr std::array<std::string_view, 5> k_tokens{"__FILE__", "__BASE_FILE__", "__builtin_FILE",
-                                                            "source_location", "assert"};
-  for (const auto t : k_tokens) {
+namespace {
+
+std::string_view whole_location_name(std::string_view text) {
+  for (const auto t : k_location_names) {
     for (auto at = text.find(t); at != std::string_view::npos; at = text.find(t, at + 1)) {
       const bool starts = at == 0 || !ident_char(text[at - 1]);
       const bool ends = at + t.size() == text.size() || !ident_char(text[at + t.size()]);
@@ -98,14 +181,58 @@ std::string_view location_token(std::string_view text) {
   return {};
 }
 
+}  // namespace
+
+std::string_view location_token(std::string_view text) {
+  if (const auto t = whole_location_name(text); !t.empty()) {
+    return t;
+  }
+  // Only a file with a splice or a trigraph is copied to be joined.
+  if (text.find('\\') == std::string_view::npos && !has_trigraph(text)) {
+    return {};
+  }
+  return whole_location_name(joined_text(text));
+}
+
+bool location_fragment(std::string_view id) {
+  if (id.size() < 2) {
+    return false;
+  }
+  return std::any_of(k_location_names.begin(), k_location_names.end(), [&](std::string_view name) {
+    return id.size() < name.size() && name.find(id) != std::string_view::npos;
+  });
+}
+
 std::string files_name_their_location(const CompileRequest& request, const std::vector<HeaderDependency>& headers,
-                                      const std::string& base) {
-  if (const auto t = location_token(request.source); !t.empty()) {
-    return relative_to_base(request.name, base) + " uses " + std::string(t);
+                                      const std::string& base,
+                                      const std::set<std::string, std::less<>>* toolkit_macros) {
+  std::string pastes;    // a file that holds ##
+  std::string fragment;  // a file and the piece of a name it holds
+  auto check = [&](std::string_view text, const std::string& what) -> std::string {
+    const LocationScan l = scan_location(text, toolkit_macros);
+    if (!l.token.empty()) {
+      return what + " uses " + std::string(l.token);
+    }
+    if (!l.toolkit_macro.empty()) {
+      return what + " uses " + l.toolkit_macro + ", which the toolkit defines to name the file";
+    }
+    if (pastes.empty() && l.pastes) {
+      pastes = what;
+    }
+    if (fragment.empty() && !l.fragment.empty()) {
+      fragment = what + " holds " + l.fragment;
+    }
+    if (!pastes.empty() && !fragment.empty()) {
+      return pastes + " pastes tokens (##) and " + fragment + ", which may be pasted into a name of the file";
+    }
+    return {};
+  };
+  if (auto why = check(request.source, relative_to_base(request.name, base)); !why.empty()) {
+    return why;
   }
   for (const auto& h : request.headers) {
-    if (const auto t = location_token(h.bytes); !t.empty()) {
-      return "in-memory header " + relative_to_base(h.name, base) + " uses " + std::string(t);
+    if (auto why = check(h.bytes, "in-memory header " + relative_to_base(h.name, base)); !why.empty()) {
+      return why;
     }
   }
   for (const auto& h : headers) {
@@ -113,21 +240,22 @@ std::string files_name_their_location(const CompileRequest& request, const std::
     if (!bytes || util::sha256_hex(*bytes) != h.sha256) {
       return relative_to_base(h.path, base) + " changed while kcache read it";
     }
-    if (const auto t = location_token(*bytes); !t.empty()) {
-      return relative_to_base(h.path, base) + " uses " + std::string(t);
+    if (auto why = check(*bytes, relative_to_base(h.path, base)); !why.empty()) {
+      return why;
     }
   }
   return {};
 }
 
-std::optional<std::string> remembered_verdict(const std::string& key_hex, const fs::path& memo_dir) {
+std::optional<std::string> remembered_verdict(const std::string& key_hex, const fs::path& memo_dir, VerdictKind kind) {
+  const std::string slot = verdict_prefix(kind) + key_hex;
   {
     std::lock_guard lock(g_mutex);
-    if (const auto it = verdicts().find(key_hex); it != verdicts().end()) {
+    if (const auto it = verdicts().find(slot); it != verdicts().end()) {
       return it->second;
     }
   }
-  const auto file = verdict_file(key_hex, memo_dir);
+  const auto file = verdict_file(key_hex, memo_dir, kind);
   if (file.empty()) {
     return std::nullopt;
   }
@@ -136,26 +264,27 @@ std::optional<std::string> remembered_verdict(const std::string& key_hex, const 
     return std::nullopt;
   }
   text->pop_back();
-  if (!valid_verdict(*text)) {
+  if (!valid_verdict(*text, kind)) {
     return std::nullopt;
   }
   std::lock_guard lock(g_mutex);
   if (verdicts().size() >= k_max_memo_verdicts) {
     verdicts().clear();
   }
-  verdicts()[key_hex] = *text;
+  verdicts()[slot] = *text;
   return text;
 }
 
-void remember_verdict(const std::string& key_hex, const fs::path& memo_dir, const std::string& verdict) {
+void remember_verdict(const std::string& key_hex, const fs::path& memo_dir, const std::string& verdict,
+                      VerdictKind kind) {
   {
     std::lock_guard lock(g_mutex);
     if (verdicts().size() >= k_max_memo_verdicts) {
       verdicts().clear();
     }
-    verdicts()[key_hex] = verdict;
+    verdicts()[verdict_prefix(kind) + key_hex] = verdict;
   }
-  const auto file = verdict_file(key_hex, memo_dir);
+  const auto file = verdict_file(key_hex, memo_dir, kind);
   if (!file.empty() && verdict.size() < k_max_verdict_bytes) {
     std::error_code ec;
     fs::create_directories(file.parent_path(), ec);

@@ -1,6 +1,7 @@
 #include "deps/directive_scanner.hpp"
 
 #include "deps/name_directory.hpp"
+#include "deps/source_text.hpp"
 
 #include <algorithm>
 #include <array>
@@ -642,8 +643,30 @@ private:
 
 } // namespace
 
+namespace {
+
+// Appends the elements of `more` that `out` does not hold yet, in order.
+template <class T>
+void append_new(std::vector<T>& out, std::vector<T> more) {
+  const std::size_t before = out.size();
+  for (auto& m : more) {
+    if (std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(before), m) ==
+        out.begin() + static_cast<std::ptrdiff_t>(before)) {
+      out.push_back(std::move(m));
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<IncludeDirective> find_directives(std::string_view text, std::string* computed) {
-  return Scanner(text, computed, false).run();
+  auto out = Scanner(text, computed, false).run();
+  if (has_trigraph(text)) {
+    // Both readings (deps/source_text.hpp): what -std=c++14 reads as well.
+    const std::string translated = translate_trigraphs(text);
+    append_new(out, Scanner(translated, computed, false).run());
+  }
+  return out;
 }
 
 FileDirectives scan_file(std::string_view text, MainFileTokens tokens) {
@@ -652,6 +675,15 @@ FileDirectives scan_file(std::string_view text, MainFileTokens tokens) {
   out.includes = s.run();
   out.defines = s.take_defines();
   out.names_main_file = tokens == MainFileTokens::look && mentions_main_file_anywhere(text);
+  if (has_trigraph(text)) {
+    // Both readings (deps/source_text.hpp): what -std=c++14 reads as well.
+    const std::string translated = translate_trigraphs(text);
+    Scanner t(translated, nullptr, true);
+    append_new(out.includes, t.run());
+    append_new(out.defines, t.take_defines());
+    out.names_main_file = out.names_main_file ||
+                          (tokens == MainFileTokens::look && mentions_main_file_anywhere(translated));
+  }
   return out;
 }
 

@@ -186,6 +186,9 @@ public:
   // Every full expansion of `in`, or nothing when the bounds were hit (m_error says which).
   std::optional<std::vector<Seq>> expand(Seq in) {
     std::vector<Seq> results;
+    // Per call (an argument's pre-expansion is a call of its own).
+    std::set<std::string> states_seen;
+    std::set<std::string> results_seen;
     // A state: tokens already final, and tokens still to scan.
     std::deque<std::pair<Seq, Seq>> work;
     work.emplace_back(Seq{}, std::move(in));
@@ -211,6 +214,15 @@ public:
           }
           continue;  // a function-like macro name without arguments: not an invocation
         }
+        // The name may also be undefined where the #include is (defined
+        // after it, #undef'd before it, -U, or only in a branch not taken):
+        // then it stays as written, and the tokens after it are scanned on.
+        {
+          Seq undefined_done = done;
+          undefined_done.insert(undefined_done.end(), rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(i + 1));
+          Seq undefined_rest(rest.begin() + static_cast<std::ptrdiff_t>(i + 1), rest.end());
+          push(work, states_seen, std::move(undefined_done), std::move(undefined_rest));
+        }
         Seq head(std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.begin() + static_cast<std::ptrdiff_t>(i)));
         for (auto& [r, consumed] : replacements) {
           Seq next_done = done;
@@ -220,14 +232,16 @@ public:
             next_rest.front().space_before = next_rest.front().space_before || rest[i].space_before;
           }
           next_rest.insert(next_rest.end(), rest.begin() + static_cast<std::ptrdiff_t>(i + consumed), rest.end());
-          work.emplace_back(std::move(next_done), std::move(next_rest));
+          push(work, states_seen, std::move(next_done), std::move(next_rest));
         }
         expanded = true;
         break;
       }
       if (!expanded) {
         done.insert(done.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
-        results.push_back(std::move(done));
+        if (results_seen.insert(state_text(done, {})).second) {
+          results.push_back(std::move(done));
+        }
       }
       if (results.size() + work.size() > k_max_alternatives) {
         m_error = "more than " + std::to_string(k_max_alternatives) + " possible expansions";
@@ -241,6 +255,31 @@ public:
   const std::set<std::string>& looked_up() const { return m_looked_up; }
 
 private:
+  // A state's tokens with their hide sets (two states that spell the same
+  // expand alike): alternatives reached twice are kept once, so the bound
+  // counts distinct expansions.
+  static std::string state_text(const Seq& done, const Seq& rest) {
+    std::string s;
+    for (const Seq* seq : {&done, &rest}) {
+      for (const auto& t : *seq) {
+        s += t.space_before ? " " : "";
+        s += t.text;
+        for (const auto& h : t.hide) {
+          s += '\x01' + h;
+        }
+        s += '\x02';
+      }
+      s += '\x03';
+    }
+    return s;
+  }
+
+  static void push(std::deque<std::pair<Seq, Seq>>& work, std::set<std::string>& seen, Seq done, Seq rest) {
+    if (seen.insert(state_text(done, rest)).second) {
+      work.emplace_back(std::move(done), std::move(rest));
+    }
+  }
+
   // Expands the macro named at rest[at] with each of its definitions. Returns
   // false when it is not invoked there (a function-like name without `(`) or
   // on an error (m_error set). Each result comes with the number of tokens

@@ -48,7 +48,7 @@ void add_memory_headers(util::Sha256& h, const ScanInput& in) {
 // directories it records: the manifest's name.
 std::string manifest_key(const ScanInput& in, const std::string& cwd) {
   util::Sha256 h;
-  add_field(h, "format", "kcache-header-scan-1");
+  add_field(h, "format", "kcache-header-scan-2");
   add_field(h, "cwd", cwd.empty() ? "?" : cwd);
   add_field(h, "name", in.program_name);
   add_field(h, "source_path", in.source_path);
@@ -76,7 +76,7 @@ std::string manifest_key(const ScanInput& in, const std::string& cwd) {
 // families read the same headers mostly, whatever kernel they scan.
 std::string family_key(const ScanInput& in, const std::string& cwd) {
   util::Sha256 h;
-  add_field(h, "format", "kcache-header-family-1");
+  add_field(h, "format", "kcache-header-family-2");
   add_field(h, "cwd", cwd.empty() ? "?" : cwd);
   for (const auto& d : in.include_dirs) {
     add_field(h, "include", d);

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view k_magic = "kcache-toolkit-includes 2\n";
+constexpr std::string_view k_magic = "kcache-toolkit-includes 3\n";
 constexpr std::size_t k_max_memo_bytes = 64u << 20;
 
 bool get_str(std::string_view t, std::size_t& i, std::string& s) {
@@ -201,7 +201,7 @@ IncludesMemo& includes_memo() {
 }
 
 std::string toolkit_id(const fs::path& root, const std::string& fingerprint) {
-  return util::sha256_hex("kcache-toolkit-includes-1\n" + root.string() + "\n" + fingerprint);
+  return util::sha256_hex("kcache-toolkit-includes-3\n" + root.string() + "\n" + fingerprint);
 }
 
 std::string memo_file_name(const std::string& id) { return "toolkit-" + id.substr(0, 32); }
@@ -319,6 +319,48 @@ void reachable_names(const ToolkitIncludes& toolkit, const std::vector<std::stri
       }
     }
   }
+}
+
+const std::set<std::string, std::less<>>& ToolkitIncludes::location_macros() const {
+  std::call_once(m_located, [this] {
+    auto ident = [](char c) {
+      const auto u = static_cast<unsigned char>(c);
+      return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || u == '_' || u == '$';
+    };
+    // Who names each identifier: identifier -> the macros whose body holds it.
+    std::map<std::string, std::set<std::string>, std::less<>> named_by;
+    for (const auto& d : raw_defines) {
+      const std::string_view b = d.body;
+      for (std::size_t i = 0; i < b.size();) {
+        if (!ident(b[i])) {
+          ++i;
+          continue;
+        }
+        std::size_t j = i;
+        while (j < b.size() && ident(b[j])) {
+          ++j;
+        }
+        named_by[std::string(b.substr(i, j - i))].insert(d.name);
+        i = j;
+      }
+    }
+    std::vector<std::string> todo{"__FILE__",        "__BASE_FILE__", "__builtin_FILE", "__builtin_source_location",
+                                  "source_location", "assert"};
+    while (!todo.empty()) {
+      const std::string id = std::move(todo.back());
+      todo.pop_back();
+      const auto it = named_by.find(id);
+      if (it == named_by.end()) {
+        continue;
+      }
+      for (const auto& macro : it->second) {
+        if (m_location_macros.insert(macro).second) {
+          todo.push_back(macro);
+        }
+      }
+    }
+  });
+  return m_location_macros;
 }
 
 }  // namespace kcache::jit

@@ -20,9 +20,9 @@
 // `<memo dir>/toolkit-<digest of root and fingerprint>`: the per-user toolkit
 // directory (`$XDG_CACHE_HOME/kcache-toolkit/`), else the cache directory's
 // (deps/user_memo.hpp), so a new cache directory does not read the
-// toolkit's ~2 000 headers again (format version 1; strictly parsed, at most
+// toolkit's ~2 000 headers again (format version 3: version 3 lists the names a computed include forms with a macro undefined too; strictly parsed, at most
 // 64 MiB):
-//   file  := "kcache-toolkit-includes 2\n" ("file " str "\n" ("name " str "\n")*)*
+//   file  := "kcache-toolkit-includes 3\n" ("file " str "\n" ("name " str "\n")*)*
 //            ("def " ("f"|"o") " " str " " str " " str "\n")* "end\n"
 //   (a file is named by its canonical path)
 //   str   := length ":" bytes
@@ -54,6 +54,12 @@ struct ToolkitIncludes {
   std::vector<MacroDefinition> raw_defines;
   // The toolkit's definitions of `name`; null when it has none. Thread-safe.
   const std::vector<MacroDefinition>* find_define(std::string_view name) const;
+  // The names of the toolkit's macros whose expansion can reach `__FILE__`,
+  // `__BASE_FILE__`, `__builtin_FILE`, `__builtin_source_location`,
+  // `source_location` or `assert` (`_CCCL_BUILTIN_FILE`): a body naming one,
+  // or naming such a macro (deps/base_dir.hpp). Computed on first use from
+  // raw_defines, lexically (every identifier of a body counts). Thread-safe.
+  const std::set<std::string, std::less<>>& location_macros() const;
   // Takes `table` (raw_defines, each added in order) as the index
   // find_define() would build; a scan has built it already. No effect once indexed.
   void adopt_index(MacroTable table);
@@ -61,6 +67,8 @@ struct ToolkitIncludes {
 private:
   mutable std::once_flag m_indexed;
   mutable MacroTable m_defines;
+  mutable std::once_flag m_located;
+  mutable std::set<std::string, std::less<>> m_location_macros;
 };
 
 // Adds to `names` every name the toolkit headers in `entries` (canonical

@@ -9,6 +9,12 @@
 //     paths, so a relative program name, in-memory header name, --include-path
 //     or --pre-include is joined to the working directory.
 //
+// A `#line N "name"` with a relative name is joined to the working directory
+// the same way under --generate-line-info (`.file 1 "<cwd>/gen/kernel.cu"`),
+// whatever the other paths are: relative_line_directive() finds one in a
+// file's text (request_keys.cpp keys the directory then; the verdict is
+// remembered per key, as base_dir's is).
+//
 // Release PTX and cubin never name it. The directory NVRTC uses is LLVM's
 // current_path(): $PWD verbatim when it is absolute and names the same
 // directory (device and inode) as ".", else getcwd(). So `cd` through a
@@ -24,6 +30,7 @@
 
 #include "kcache/compile_options.hpp"
 #include "kcache/compile_request.hpp"
+#include "kcache/compiler.hpp"
 #include "kcache/error.hpp"
 
 namespace kcache::jit {
@@ -32,6 +39,18 @@ namespace kcache::jit {
 // working directory: "ltoir", "--device-debug", "--generate-line-info with the
 // relative path '<p>'". Empty when it does not.
 std::string working_directory_embedded_because(const CompileRequest& request, const CanonicalOptions& options);
+
+// The first `#line` directive of `text` (after trigraphs and splices) whose
+// file name is relative or not a literal (`#line 1 "gen/k.cu"`, `# 7 "k.cu"`,
+// `#line 1 NAME`), as written; empty when none. Lexical and conservative: a
+// directive in a comment or under `#if 0` counts too (it only keys the
+// working directory).
+std::string relative_line_directive(std::string_view text);
+
+// Why a file of this request holds such a directive ("<file>: <directive>"),
+// or a disk header changed since the scan (checked against its digest);
+// empty when none. Reads the source, the in-memory headers and every disk header.
+std::string files_with_relative_line(const CompileRequest& request, const std::vector<HeaderDependency>& headers);
 
 // The working directory as NVRTC sees it ($PWD or getcwd(), as above).
 // Returns io when getcwd() fails (the directory was removed, say).

@@ -44,7 +44,7 @@ protected:
 
   // The memo file toolkit_includes() keeps for `root` with fingerprint "fp".
   fs::path memo_file() const {
-    const std::string id = util::sha256_hex("kcache-toolkit-includes-1\n" + root.string() + "\nfp");
+    const std::string id = util::sha256_hex("kcache-toolkit-includes-3\n" + root.string() + "\nfp");
     return memo / ("toolkit-" + id.substr(0, 32));
   }
 
@@ -78,7 +78,7 @@ TEST_F(ToolkitIncludesTest, NamesEveryHeaderByItsCanonicalPathAndTheMemoServesTh
   ASSERT_NE(scanned, nullptr);
   expect_tree(*scanned);
   const std::string text = test::read_file(memo_file());
-  ASSERT_EQ(text.rfind("kcache-toolkit-includes 2\n", 0), 0u) << text;
+  ASSERT_EQ(text.rfind("kcache-toolkit-includes 3\n", 0), 0u) << text;
 
   // A new process: the memo, not the tree. An edit of the tree is not seen
   // (the fingerprint names the toolkit's headers), which proves the memo was read.
@@ -92,8 +92,9 @@ TEST_F(ToolkitIncludesTest, NamesEveryHeaderByItsCanonicalPathAndTheMemoServesTh
 
 TEST_F(ToolkitIncludesTest, AMemoOfAnotherVersionOrDamagedIsScannedAgainAndRewritten) {
   for (const std::string& old : {std::string("kcache-toolkit-includes 1\nfile 5:/x.h\nname 3:y.h\nend\n"),
-                                std::string("kcache-toolkit-includes 2\nfile 5:/x.h\nname 9:y.h\nend\n"),
-                                std::string("kcache-toolkit-includes 3\nend\n")}) {
+                                std::string("kcache-toolkit-includes 2\nfile 5:/x.h\nname 3:y.h\nend\n"),
+                                std::string("kcache-toolkit-includes 3\nfile 5:/x.h\nname 9:y.h\nend\n"),
+                                std::string("kcache-toolkit-includes 4\nend\n")}) {
     forget_toolkit_includes();
     test::write_file(memo_file(), old);
     const auto t = toolkit_includes(root, "fp", memo);
@@ -101,7 +102,7 @@ TEST_F(ToolkitIncludesTest, AMemoOfAnotherVersionOrDamagedIsScannedAgainAndRewri
     EXPECT_FALSE(t->names_of.contains("/x.h")) << old;
     expect_tree(*t);
     const std::string text = test::read_file(memo_file());
-    EXPECT_EQ(text.rfind("kcache-toolkit-includes 2\nfile ", 0), 0u) << "rewritten: " << text;
+    EXPECT_EQ(text.rfind("kcache-toolkit-includes 3\nfile ", 0), 0u) << "rewritten: " << text;
     EXPECT_NE(text, old);
   }
 }

@@ -140,6 +140,21 @@ TEST(WorkingDirectory, InTheKeyExactlyWhereNvrtcWritesItIntoTheOutput) {
   }
 }
 
+// A `#line` with a relative (or macro-formed) name is joined to the working
+// directory under -lineinfo; the check is lexical and conservative.
+TEST(WorkingDirectory, RelativeLineDirectivesAreFound) {
+  EXPECT_EQ(jit::relative_line_directive("#line 1 \"gen/k.cu\"\nint x;\n"), "#line 1 \"gen/k.cu\"");
+  EXPECT_EQ(jit::relative_line_directive("  #  line 7 \"k.cu\"\n"), "#  line 7 \"k.cu\"");
+  EXPECT_EQ(jit::relative_line_directive("/* c */ # 12 \"gen/x.cu\" 2\n"), "# 12 \"gen/x.cu\" 2");
+  EXPECT_EQ(jit::relative_line_directive("%:line 3 \"a.cu\"\n"), "%:line 3 \"a.cu\"");
+  EXPECT_EQ(jit::relative_line_directive("?\?=line 3 \"a.cu\"\n"), "#line 3 \"a.cu\"");
+  EXPECT_EQ(jit::relative_line_directive("#li\\\nne 3 \"a.cu\"\n"), "#line 3 \"a.cu\"");
+  EXPECT_EQ(jit::relative_line_directive("#line NAME\n"), "#line NAME");
+  EXPECT_EQ(jit::relative_line_directive("#line 3 FILE_NAME\n"), "#line 3 FILE_NAME");
+  EXPECT_EQ(jit::relative_line_directive("#line 3 \"/abs/k.cu\"\n#line 4\n#include \"h.h\"\n#define x line\n"), "");
+  EXPECT_EQ(jit::relative_line_directive("int lines = 3; // #linear\n#pragma once\n"), "");
+}
+
 TEST(WorkingDirectory, IsPwdWhenItNamesTheCurrentDirectoryLikeNvrtc) {
   KCACHE_REQUIRE_TOOLKIT();
   test::TempDir tmp;
