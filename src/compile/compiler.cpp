@@ -360,6 +360,16 @@ Result<Artifact> compile_through(const CompileRequest& request, Store* cache, Co
     }
     const auto t1 = Clock::now();
     auto got = cache->get(key);
+    if (got && !*got && !own && (*shared)->name_full_key) {
+      // An evidence key missed: an entry stored with this very directory
+      // (by a host that found the directory matters) answers too.
+      key = (*shared)->name_full_key->key();
+      got = cache->get(key);
+      if (!got || !*got) {
+        key = (*shared)->key_value;
+      }
+    }
+    inf.key = key;
     inf.lookup_us += micros_since(t1);
     if (!got) {
       inf.store_warning = "cache lookup failed: " + got.error().describe();
