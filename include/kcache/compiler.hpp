@@ -112,6 +112,9 @@ struct CompileInfo {
   std::uint64_t key_us = 0;      // time to derive the key (headers included)
   std::uint64_t lookup_us = 0;   // store get
   std::uint64_t compile_us = 0;  // backend
+  // The probe compile under another directory that an evidence key needs
+  // (docs/keys.md, "The program name"); 0 when none ran. Not in compile_us.
+  std::uint64_t evidence_us = 0;
   std::uint64_t store_us = 0;    // store put: the time this call waited for it (with a
                                  // write-behind store: checking and queueing, not the disk write)
 };

@@ -12,6 +12,7 @@
 
 #include "compile/backends.hpp"
 #include "compile/elf_file.hpp"
+#include "compile/name_evidence.hpp"
 #include "compile/request_keys.hpp"
 #include "deps/base_dir.hpp"
 #include "deps/dependencies.hpp"
@@ -56,8 +57,11 @@ Result<SharedDerived> derive_shared(const CompileRequest& r, Checks checks = Che
   auto& memo = jit::DerivationMemo::instance();
   const bool remembered = r.backend == "nvrtc";
   if (remembered) {
+    // An evidence key is derived again once another process (a worker) or
+    // the interposer found that the directory matters (compile/name_evidence.hpp).
     if (auto d = memo.find(r, generation, checks == Checks::now);
-        d && d->base_dir_setting == jit::base_dir_setting()) {
+        d && d->base_dir_setting == jit::base_dir_setting() &&
+        (!d->name_full_key || !jit::name_directory_matters_remembered(d->key_value.hex(), d->memo_dir))) {
       return SharedDerived{std::move(d), checks == Checks::now};
     }
   }
@@ -98,6 +102,17 @@ void make_unique_key(Derived& d) {
   d.key_value = d.key.key();
 }
 
+// Whether `r` compiled under jit::probe_name() gives what it gave under its
+// own name (`out`): the output, the lowered names, and the log with the names
+// swapped (compile/name_evidence.hpp). A probe that fails to compile differs.
+bool same_under_another_directory(const CompileRequest& r, const Derived& d, const jit::BackendOutput& out) {
+  CompileRequest probe = r;
+  probe.name = jit::probe_name(r.name);
+  auto other = jit::run_nvrtc(probe, d.options);
+  return other && other->payload == out.payload && other->symbols == out.symbols &&
+         jit::same_log(out.log, other->log, r.name, probe.name);
+}
+
 // Runs the backend for an already derived request. `checked`: whether `d`'s
 // disk identities were checked before the compile (false: the check after it
 // is the only one, and when it fails the result may still be kept under the
@@ -134,6 +149,32 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
   }
   bool cacheable = d.not_cacheable.empty();
   std::string reason = d.not_cacheable;
+  // Kept under the evidence key only where another directory gives the same
+  // bytes; else the key with the directory, from now on.
+  bool keep_key = false;
+  if (cacheable && d.name_full_key) {
+    const auto t_probe = Clock::now();
+    const bool same = same_under_another_directory(r, d, *out);
+    if (info != nullptr) {
+      info->evidence_us = micros_since(t_probe);
+    }
+    if (!same) {
+      jit::remember_name_directory_matters(d.key_value.hex(), d.memo_dir);
+      jit::DerivationMemo::instance().clear();
+      if (switch_key) {
+        d.key = *d.name_full_key;
+        d.key_value = d.key.key();
+        d.name_full_key.reset();
+      } else {
+        // The caller looked the evidence key up and keeps what comes back
+        // under it: not cached this time; the next derivation keys the directory.
+        cacheable = false;
+        keep_key = true;
+        reason = "the output depends on the program name's directory (another directory gave other bytes); "
+                 "the next compile keys it with the directory";
+      }
+    }
+  }
   if (cacheable && !d.base_dir.empty() && jit::output_names_base(out->payload, d.base_dir)) {
     // Keyed relative to base_dir, yet the output names a path under it (a
     // macro kcache did not see): never shared. Keyed absolute from now on.
@@ -166,7 +207,7 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
       }
     }
   }
-  if (!cacheable && d.not_cacheable.empty()) {
+  if (!cacheable && d.not_cacheable.empty() && !keep_key) {
     d.not_cacheable = reason;
     make_unique_key(d);
   }
@@ -319,6 +360,16 @@ Result<Artifact> compile_through(const CompileRequest& request, Store* cache, Co
     }
     const auto t1 = Clock::now();
     auto got = cache->get(key);
+    if (got && !*got && !own && (*shared)->name_full_key) {
+      // An evidence key missed: an entry stored with this very directory
+      // (by a host that found the directory matters) answers too.
+      key = (*shared)->name_full_key->key();
+      got = cache->get(key);
+      if (!got || !*got) {
+        key = (*shared)->key_value;
+      }
+    }
+    inf.key = key;
     inf.lookup_us += micros_since(t1);
     if (!got) {
       inf.store_warning = "cache lookup failed: " + got.error().describe();
@@ -422,3 +473,15 @@ Result<void> check_cubin(std::string_view payload, std::string_view arch) {
 }
 
 }  // namespace kcache
+
+namespace kcache::jit {
+
+void name_directory_matters_for(const CompileRequest& request) {
+  auto d = derive_shared(request);
+  if (d && (*d)->name_full_key) {
+    remember_name_directory_matters((*d)->key_value.hex(), (*d)->memo_dir);
+    DerivationMemo::instance().clear();
+  }
+}
+
+}  // namespace kcache::jit

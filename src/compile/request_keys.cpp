@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compile/backends.hpp"
+#include "compile/name_evidence.hpp"
 #include "deps/base_dir.hpp"
 #include "deps/dependencies.hpp"
 #include "deps/header_manifest.hpp"
@@ -146,8 +147,12 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
   // to the working directory when that is under it too (deps/base_dir.hpp).
   const std::string base_setting = base_dir_setting();
   const std::string base_anchor = base_dir_anchor(base_setting);
-  const bool name_directory_left_out = deps.name_directory_left_out;
+  // How `name` is keyed: as given, its basename with the directory left out
+  // by the static rules, or by evidence (compile/name_evidence.hpp).
+  enum class NameKey { as_given, left_out, by_evidence };
+  NameKey name_key = deps.name_directory_left_out ? NameKey::left_out : NameKey::as_given;
   const std::size_t name_slash = r.name.rfind('/');
+  const std::string basename = name_slash == std::string::npos ? r.name : r.name.substr(name_slash + 1);
 
   // The key, with the paths under `base` keyed relative to it (none when
   // empty) and `verdict` as the base_dir field (none when empty).
@@ -158,9 +163,9 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
     kb.add("toolkit.headers", *fingerprint);
     kb.add("input_kind", "cuda");
     kb.add("target_kind", r.target_kind);
-    if (name_directory_left_out) {
-      kb.add("name", r.name.substr(name_slash + 1));
-      kb.add("name_directory", "left out");
+    if (name_key != NameKey::as_given) {
+      kb.add("name", basename);
+      kb.add("name_directory", name_key == NameKey::left_out ? std::string_view("left out") : k_left_out_by_evidence);
     } else {
       kb.add("name", keyed(r.name));
     }
@@ -241,6 +246,18 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
   }
   d.key = build({}, {});
   d.base_dir_setting = base_setting;
+  // Only the static rules' doubt keeps the directory: the evidence key is
+  // looked up first, unless an earlier compile found that the directory
+  // matters. Not with base_dir (whose verdict keys other variants of the key).
+  if (deps.name_directory_by_evidence && d.base_dir_setting.empty() && d.not_cacheable.empty()) {
+    name_key = NameKey::by_evidence;
+    KeyBuilder evidence = build({}, {});
+    name_key = NameKey::as_given;
+    if (!name_directory_matters_remembered(evidence.key().hex(), dr.memo_dir)) {
+      d.name_full_key = std::make_shared<const KeyBuilder>(std::move(d.key));
+      d.key = std::move(evidence);
+    }
+  }
   if (const auto& base = d.base_dir_setting; !base.empty() && d.not_cacheable.empty()) {
     KeyBuilder relative = build(base, "relative");
     // Nothing under base_dir: the key is the same either way.

@@ -207,9 +207,10 @@ public:
       m_name_dir.add_header(path, h->directives);
     }
     if (m_reached_toolkit) {
-      m_name_dir.add_reason("toolkit headers are reached, which are not scanned");
+      m_name_dir.add_doubt("toolkit headers are reached, which are not scanned");
     }
     m_manifest.name_directory_seen = m_name_dir.because();
+    m_manifest.name_directory_doubt = m_name_dir.because().empty() ? m_name_dir.doubt() : std::string();
     m_manifest.file_macros = m_name_dir.file_macros();
     m_manifest.dirs = m_directories.records();
     m_manifest.looked_up.assign(m_computed.looked_up().begin(), m_computed.looked_up().end());

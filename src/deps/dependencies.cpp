@@ -63,16 +63,27 @@ Result<Dependencies> find_dependencies(const DependencyRequest& in) {
   }
   // The program name's directory is keyed only where the output can depend
   // on it (docs/keys.md, "The program name"): `__FILE__` and the module id
-  // need the basename only, which is always keyed.
+  // need the basename only, which is always keyed. A name without a
+  // directory is judged too, so that `kern.cu` and `/abs/kern.cu` share a key
+  // where the directory cannot matter.
   const auto has_option = [&](std::string_view o) {
     return std::find(canon.options.begin(), canon.options.end(), o) != canon.options.end();
   };
   const std::size_t name_slash = r.name.rfind('/');
-  deps.name_directory_left_out =
-      name_slash != std::string::npos && name_slash + 1 < r.name.size() && r.target_kind != "ltoir" &&
-      !has_option("--device-debug") && !has_option("--generate-line-info") &&
-      name_directory_seen_because(r.source, scan.defines, scanned->name_directory_seen, scanned->file_macros)
-          .empty();
+  if (!r.name.empty() && name_slash + 1 != r.name.size()) {
+    NameDirectoryVerdict verdict;
+    if (r.target_kind == "ltoir") {
+      verdict = {NameDirectoryClass::matters, "an LTO-IR target names it"};
+    } else if (has_option("--device-debug") || has_option("--generate-line-info")) {
+      verdict = {NameDirectoryClass::matters, "line tables name it"};
+    } else {
+      verdict = name_directory_verdict(r.source, scan.defines, scanned->name_directory_seen,
+                                       scanned->name_directory_doubt, scanned->file_macros);
+    }
+    deps.name_directory_left_out = verdict.kind == NameDirectoryClass::cannot_matter;
+    deps.name_directory_by_evidence = verdict.kind == NameDirectoryClass::may_matter;
+    deps.name_directory_because = std::move(verdict.because);
+  }
   deps.source_sha256 = scan.source_sha256;
   deps.memory_header_sha256 = std::move(scan.memory_header_sha256);
   deps.defines = std::move(scan.defines);

@@ -67,6 +67,11 @@ struct Dependencies {
   // True: the program name's directory cannot reach the output, so the key
   // holds the name's last component only (docs/keys.md, "The program name").
   bool name_directory_left_out = false;
+  // True (with name_directory_left_out false): only the static rules' doubt
+  // keeps it (deps/name_directory.hpp, `may_matter`): the compile decides from
+  // evidence (compile/name_evidence.hpp), and `name_directory_because` says why.
+  bool name_directory_by_evidence = false;
+  std::string name_directory_because;
   // Non-empty: the request must be compiled without the cache, and why
   // (the scan's verdict, or a working directory that cannot be read).
   std::string not_cacheable;

@@ -41,6 +41,10 @@ struct Derivation {
   std::string base_dir;
   std::string relative_key;
   std::filesystem::path memo_dir;
+  // Set when `key` is an evidence key whose evidence the compile must gather
+  // (compile/name_evidence.hpp): the key with the program name's directory,
+  // under which a result is stored when the probe compile disagrees.
+  std::shared_ptr<const KeyBuilder> name_full_key;
 };
 
 }  // namespace kcache::jit

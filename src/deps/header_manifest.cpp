@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view k_magic = "kcache-header-manifest 4 ";
+constexpr std::string_view k_magic = "kcache-header-manifest 5 ";
 constexpr std::string_view k_details = "details\n";
 
 void put_stamp(std::string& out, const FileStamp& s) {
@@ -148,7 +148,8 @@ std::string serialize_manifest(const HeaderManifest& m) {
   // ~1 MB, and growing it by doubling cost more than writing it (each large
   // allocation first consolidates the heap a scan left full of small blocks).
   std::size_t block_size = 0;
-  std::size_t identity_size = 2 * k_record_room + m.input.size() + m.not_cacheable.size() + m.name_directory_seen.size();
+  std::size_t identity_size = 2 * k_record_room + m.input.size() + m.not_cacheable.size() + m.name_directory_seen.size() +
+                              m.name_directory_doubt.size();
   std::size_t details_size = k_details.size() + k_record_room;
   for (const auto& h : m.headers) {
     identity_size += k_record_room + h.sha256.size() + h.path.size();
@@ -215,6 +216,11 @@ std::string serialize_manifest(const HeaderManifest& m) {
   if (!m.name_directory_seen.empty()) {
     out += "seen ";
     put_str(out, m.name_directory_seen);
+    out += '\n';
+  }
+  if (!m.name_directory_doubt.empty()) {
+    out += "doubt ";
+    put_str(out, m.name_directory_doubt);
     out += '\n';
   }
   for (const auto& f : m.file_macros) {
@@ -317,6 +323,12 @@ std::optional<HeaderManifest> parse_text(std::string_view text, std::string_view
   }
   if (r.peek("seen ")) {
     if (!r.lit("seen ") || !r.str(m.name_directory_seen) || !r.lit("\n") || m.name_directory_seen.empty()) {
+      return std::nullopt;
+    }
+  }
+  if (r.peek("doubt ")) {
+    if (!r.lit("doubt ") || !r.str(m.name_directory_doubt) || !r.lit("\n") || m.name_directory_doubt.empty() ||
+        !m.name_directory_seen.empty()) {
       return std::nullopt;
     }
   }

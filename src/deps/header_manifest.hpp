@@ -28,14 +28,14 @@
 // of a source that includes nothing from it) applies while the path names
 // the same directory (device and inode), whatever its content.
 //
-// On disk (`<memo dir>/<k0k1>/<key>`, format version 4; strictly parsed,
+// On disk (`<memo dir>/<k0k1>/<key>`, format version 5; strictly parsed,
 // at most k_max_manifest_bytes, anything else is ignored):
-//   manifest  := "kcache-header-manifest 3 " count "\n" identity "details\n" fact* "end\n"
+//   manifest  := "kcache-header-manifest 5 " count "\n" identity "details\n" fact* "end\n"
 //   count     := the length in bytes of identity (decimal): a lookup reads the
 //                first line, then exactly identity and "details\n", and none
 //                of the facts (over CuPy's tree: 370 KB of a 1.1 MB file)
 //   identity  := "input " hex64 "\n" "list " hex64 "\n" header* dir* verdict?
-//                seen? fm* "names " len "\n" block
+//                seen? doubt? fm* "names " len "\n" block
 //   list      := header_list_digest() of the headers below, as written: a hit
 //                keys them without hashing their ~170 KB of paths and digests
 //                again (trusted as the header records themselves are)
@@ -47,6 +47,8 @@
 //   seen      := "seen " str "\n"   why the program name's directory can reach
 //                the output (deps/name_directory.hpp); absent: it cannot
 //                through the closure alone
+//   doubt     := "doubt " str "\n"  why it may (only evidence decides:
+//                deps/name_directory.hpp); only without "seen"
 //   fm        := "fm " str "\n"     a macro of the closure that may expand
 //                __FILE__ (sorted, unique); only without "seen"
 //   block     := (("n" | "x" | "f") " " str "\n")*    sorted, unique per dir
@@ -56,7 +58,8 @@
 //   when its identity changed: over CuPy's tree they are ~6 700 records that
 //   a hit, whose directories are unchanged, never needs. Version 1 kept them
 //   inline, each parsed on every hit; version 2 had no count, so a lookup
-//   read the whole file; version 3 had no "seen" nor "loc".)
+//   read the whole file; version 3 had no "seen" nor "loc"; version 4 had
+//   no "doubt" and kept its facts in "seen".)
 //   fact      := "fact " str "\n" "loc\n"? (inc | def)*   one per header, same order;
 //                "loc": FileDirectives::names_main_file
 //   inc       := "inc " ("a" | "q" | "c") " " str "\n"  angled, quoted, computed
@@ -139,6 +142,9 @@ struct HeaderManifest {
   // closure (a quoted include of the source, `__FILE__` ...:
   // deps/name_directory.hpp); empty when it cannot.
   std::string name_directory_seen;
+  // With name_directory_seen empty: why it may (only evidence decides,
+  // NameDirectoryCheck::doubt()); empty when it cannot.
+  std::string name_directory_doubt;
   // With name_directory_seen empty: the macros of the closure's files that
   // may expand `__FILE__`, sorted (NameDirectoryCheck::file_macros()).
   std::vector<std::string> file_macros;
@@ -162,7 +168,7 @@ struct HeaderManifest {
 // reading it (deps/header_scanner.cpp). Names every field a scan fills.
 inline bool records_nothing(const HeaderManifest& m) {
   return m.headers.empty() && m.dirs.empty() && m.not_cacheable.empty() && m.name_directory_seen.empty() &&
-         m.file_macros.empty() && m.looked_up.empty();
+         m.name_directory_doubt.empty() && m.file_macros.empty() && m.looked_up.empty();
 }
 
 // Whether every identity recorded in `m` is still the same on disk (a

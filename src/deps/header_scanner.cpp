@@ -27,6 +27,7 @@ ScanResult result_of(const std::shared_ptr<const HeaderManifest>& shared, bool r
   ScanResult r;
   r.not_cacheable = m.not_cacheable;
   r.name_directory_seen = m.name_directory_seen;
+  r.name_directory_doubt = m.name_directory_doubt;
   r.file_macros = m.file_macros;
   r.reused = reused;
   r.headers_list = m.list;

@@ -101,6 +101,8 @@ struct ScanResult {
   // Why the program name's directory can reach NVRTC's output through what
   // the closure holds (deps/name_directory.hpp); empty when it cannot.
   std::string name_directory_seen;
+  // With it empty: why it may (only evidence decides: deps/name_directory.hpp); empty when it cannot.
+  std::string name_directory_doubt;
   std::vector<std::string> file_macros;  // with it empty: the closure's macros that may expand __FILE__
   bool reused = false;                    // from a manifest that still applied: no file was read
   // 64 hex: the key's "disk_headers" digest of `headers` with their paths as

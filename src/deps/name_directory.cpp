@@ -134,6 +134,24 @@ void NameDirectoryCheck::add_reason(std::string why) {
   }
 }
 
+void NameDirectoryCheck::add_doubt(std::string why) {
+  if (m_doubt.empty()) {
+    m_doubt = std::move(why);
+  }
+}
+
+void NameDirectoryCheck::doubt_pasting(const std::string& where, const FileDirectives& d) {
+  if (!m_doubt.empty()) {
+    return;
+  }
+  for (const auto& def : d.defines) {
+    if (def.body.find("##") != std::string::npos) {
+      add_doubt(where + " pastes tokens (the macro " + def.name + "), which may form __FILE__ or assert");
+      return;
+    }
+  }
+}
+
 void NameDirectoryCheck::add_defines(const FileDirectives& d, bool copy) {
   if (!m_reason.empty()) {
     return;  // decided: no macro list is needed
@@ -167,15 +185,17 @@ void NameDirectoryCheck::add_memory_header(const std::string& name, const FileDi
     }
   }
   if (d.names_main_file) {
-    add_reason("the in-memory header " + name + " names the main file");
+    add_doubt("the in-memory header " + name + " names the main file");
   }
+  doubt_pasting("the in-memory header " + name, d);
   add_defines(d, true);
 }
 
 void NameDirectoryCheck::add_header(const std::string& path, const FileDirectives& d) {
   if (d.names_main_file) {
-    add_reason(path + " names __builtin_FILE, __builtin_source_location, source_location or __BASE_FILE__");
+    add_doubt(path + " names __builtin_FILE, __builtin_source_location, source_location or __BASE_FILE__");
   }
+  doubt_pasting(path, d);
   add_defines(d, false);
 }
 
@@ -221,13 +241,12 @@ std::vector<std::string> NameDirectoryCheck::file_macros() const {
   return out;
 }
 
-std::string name_directory_seen_because(std::string_view source, const std::vector<std::string>& defines,
-                                        const std::string& closure_seen, const std::vector<std::string>& file_macros) {
+NameDirectoryVerdict name_directory_verdict(std::string_view source, const std::vector<std::string>& defines,
+                                            const std::string& closure_seen, const std::string& closure_doubt,
+                                            const std::vector<std::string>& file_macros) {
+  using Kind = NameDirectoryClass;
   if (!closure_seen.empty()) {
-    return closure_seen;
-  }
-  if (mentions_main_file_anywhere(source)) {
-    return "the source names __builtin_FILE, __builtin_source_location, source_location or __BASE_FILE__";
+    return {Kind::matters, closure_seen};
   }
   std::vector<std::string_view> seeds(k_current_file.begin(), k_current_file.end());
   seeds.insert(seeds.end(), file_macros.begin(), file_macros.end());
@@ -235,12 +254,19 @@ std::string name_directory_seen_because(std::string_view source, const std::vect
   const FileDirectives d = scan_file(source);
   std::vector<std::pair<std::string_view, std::string_view>> own;
   std::deque<std::string> names;
+  std::string doubt = closure_doubt;
   for (const auto& def : d.defines) {
     own.emplace_back(def.name, def.body);
+    if (doubt.empty() && def.body.find("##") != std::string::npos) {
+      doubt = "the source pastes tokens (the macro " + def.name + "), which may form __FILE__ or assert";
+    }
   }
   for (const auto& define : defines) {
-    if (mentions_main_file_anywhere(define)) {
-      return "the option -D" + define + " names the main file";
+    if (doubt.empty() && mentions_main_file_anywhere(define)) {
+      doubt = "the option -D" + define + " names the main file";
+    }
+    if (doubt.empty() && define.find("##") != std::string::npos) {
+      doubt = "the option -D" + define + " pastes tokens, which may form __FILE__ or assert";
     }
     const std::string_view v = define;
     const auto eq = v.find('=');
@@ -248,7 +274,8 @@ std::string name_directory_seen_because(std::string_view source, const std::vect
                      eq == std::string_view::npos ? std::string_view() : v.substr(eq + 1));
   }
   if (const auto found = may_expand(own, seeds); !found.empty()) {
-    return "the macro " + std::string(*found.begin()) + " of the source or the command line may expand __FILE__";
+    return {Kind::matters,
+            "the macro " + std::string(*found.begin()) + " of the source or the command line may expand __FILE__"};
   }
   const std::unordered_set<std::string_view> expanding(seeds.begin(), seeds.end());
   std::string hit;
@@ -259,7 +286,14 @@ std::string name_directory_seen_because(std::string_view source, const std::vect
     }
   });
   if (!hit.empty()) {
-    return "the source uses " + hit + (hit == "__FILE__" || hit == "__FILE_NAME__" ? "" : ", which may expand __FILE__");
+    return {Kind::matters, "the source uses " + hit +
+                               (hit == "__FILE__" || hit == "__FILE_NAME__" ? "" : ", which may expand __FILE__")};
+  }
+  if (doubt.empty() && mentions_main_file_anywhere(source)) {
+    doubt = "the source names __builtin_FILE, __builtin_source_location, source_location or __BASE_FILE__";
+  }
+  if (!doubt.empty()) {
+    return {Kind::may_matter, doubt};
   }
   return {};
 }

@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 
+#include "compile/name_evidence.hpp"
 #include "interpose/session.hpp"
 #include "kcache/compiler.hpp"
 
@@ -48,6 +49,20 @@ std::string arch_of(const KeyRecord& record) {
   return {};
 }
 
+// Whether the real compile of `call` under jit::probe_name() records what
+// `recorded` holds (compile/name_evidence.hpp); false without a probe.
+bool same_under_another_directory(const InterposedCall& call, const JitResult& recorded) {
+  if (!call.probe) {
+    return false;
+  }
+  const std::string& name = call.request.name;
+  const std::string probe = jit::probe_name(name);
+  const auto other = call.probe(probe);
+  return other && other->compile_rc == recorded.compile_rc && other->outputs == recorded.outputs &&
+         other->names == recorded.names && other->log.size_rc == recorded.log.size_rc &&
+         other->log.get_rc == recorded.log.get_rc && jit::same_log(recorded.log.bytes, other->log.bytes, name, probe);
+}
+
 std::map<std::string, std::string> symbols_of(const JitResult& r) {
   std::map<std::string, std::string> m;
   for (const auto& n : r.names) {
@@ -86,6 +101,7 @@ ServedCall serve(const InterposedCall& call) {
     return {call.real(), nullptr};
   }
   const Key key_value = key->key();  // hashed once: a KeyBuilder recomputes it on every call
+  const bool needs_evidence = jit::left_out_by_evidence(key->record());
   const std::string key_hex = key_value.hex();
   bool compiled_here = false;
   int compile_rc = 0;
@@ -97,6 +113,12 @@ ServedCall serve(const InterposedCall& call) {
     // A failed compile is passed through and never stored; so is one whose
     // disk inputs changed while it ran (its key no longer names its inputs).
     out.cacheable = compile_rc == 0;
+    if (out.cacheable && needs_evidence) {
+      out.cacheable = same_under_another_directory(call, recorded);
+      if (!out.cacheable) {
+        jit::name_directory_matters_for(call.request);
+      }
+    }
     if (out.cacheable) {
       auto again = interposed_key(call, identity.build_id);
       out.cacheable = again && again->key() == key_value;

@@ -8,7 +8,10 @@
 // result without calling the real library; on a miss calls `compile`, which
 // runs the real compile on the program's own handle and records what its
 // getters return, and stores the record when the compile succeeded and the
-// inputs did not change meanwhile. Anything kcache cannot do (no session, no
+// inputs did not change meanwhile. Where the key leaves the program name's
+// directory out by evidence, the record is stored only when `probe` under
+// another directory gives the same result (the log with the names swapped);
+// else it is not stored and the next key holds the directory. Anything kcache cannot do (no session, no
 // key, a failed lookup, an entry that does not decode) ends in one call of
 // `real` (the real compile alone), with one warning per process where
 // something failed.
@@ -38,6 +41,10 @@ struct InterposedCall {
   bool keyable = true;           // false: forwarded uncached (an input kcache cannot see)
   std::function<JitResult()> compile;  // the real compile, recorded
   std::function<int()> real;           // the real compile alone
+  // The real compile of the same program under another program name, on a
+  // handle of its own, recorded (NVRTC only; empty: none). An evidence key
+  // (compile/name_evidence.hpp) is stored only when it gives what `compile` gave.
+  std::function<std::optional<JitResult>(const std::string& name)> probe;
 };
 
 struct ServedCall {

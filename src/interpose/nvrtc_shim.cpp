@@ -25,6 +25,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,41 @@ JitResult record_result(nvrtcProgram prog, nvrtcResult compile_rc, const std::ve
   return r;
 }
 
+// The real compile of `request`'s program under the program name `name`, on
+// a program of its own (made, compiled with `options`, read and destroyed
+// with the real library); std::nullopt when it cannot be made.
+std::optional<JitResult> probe_compile(const CompileRequest& request, const std::string& name, int num_options,
+                                       const char* const* options) {
+  const auto real_create = KCACHE_REAL(nvrtcCreateProgram);
+  const auto real_compile = KCACHE_REAL(nvrtcCompileProgram);
+  const auto real_add = KCACHE_REAL(nvrtcAddNameExpression);
+  const auto real_destroy = KCACHE_REAL(nvrtcDestroyProgram);
+  if (real_create == nullptr || real_compile == nullptr || real_add == nullptr || real_destroy == nullptr) {
+    return std::nullopt;
+  }
+  std::vector<const char*> bytes;
+  std::vector<const char*> names;
+  for (const auto& h : request.headers) {
+    bytes.push_back(h.bytes.c_str());
+    names.push_back(h.name.c_str());
+  }
+  nvrtcProgram prog = nullptr;
+  if (real_create(&prog, request.source.c_str(), name.c_str(), static_cast<int>(bytes.size()), bytes.data(),
+                  names.data()) != k_success) {
+    return std::nullopt;
+  }
+  // Not in the program table: the getters below answer from the real library.
+  for (const auto& e : request.name_expressions) {
+    if (real_add(prog, e.c_str()) != k_success) {
+      real_destroy(&prog);
+      return std::nullopt;
+    }
+  }
+  JitResult r = record_result(prog, real_compile(prog, num_options, options), request.name_expressions);
+  real_destroy(&prog);
+  return r;
+}
+
 // The real library's run-time version, as it goes into keys.
 std::string real_version() {
   static const std::string version = major_minor_version(KCACHE_REAL(nvrtcVersion));
@@ -153,6 +189,7 @@ nvrtcResult compile(nvrtcProgram prog, int num_options, const char* const* optio
   call.compile = [&] {
     return record_result(prog, real_nvrtcCompileProgram(prog, num_options, options), call.request.name_expressions);
   };
+  call.probe = [&](const std::string& name) { return probe_compile(call.request, name, num_options, options); };
   return serve_into(call, *state);
 }
 

@@ -119,6 +119,16 @@ TEST(HeaderManifest, RoundTripsExactly) {
   EXPECT_EQ(back->name_directory_seen, m.name_directory_seen);
   EXPECT_EQ(back->file_macros, m.file_macros);
   EXPECT_EQ(back->dirs[0].names, m.dirs[0].names);
+  // A doubt (only evidence decides: deps/name_directory.hpp) goes without "seen".
+  auto doubted = m;
+  doubted.name_directory_seen.clear();
+  doubted.name_directory_doubt = "toolkit headers are reached, which are not scanned";
+  const auto doubted_back = parse_manifest(serialize_manifest(doubted), k_input);
+  ASSERT_TRUE(doubted_back);
+  EXPECT_EQ(doubted_back->name_directory_doubt, doubted.name_directory_doubt);
+  EXPECT_EQ(doubted_back->name_directory_seen, "");
+  doubted.name_directory_seen = "both";
+  EXPECT_FALSE(parse_manifest(serialize_manifest(doubted), k_input)) << "a doubt only without seen";
   const auto lookup = parse_manifest(text, k_input, ManifestPart::lookup);
   ASSERT_TRUE(lookup);
   EXPECT_FALSE(lookup->has_details);
@@ -206,7 +216,7 @@ TEST(HeaderManifest, ALookupReadsOnlyTheIdentityPartItsFirstLineCounts) {
   test::TempDir tmp;
   const fs::path memo = tmp.path() / "memo";
   const std::string text = serialize_manifest(sample());
-  ASSERT_EQ(text.rfind("kcache-header-manifest 4 ", 0), 0u);
+  ASSERT_EQ(text.rfind("kcache-header-manifest 5 ", 0), 0u);
   fs::create_directories(memo / k_input.substr(0, 2));
   const auto write = [&](const std::string& t) { test::write_file(memo / k_input.substr(0, 2) / k_input, t); };
   write(text);
@@ -241,6 +251,9 @@ TEST(HeaderManifest, ALookupReadsOnlyTheIdentityPartItsFirstLineCounts) {
   // Version 3 knew nothing of the program name's directory: never read.
   write("kcache-header-manifest 3 " + text.substr(25));
   EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::lookup)) << "version 3";
+  // Version 4 kept facts that now leave it to evidence ("doubt") as "seen": never read.
+  write("kcache-header-manifest 4 " + text.substr(25));
+  EXPECT_FALSE(load_manifest(memo, k_input, ManifestPart::lookup)) << "version 4";
   // A lookup keeps the names where it read them: a changed directory is
   // judged by its own records, found at their offset in that buffer.
   const auto d2 = (tmp.path() / "d2").string();

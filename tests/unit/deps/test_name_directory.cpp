@@ -83,7 +83,9 @@ CompileRequest request_for(const Case& c, const fs::path& tmp, const std::string
 
 bool left_out(const KeyBuilder& kb) {
   const auto& f = kb.record().fields;
-  return std::any_of(f.begin(), f.end(), [](const KeyField& x) { return x.name == "name_directory"; });
+  // Left out by the static rules (an evidence key says so otherwise: test_name_evidence.cpp).
+  return std::any_of(f.begin(), f.end(),
+                     [](const KeyField& x) { return x.name == "name_directory" && x.value == "left out"; });
 }
 
 TEST(NameDirectory, KeyedExactlyWhereTheOutputCanDependOnIt) {
@@ -301,17 +303,41 @@ TEST(NameDirectory, CheckFollowsMacrosToAFixedPoint) {
   ASSERT_EQ(check.because(), "");
   const auto macros = check.file_macros();
   EXPECT_EQ(macros, (std::vector<std::string>{"A", "B", "C"}));
-  auto because = [&](std::string_view source, std::vector<std::string> defines = {}) {
-    return jit::name_directory_seen_because(source, defines, "", macros);
+  using Kind = jit::NameDirectoryClass;
+  auto kind = [&](std::string_view source, std::vector<std::string> defines = {}) {
+    return jit::name_directory_verdict(source, defines, "", "", macros).kind;
   };
-  EXPECT_EQ(because("int x = D;"), "");
-  EXPECT_NE(because("int x = A(1);"), "");
-  EXPECT_NE(because("int x = E;", {"E=A(2)"}), "");
-  EXPECT_NE(because("int x = 1;", {"E=__FILE__"}), "") << "a -D macro may be named by a header's macro";
-  EXPECT_EQ(because("int x = E;", {"E=D"}), "");
-  EXPECT_NE(because("#define SRC __FI\\\nLE__\nint x = H;"), "") << "a header macro may name the source's";
-  EXPECT_NE(because("const char* f = __builtin_FILE();"), "");
-  EXPECT_EQ(jit::name_directory_seen_because("int x;", {}, "the closure", {}), "the closure");
+  EXPECT_EQ(kind("int x = D;"), Kind::cannot_matter);
+  EXPECT_EQ(kind("int x = A(1);"), Kind::matters);
+  EXPECT_EQ(kind("int x = E;", {"E=A(2)"}), Kind::matters);
+  EXPECT_EQ(kind("int x = 1;", {"E=__FILE__"}), Kind::matters) << "a -D macro may be named by a header's macro";
+  EXPECT_EQ(kind("int x = E;", {"E=D"}), Kind::cannot_matter);
+  EXPECT_EQ(kind("#define SRC __FI\\\nLE__\nint x = H;"), Kind::matters) << "a header macro may name the source's";
+  // Only evidence decides these (deps/name_directory.hpp, `may_matter`).
+  EXPECT_EQ(kind("const char* f = __builtin_FILE();"), Kind::may_matter);
+  EXPECT_EQ(kind("#define CAT(a, b) a##b\nint x = CAT(__FI, LE__);"), Kind::may_matter) << "issue 39 item 5";
+  EXPECT_EQ(kind("int x = CAT(ass, ert);", {"CAT(a,b)=a##b"}), Kind::may_matter);
+  EXPECT_EQ(kind("int x = 1;", {"W=__builtin_FILE()"}), Kind::may_matter);
+  // What surely matters wins over a doubt.
+  EXPECT_EQ(kind("#define CAT(a, b) a##b\nconst char* f = __FILE__;"), Kind::matters);
+  EXPECT_EQ(jit::name_directory_verdict("int x;", {}, "the closure", "", {}).kind, Kind::matters);
+  EXPECT_EQ(jit::name_directory_verdict("int x = __FILE__;", {}, "", "a doubt", {}).kind, Kind::matters);
+  const auto doubted = jit::name_directory_verdict("int x;", {}, "", "a doubt", {});
+  EXPECT_EQ(doubted.kind, Kind::may_matter);
+  EXPECT_EQ(doubted.because, "a doubt");
+
+  jit::FileDirectives pasting;
+  pasting.defines = {{"CAT", true, "a,b", "a##b"}};
+  jit::NameDirectoryCheck pasted;
+  pasted.add_header("/inc/cat.h", pasting);
+  EXPECT_EQ(pasted.because(), "");
+  EXPECT_NE(pasted.doubt().find("pastes tokens"), std::string::npos) << pasted.doubt();
+  jit::FileDirectives loc;
+  loc.names_main_file = true;
+  jit::NameDirectoryCheck located;
+  located.add_header("/inc/loc.h", loc);
+  EXPECT_EQ(located.because(), "");
+  EXPECT_NE(located.doubt(), "");
 
   jit::NameDirectoryCheck quoted;
   quoted.add_source(jit::scan_file("#include \"q.h\"\n"));
