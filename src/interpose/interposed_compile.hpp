@@ -7,8 +7,9 @@
 // through the session's single-flight Cache; on a hit returns the recorded
 // result without calling the real library; on a miss calls `compile`, which
 // runs the real compile on the program's own handle and records what its
-// getters return, and stores the record when the compile succeeded and the
-// inputs did not change meanwhile. Anything kcache cannot do (no session, no
+// getters return, and stores the record when the compile succeeded (or NVRTC
+// rejected the program: that failure is stored and replayed as such,
+// docs/run.md "Failed compiles") and the inputs did not change meanwhile. Anything kcache cannot do (no session, no
 // key, a failed lookup, an entry that does not decode) ends in one call of
 // `real` (the real compile alone), with one warning per process where
 // something failed.

@@ -14,8 +14,10 @@
 // build-id are added. A hit replays the recorded result without calling the
 // real compile. A miss compiles with the real library on the program's own
 // handle (so the program sees exactly what the real library gave), records
-// what the getters return and stores it, unless the compile failed or a disk
-// header changed while it ran. Anything kcache cannot do (no key, a store
+// what the getters return and stores it, unless the compile failed other than
+// with NVRTC_ERROR_COMPILATION (a rejected program is stored and replayed as
+// the failure it was: docs/run.md, "Failed compiles") or a disk header
+// changed while it ran. Anything kcache cannot do (no key, a store
 // error, an entry that does not decode) calls the real compile, with one
 // warning per process.
 //
