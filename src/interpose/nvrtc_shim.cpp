@@ -74,6 +74,7 @@ constexpr nvrtcResult k_success = 0;
 constexpr nvrtcResult k_invalid_input = 3;
 constexpr nvrtcResult k_internal_error = 11;
 constexpr nvrtcResult k_no_name_expressions_after_compilation = 8;
+constexpr nvrtcResult k_no_lowered_names_before_compilation = 9;
 constexpr nvrtcResult k_name_expression_not_valid = 10;
 // The kind of an interposed NVRTC entry: its payload is a JitResult.
 constexpr const char* k_entry_kind = "nvrtc-result";
@@ -264,7 +265,9 @@ nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char* name_expression, 
     }
     const JitLoweredName* n = r->lowered(name_expression);
     if (n == nullptr) {
-      return k_name_expression_not_valid;
+      // After a failed compile the real NVRTC has no lowered name at all:
+      // NVRTC_ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION for any expression (measured, 13.0).
+      return r->compile_rc != k_success ? k_no_lowered_names_before_compilation : k_name_expression_not_valid;
     }
     if (n->rc == k_success) {
       *lowered = n->lowered.c_str();  // owned by the recorded result, which the program state keeps
