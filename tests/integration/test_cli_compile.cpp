@@ -175,6 +175,31 @@ TEST(CliCompile, CompileErrorExitsWithCompileCodeAndLog) {
   EXPECT_FALSE(fs::exists(tmp.path() / "bad.ptx"));
 }
 
+// A file NVRTC rejects, among others compiled in the worker pool: it is kept
+// as a negative entry, and the next run gets the same failure from it (the
+// same exit status and output) with every request served.
+TEST(CliCompile, ARejectedFileInTheWorkerPoolIsServedTheSecondTime) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  test::write_file((tmp.path() / "good.cu").string(), "__global__ void k(int* p) { *p = 1; }\n");
+  test::write_file((tmp.path() / "bad.cu").string(), "__global__ void k() { undeclared_thing(); }\n");
+  const auto cache = tmp.path() / "cache";
+  const std::string args = "compile good.cu bad.cu --target ptx --arch sm_90 -j 2";
+  auto cold = run_cli(cache, args, tmp.path());
+  EXPECT_EQ(cold.status, 5) << cold.out;
+  EXPECT_NE(cold.out.find("undeclared_thing"), std::string::npos) << cold.out;
+  auto warm = run_cli(cache, args, tmp.path());
+  EXPECT_EQ(warm.status, cold.status) << warm.out;
+  EXPECT_NE(warm.out.find("undeclared_thing"), std::string::npos) << warm.out;
+  auto stats = run_cli(cache, "stats --json");
+  ASSERT_EQ(stats.status, 0) << stats.out;
+  const auto cli = nlohmann::json::parse(stats.out)["requests"]["routes"]["cli"];
+  EXPECT_EQ(cli["compiled"], 2) << cli;
+  EXPECT_EQ(cli["served"]["total"], 2) << cli;
+  EXPECT_EQ(cli["served"]["failed"], 1) << cli;
+  EXPECT_EQ(cli["failed"], 0) << cli;
+}
+
 // Several files with -j: compiled in worker processes, outputs in input order
 // with the same bytes as one-at-a-time compiles; a second run is all hits.
 TEST(CliCompile, SeveralFilesCompileInTheWorkerPoolAndHitTheSecondTime) {
