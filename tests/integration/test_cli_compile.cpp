@@ -260,15 +260,26 @@ TEST(CliCompile, StatsCountOneColdAndThreeWarmCompilesAsThreeServedAndOneCompile
   EXPECT_GT(requests["compile_us_saved"].get<long long>(), 0) << stats.out;
   EXPECT_EQ(requests["routes"]["cli"]["served"]["total"], 3) << stats.out;
   EXPECT_EQ(requests["routes"]["cli"]["compiled"], 1) << stats.out;
-  // A compile that fails is a failed request.
+  // A compile NVRTC rejects is stored as a negative entry: compiled; the next
+  // one is served (a failed compile replayed, counted apart too), not failed.
   fs::create_directories(tmp.path() / "bad");
   test::write_file(tmp.path() / "bad" / "bad.cu", "__global__ void k() { this is not C++; }\n");
-  auto bad = run_cli(tmp.path() / "cache", "compile " + (tmp.path() / "bad" / "bad.cu").string() +
-                                               " --target cubin --arch sm_90 -o " + (tmp.path() / "bad.cubin").string());
+  const std::string bad_args = "compile " + (tmp.path() / "bad" / "bad.cu").string() +
+                               " --target cubin --arch sm_90 -o " + (tmp.path() / "bad.cubin").string();
+  auto bad = run_cli(tmp.path() / "cache", bad_args);
   EXPECT_EQ(bad.status, 5) << bad.out;
-  const auto after = nlohmann::json::parse(run_cli(tmp.path() / "cache", "stats --json").out)["requests"];
+  auto after = nlohmann::json::parse(run_cli(tmp.path() / "cache", "stats --json").out)["requests"];
   EXPECT_EQ(after["total"], 5);
-  EXPECT_EQ(after["failed"], 1);
+  EXPECT_EQ(after["compiled"], 2);
+  EXPECT_EQ(after["failed"], 0);
+  auto again = run_cli(tmp.path() / "cache", bad_args);
+  EXPECT_EQ(again.status, 5) << again.out;
+  EXPECT_EQ(again.out, bad.out);
+  after = nlohmann::json::parse(run_cli(tmp.path() / "cache", "stats --json").out)["requests"];
+  EXPECT_EQ(after["total"], 6);
+  EXPECT_EQ(after["served"]["total"], 4);
+  EXPECT_EQ(after["served"]["failed"], 1);
+  EXPECT_EQ(after["failed"], 0);
   // The table leads with the requests; the disk tier's lookups come below, named as such.
   auto human = run_cli(tmp.path() / "cache", "stats");
   ASSERT_EQ(human.status, 0) << human.out;
@@ -276,7 +287,10 @@ TEST(CliCompile, StatsCountOneColdAndThreeWarmCompilesAsThreeServedAndOneCompile
   const auto served = human.out.find("\n  served ");
   ASSERT_NE(served, std::string::npos) << human.out;
   EXPECT_EQ(human.out.substr(served, human.out.find('\n', served + 1) - served),
-            "\n  served                 3: memory 0, disk 3, bundle 0, remote 0")
+            "\n  served                 4: memory 0, disk 4, bundle 0, remote 0 (1 of them a failed compile, replayed)")
+      << human.out;
+  EXPECT_NE(human.out.find("route cli              6: 4 served (4 disk; 1 of a failed compile), 2 compiled"),
+            std::string::npos)
       << human.out;
   EXPECT_NE(human.out.find("route cli"), std::string::npos) << human.out;
   EXPECT_LT(human.out.find("route cli"), human.out.find("disk lookups")) << human.out;
