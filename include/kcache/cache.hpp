@@ -21,7 +21,11 @@
 // (C06). A wait is bounded by `lock_timeout`; when it runs out, or when the
 // lock directory is unusable, the caller compiles without the lease (a broken
 // cache never breaks a build; counted in `lock_timeouts` / `lock_errors`).
-// A failed compile is returned and not cached. A store that cannot be written
+// A failed compile is returned and not cached, except a deterministic one that
+// the compile step returns as its negative entry (compile_in_process): that is
+// stored like any artifact, and every call (this one and later ones, in any
+// process) returns the error it holds (a hit: counted as served, and apart
+// as a served failure). A store that cannot be written
 // is warned about once and counted; the compiled artifact is still returned.
 // The store of a cache that is turned off (Store::disabled()) is not asked:
 // get_or_compile(request) compiles as compile_without_cache() does (or with
@@ -73,7 +77,10 @@ using CompileFunction = std::function<Result<CompileOutput>(const CompileRequest
 
 // Compiles `request` in this process with compile_uncached() (compiler.hpp);
 // `cacheable` is false when compile_uncached says the output must not be
-// stored. The default CompileFunction, and what `kcache worker` runs.
+// stored. A deterministic failure (CompileInfo::failed_entry) is returned as
+// its negative entry (kind "failed-compile"), which get_or_compile stores and
+// returns as the error it holds. The default CompileFunction, and what
+// `kcache worker` runs.
 Result<CompileOutput> compile_in_process(const CompileRequest& request);
 
 struct CacheOptions {

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -117,6 +118,16 @@ struct CompileInfo {
   std::uint64_t evidence_us = 0;
   std::uint64_t store_us = 0;    // store put: the time this call waited for it (with a
                                  // write-behind store: checking and queueing, not the disk write)
+  // Set when the compile failed deterministically (NVRTC rejected the
+  // program: NVRTC_ERROR_COMPILATION) and its inputs held while it ran: the
+  // negative entry (kind "failed-compile", under the key a success would have
+  // had; docs/keys.md, "Failed compiles") that compile() stores and serves as
+  // the same error. compile_uncached() fills it for a caller that stores
+  // results itself (the Cache: compile_in_process). On a hit on a negative
+  // entry (`served_failure`), the entry served.
+  std::optional<Artifact> failed_entry;
+  // A hit on a negative entry: compile() returned the stored failure.
+  bool served_failure = false;
 };
 
 // Derives the complete key of `request` without loading the toolkit (the
@@ -141,7 +152,8 @@ Result<KeyBuilder> derive_key(const CompileRequest& request, HeaderList* headers
 // or when a disk header changed while the compile ran (the inputs no longer
 // match the key): such an artifact must not be put into a store.
 // Failure: compile_failed with the compiler's log in Error::log, plus the
-// errors of derive_key. Nothing is cached here.
+// errors of derive_key. Nothing is cached here; a deterministic failure of a
+// cacheable request leaves its negative entry in `info->failed_entry`.
 Result<Artifact> compile_uncached(const CompileRequest& request, CompileInfo* info = nullptr);
 
 // Runs the backend for `request` and nothing else: the user's compile, as a
@@ -162,9 +174,14 @@ Result<Artifact> compile_without_cache(const CompileRequest& request, CompileInf
 // return. A null `cache`, or the store of a cache that is turned off
 // (Store::disabled()), compiles with compile_without_cache(). Store errors are
 // never fatal: they are reported in `info->store_warning` and the compile
-// result is returned. A failed compile is not cached and returns
-// compile_failed with the log. Thread-safe; concurrent misses of one key may
-// compile twice (use the single-flight Cache for one compile per key).
+// result is returned. A failed compile returns compile_failed with the log;
+// when NVRTC rejected the program (NVRTC_ERROR_COMPILATION) and the inputs
+// held, the failure is stored as a negative entry under the request's key, and
+// a later call with the same inputs gets the same error (code, message, log)
+// from it without compiling (`info->hit` and `info->served_failure` true).
+// Any other failure (no toolkit, out of memory, an internal error) is never
+// stored. Thread-safe; concurrent misses of one key may compile twice (use the
+// single-flight Cache for one compile per key).
 Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInfo* info = nullptr);
 
 // Checks that `payload` is a CUDA cubin for `arch` ("sm_90", "sm_90a"): ELF64,

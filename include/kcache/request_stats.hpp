@@ -9,11 +9,15 @@
 //
 //   served    the artifact came from the cache; the tier says from where
 //             (memory, disk, bundle, remote). `compile_us` is the compile
-//             time it saved (the compile duration in its passport).
+//             time it saved (the compile duration in its passport). A
+//             failed compile replayed from its negative entry (docs/keys.md,
+//             "Failed compiles") is served too, and counted apart as well
+//             (`served_failed`, recorded as RequestOutcome::served_failure).
 //   compiled  compiled here and stored. `compile_us`: the time compiling.
 //   uncached  compiled here without the cache: not cacheable (a side-effect
 //             option, an include kcache cannot bound), or the store failed.
-//   failed    the request ended in an error (the compile failed, no toolkit).
+//   failed    the request ended in an error (the compile failed, no toolkit)
+//             that the cache did not replay: the compile ran here.
 //
 // The lookups inside one request (memory, then disk, then remote; again after
 // a single-flight wait) are the tiers' own counters (StoreStats), not these.
@@ -32,7 +36,12 @@
 //   row      := u64 tag u8 route[16] u64 counter[13]    128 bytes
 //   tag      := 0 (free), else FNV-1a-64(route) | 1 << 63
 //   counter  := served_memory served_disk served_bundle served_remote compiled
-//               uncached failed compile_us_saved compile_us reserved[4]
+//               uncached failed compile_us_saved compile_us served_failed
+//               reserved[3]
+//
+// `served_failed` counts the served requests that replayed a failed compile
+// (a subset of the four served counters); it was a reserved word before, so
+// a file of an older kcache reads 0 there.
 //
 // A route takes the first free row with one compare-and-swap of its tag,
 // then writes its name; the last row is "other", for routes that find no row
@@ -63,9 +72,11 @@
 namespace kcache {
 
 // How one request ended (see the top of this file).
-enum class RequestOutcome : unsigned { served, compiled, uncached, failed };
-inline constexpr unsigned k_request_outcome_count = 4;
-// Returns "served", "compiled", "uncached", "failed".
+// `served_failure` is a served request whose entry is a failed compile
+// (counted as served, by tier, and in `served_failed`).
+enum class RequestOutcome : unsigned { served, compiled, uncached, failed, served_failure };
+inline constexpr unsigned k_request_outcome_count = 5;
+// Returns "served", "compiled", "uncached", "failed", "served_failure".
 std::string_view to_string(RequestOutcome outcome) noexcept;
 // The outcome named by `name` (as to_string spells it), or std::nullopt.
 std::optional<RequestOutcome> parse_request_outcome(std::string_view name) noexcept;
@@ -78,6 +89,7 @@ struct RequestCounts {
   std::uint64_t failed = 0;
   std::uint64_t compile_us_saved = 0;  // over served requests
   std::uint64_t compile_us = 0;        // time compiling: compiled, uncached and failed requests
+  std::uint64_t served_failed = 0;     // served requests that replayed a failed compile (within `served`)
 
   std::uint64_t served_total() const noexcept;
   std::uint64_t total() const noexcept;  // every request

@@ -19,6 +19,7 @@ nb::object tier_object(const std::optional<Tier>& tier) {
 nb::dict counts_dict(const RequestCounts& c) {
   nb::dict served;
   served["total"] = c.served_total();
+  served["failed"] = c.served_failed;  // of the total: failed compiles replayed
   for (unsigned t = 0; t < k_tier_count; ++t) {
     served[std::string(to_string(static_cast<Tier>(t))).c_str()] = c.served[t];
   }
@@ -62,7 +63,7 @@ void bind_requests(nb::module_& m) {
         const auto o = parse_request_outcome(outcome);
         if (!o) {
           raise(ErrorCode::invalid_argument,
-                "outcome '" + outcome + "' is not one of served, compiled, uncached, failed");
+                "outcome '" + outcome + "' is not one of served, compiled, uncached, failed, served_failure");
         }
         std::optional<Tier> t;
         if (tier) {
@@ -71,7 +72,7 @@ void bind_requests(nb::module_& m) {
             raise(ErrorCode::invalid_argument, "tier '" + *tier + "' is not one of memory, disk, bundle, remote");
           }
         }
-        if (*o == RequestOutcome::served && !t) {
+        if ((*o == RequestOutcome::served || *o == RequestOutcome::served_failure) && !t) {
           raise(ErrorCode::invalid_argument, "a served request needs its tier: memory, disk, bundle or remote");
         }
         std::shared_ptr<StoreHandle> h;

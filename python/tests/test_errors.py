@@ -17,7 +17,12 @@ def test_compile_error_carries_the_log(store: kcache.Store) -> None:
         kcache.compile('extern "C" __global__ void k() { this_is_not_declared = 1; }', store=store)
     assert e.value.code == "compile_failed"
     assert "this_is_not_declared" in e.value.log
-    assert store.stats()["entries"] == 0  # a failed compile is not cached
+    # NVRTC rejected the program: kept as a negative entry (docs/keys.md, "Failed compiles"),
+    # and the next compile raises the same error with the same log from it.
+    assert store.stats()["entries"] == 1
+    with pytest.raises(kcache.CompileError) as again:
+        kcache.compile('extern "C" __global__ void k() { this_is_not_declared = 1; }', store=store)
+    assert (again.value.code, str(again.value), again.value.log) == (e.value.code, str(e.value), e.value.log)
 
 
 def test_bad_target_and_arch_are_invalid_argument(store: kcache.Store) -> None:

@@ -10,6 +10,7 @@
 
 #include "kcache/compiler.hpp"
 #include "kcache/request_stats.hpp"
+#include "passport/failed_compile.hpp"
 
 namespace kcache {
 
@@ -92,6 +93,9 @@ struct Cache::Impl {
     if (!*got || (*got)->passport.key != key) {
       return std::nullopt;
     }
+    if (is_failed_compile((*got)->passport) && !failed_compile_error(**got)) {
+      return std::nullopt;  // a negative entry that does not decode answers nothing: a miss
+    }
     t_look_tier = served_tier(store);
     return std::move(**got);
   }
@@ -126,25 +130,38 @@ struct Cache::Impl {
           return out;
         },
         &kind, compile_us);
+    // A negative entry (found, or just compiled and stored) is the failure it
+    // holds (passport/failed_compile.hpp); one that could not be stored is a
+    // failed request.
+    const bool failed = result && is_failed_compile(result->passport);
+    if (failed) {
+      result = served_or_failed(std::move(*result));
+    }
+    const bool hit = kind == CacheOutcome::hit || kind == CacheOutcome::hit_after_wait;
+    if (failed && !hit) {
+      c.compile_failures++;
+    }
     if (outcome != nullptr && result) {
       *outcome = kind;
     }
-    count(result              ? std::optional<CacheOutcome>(kind)
-          : compiled_elsewhere ? std::optional<CacheOutcome>(CacheOutcome::compiled_only)
-                               : std::nullopt,
-          compile_us, route);
+    count(result || (failed && kind != CacheOutcome::compiled_only) ? std::optional<CacheOutcome>(kind)
+          : compiled_elsewhere                                      ? std::optional<CacheOutcome>(CacheOutcome::compiled_only)
+                                                                    : std::nullopt,
+          compile_us, route, failed && hit);
     return result;
   }
 
-  // Counts one request that ended with `kind` (std::nullopt: an error).
-  void count(std::optional<CacheOutcome> kind, std::uint64_t compile_us, std::string_view route) {
+  // Counts one request that ended with `kind` (std::nullopt: an error);
+  // `served_failure`: the hit was a negative entry.
+  void count(std::optional<CacheOutcome> kind, std::uint64_t compile_us, std::string_view route,
+             bool served_failure = false) {
     Counted counted;
     counted.compile_us = compile_us;
     if (!kind) {
       counted.outcome = RequestOutcome::failed;
     } else if (*kind == CacheOutcome::hit || *kind == CacheOutcome::hit_after_wait) {
       const auto served = t_served.value_or(std::pair{Tier::disk, std::uint64_t{0}});
-      counted.outcome = RequestOutcome::served;
+      counted.outcome = served_failure ? RequestOutcome::served_failure : RequestOutcome::served;
       counted.tier = served.first;
       counted.compile_us = served.second;
     } else {
@@ -272,6 +289,9 @@ struct Cache::Impl {
 Result<CompileOutput> compile_in_process(const CompileRequest& request) {
   CompileInfo info;
   auto a = compile_uncached(request, &info);
+  if (!a && info.failed_entry) {
+    return CompileOutput{std::move(*info.failed_entry), true};  // stored; Cache::get_or_compile returns the error
+  }
   if (!a) {
     return tl::unexpected(a.error());
   }
@@ -308,6 +328,12 @@ Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutco
       m_impl->c.compile_failures++;
       m_impl->count(std::nullopt, us, route);
       return tl::unexpected(out.error());
+    }
+    if (is_failed_compile(out->artifact.passport)) {
+      // A producer's negative entry, where nothing is stored: its error.
+      m_impl->c.compile_failures++;
+      m_impl->count(std::nullopt, us, route);
+      return served_or_failed(std::move(out->artifact));
     }
     m_impl->count(CacheOutcome::compiled_only, us, route);
     if (outcome != nullptr) {

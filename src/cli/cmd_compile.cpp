@@ -268,6 +268,9 @@ Result<Artifact> compile_with_lease(const CompileRequest& request, Cache& cache,
         info.toolkit_loaded = compiled.toolkit_loaded;
         info.cacheable = compiled.cacheable;
         info.not_cacheable_reason = compiled.not_cacheable_reason;
+        if (!a && compiled.failed_entry) {
+          return CompileOutput{std::move(*compiled.failed_entry), true};  // the Cache stores it, returns the error
+        }
         if (!a) {
           return tl::unexpected(a.error());
         }

@@ -83,7 +83,7 @@ void add_remote_rows(std::vector<std::vector<std::string>>& rows, const RemoteTi
 }
 
 nlohmann::json requests_json(const RequestCounts& c) {
-  nlohmann::json served{{"total", c.served_total()}};
+  nlohmann::json served{{"total", c.served_total()}, {"failed", c.served_failed}};
   for (unsigned t = 0; t < k_tier_count; ++t) {
     served[std::string(to_string(static_cast<Tier>(t)))] = c.served[t];
   }
@@ -100,6 +100,9 @@ std::string outcome_words(const RequestCounts& c) {
     if (c.served[t] != 0) {
       tiers += fmt::format("{}{} {}", tiers.empty() ? "" : ", ", c.served[t], to_string(static_cast<Tier>(t)));
     }
+  }
+  if (c.served_failed != 0) {
+    tiers += fmt::format("{}{} of a failed compile", tiers.empty() ? "" : "; ", c.served_failed);
   }
   std::string line = fmt::format("{} served{}, {} compiled", c.served_total(), tiers.empty() ? "" : " (" + tiers + ")",
                                  c.compiled);
@@ -125,8 +128,12 @@ void add_request_rows(std::vector<std::vector<std::string>>& rows, const Request
     all += r.counts;
   }
   rows.push_back({"requests", fmt::format("{} (every route and process of this cache directory)", all.total())});
-  rows.push_back({"  served", fmt::format("{}: memory {}, disk {}, bundle {}, remote {}", all.served_total(),
-                                          all.served[0], all.served[1], all.served[2], all.served[3])});
+  rows.push_back({"  served", fmt::format("{}: memory {}, disk {}, bundle {}, remote {}{}", all.served_total(),
+                                          all.served[0], all.served[1], all.served[2], all.served[3],
+                                          all.served_failed != 0
+                                              ? fmt::format(" ({} of them a failed compile, replayed)",
+                                                            all.served_failed)
+                                              : std::string())});
   rows.push_back({"  compiled", fmt::format("{} (compiled here and stored)", all.compiled)});
   rows.push_back({"  uncached", fmt::format("{} (compiled here, not stored: not cacheable, or the store failed)",
                                             all.uncached)});

@@ -16,6 +16,9 @@ namespace kcache::jit {
 
 namespace {
 
+// NVRTC_ERROR_COMPILATION: the compiler rejected the program (nvrtc.h).
+constexpr int k_nvrtc_error_compilation = 6;
+
 std::vector<const char*> c_strings(const std::vector<std::string>& v) {
   std::vector<const char*> out;
   out.reserve(v.size());
@@ -183,7 +186,11 @@ Result<void> check_nvrtc_text(std::string_view what, std::string_view name, std:
 
 }  // namespace
 
-Result<BackendOutput> run_nvrtc(const CompileRequest& request, const std::vector<std::string>& options) {
+Result<BackendOutput> run_nvrtc(const CompileRequest& request, const std::vector<std::string>& options,
+                                bool* rejected) {
+  if (rejected != nullptr) {
+    *rejected = false;
+  }
   auto api_r = nvrtc_api();
   if (!api_r) {
     return tl::unexpected(api_r.error());
@@ -229,6 +236,9 @@ Result<BackendOutput> run_nvrtc(const CompileRequest& request, const std::vector
     out.log = trim_log(std::move(out.log));
   }
   if (compile_rc != 0) {
+    if (rejected != nullptr) {
+      *rejected = compile_rc == k_nvrtc_error_compilation;
+    }
     return make_error(ErrorCode::compile_failed,
                       "NVRTC could not compile " + request.name + " (" + api.get_error_string(compile_rc) +
                           "); the log says why",

@@ -26,8 +26,14 @@ struct BackendOutput {
 inline constexpr std::uint64_t k_nvrtc_max_text_bytes = std::uint64_t{1} << 31;
 
 // Each runs the library (loading it on first use) with the canonical options.
-// compile_failed carries the compiler's log in Error::log.
-Result<BackendOutput> run_nvrtc(const CompileRequest& request, const std::vector<std::string>& options);
+// compile_failed carries the compiler's log in Error::log. `rejected`, when
+// given, is set to whether the error is the compiler's verdict on the inputs
+// (nvrtcCompileProgram returned NVRTC_ERROR_COMPILATION): the same inputs get
+// the same error and log again, so it may be kept as a negative entry
+// (docs/keys.md, "Failed compiles"). Every other error (out of memory, an
+// internal error, no toolkit, no output) sets it false.
+Result<BackendOutput> run_nvrtc(const CompileRequest& request, const std::vector<std::string>& options,
+                                bool* rejected = nullptr);
 Result<BackendOutput> run_nvjitlink(const CompileRequest& request, const std::vector<std::string>& options);
 Result<BackendOutput> run_nvvm(const CompileRequest& request, const std::vector<std::string>& options);
 

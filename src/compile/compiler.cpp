@@ -21,6 +21,7 @@
 #include "kcache/compile_options.hpp"
 #include "kcache/request_stats.hpp"
 #include "kcache/toolkit.hpp"
+#include "passport/failed_compile.hpp"
 #include "util/clock.hpp"
 #include "util/hex.hpp"
 #include "util/random_bytes.hpp"
@@ -113,6 +114,54 @@ bool same_under_another_directory(const CompileRequest& r, const Derived& d, con
          jit::same_log(out.log, other->log, r.name, probe.name);
 }
 
+// For an NVRTC request: whether the inputs `d` names still held after the
+// compile that started at `started_ns` (derived again, checked: for an
+// unchecked `d` this is its one check). std::nullopt when they held (`d` may
+// then be replaced by the derivation of the tree the compile read, see
+// below), else why the result may not be kept.
+std::optional<std::string> inputs_changed(const CompileRequest& r, Derived& d, bool checked, bool switch_key,
+                                          std::int64_t started_ns) {
+  auto again = derive_shared(r);
+  if (again && (*again)->key_value == d.key_value) {
+    return std::nullopt;
+  }
+  // `d` was a family member's result taken unchecked and the tree had
+  // changed since that member was recorded. When nothing the new derivation
+  // depends on changed since before the compile started (older than the racy
+  // window), the compile read exactly that tree: its key.
+  const bool before_compile = !checked && switch_key && again && (*again)->not_cacheable.empty() &&
+                              (*again)->checks != nullptr && (*again)->scan_directory == d.scan_directory &&
+                              jit::manifest_unchanged_since(*(*again)->checks->manifest, started_ns);
+  if (before_compile) {
+    d = **again;  // the callers report d.headers
+    return std::nullopt;
+  }
+  return std::string(checked ? "a header changed while the compile ran"
+                             : "a header changed shortly before or while the compile ran");
+}
+
+// After a compile that NVRTC rejected (`rejected`: NVRTC_ERROR_COMPILATION,
+// the same error for the same inputs) ended in `e`: the negative entry of the
+// request in `info->failed_entry`, when the request is cacheable, its log and
+// message name no path under base_dir (a relative key would hand another
+// checkout a log naming this one) and its inputs held while it ran.
+void keep_failure(const CompileRequest& r, Derived& d, const Error& e, std::uint64_t duration, bool checked,
+                  bool switch_key, std::int64_t started_ns, CompileInfo* info) {
+  if (info == nullptr || !d.not_cacheable.empty() || e.code != ErrorCode::compile_failed) {
+    return;
+  }
+  if (!d.base_dir.empty() &&
+      (jit::output_names_base(e.log, d.base_dir) || jit::output_names_base(e.message, d.base_dir))) {
+    return;
+  }
+  if (inputs_changed(r, d, checked, switch_key, started_ns)) {
+    return;
+  }
+  info->failed_entry =
+      make_failed_compile(d.key, e, Producer{r.backend, d.version}, Target{d.arch, ""}, duration);
+  info->key = info->failed_entry->passport.key;
+}
+
 // Runs the backend for an already derived request. `checked`: whether `d`'s
 // disk identities were checked before the compile (false: the check after it
 // is the only one, and when it fails the result may still be kept under the
@@ -123,10 +172,11 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
                              bool switch_key = false) {
   const std::int64_t started_ns = realtime_ns();
   const auto start = Clock::now();
+  bool rejected = false;  // NVRTC rejected the program: a deterministic failure
   Result<jit::BackendOutput> out = [&]() {
     switch (d.library) {
       case ToolkitLibrary::nvrtc:
-        return jit::run_nvrtc(r, d.options);
+        return jit::run_nvrtc(r, d.options, &rejected);
       case ToolkitLibrary::nvjitlink:
         return jit::run_nvjitlink(r, d.options);
       case ToolkitLibrary::nvvm:
@@ -139,6 +189,9 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
     info->compile_us = duration;
   }
   if (!out) {
+    if (rejected) {
+      keep_failure(r, d, out.error(), duration, checked, switch_key, started_ns, info);
+    }
     return tl::unexpected(out.error());
   }
   if (r.target_kind == "cubin") {
@@ -187,24 +240,10 @@ Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* i
   }
   if (cacheable && r.backend == "nvrtc") {
     // A header edited while the compile ran would leave a binary that matches
-    // neither version: derive again (checked: for an unchecked `d` this is its
-    // one check) and keep the result out of the cache if anything changed.
-    auto again = derive_shared(r);
-    if (!again || (*again)->key_value != d.key_value) {
-      // `d` was a family member's result taken unchecked and the tree had
-      // changed since that member was recorded. When nothing the new
-      // derivation depends on changed since before the compile started (older
-      // than the racy window), the compile read exactly that tree: its key.
-      const bool before_compile = !checked && switch_key && again && (*again)->not_cacheable.empty() &&
-                                  (*again)->checks != nullptr && (*again)->scan_directory == d.scan_directory &&
-                                  jit::manifest_unchanged_since(*(*again)->checks->manifest, started_ns);
-      if (before_compile) {
-        d = **again;  // the callers report d.headers
-      } else {
-        cacheable = false;
-        reason = checked ? "a header changed while the compile ran"
-                         : "a header changed shortly before or while the compile ran";
-      }
+    // neither version: keep the result out of the cache if anything changed.
+    if (auto changed = inputs_changed(r, d, checked, switch_key, started_ns)) {
+      cacheable = false;
+      reason = std::move(*changed);
     }
   }
   if (!cacheable && d.not_cacheable.empty() && !keep_key) {
@@ -377,9 +416,19 @@ Result<Artifact> compile_through(const CompileRequest& request, Store* cache, Co
       Artifact& a = **got;
       // The store verified the payload against the passport; check the passport
       // answers this request too (a key collision is impossible, a bug is not).
-      bool ok = a.passport.key == key && a.passport.kind == request.target_kind;
+      // A negative entry answers it with the failure it holds (which must decode).
+      const bool failed = is_failed_compile(a.passport);
+      std::optional<Error> failure;
+      if (failed) {
+        if (auto e = failed_compile_error(a)) {
+          failure = std::move(*e);
+        }
+      }
+      bool ok = a.passport.key == key && (failed ? failure.has_value()
+                                                 : a.passport.kind == request.target_kind &&
+                                                       !holds_failed_compile(a.payload.view()));
       for (const auto& e : request.name_expressions) {
-        ok = ok && a.passport.symbols.contains(e);
+        ok = ok && (failed || a.passport.symbols.contains(e));
       }
       if (ok && !shared->checked) {
         const auto t2 = Clock::now();
@@ -394,6 +443,11 @@ Result<Artifact> compile_through(const CompileRequest& request, Store* cache, Co
         inf.headers = (*shared)->headers;  // shared: no copy of the list on a hit
         inf.hit = true;
         inf.toolkit_loaded = Toolkit::instance().load_count() != loads_before;
+        if (failure) {
+          inf.served_failure = true;
+          inf.failed_entry = std::move(a);
+          return tl::unexpected(std::move(*failure));  // as the compile returned it
+        }
         return std::move(a);
       }
       inf.store_warning = "cache entry " + key.hex() + " does not match the request; recompiling";
@@ -410,6 +464,18 @@ Result<Artifact> compile_through(const CompileRequest& request, Store* cache, Co
   inf.toolkit_loaded = (!was_loaded && Toolkit::instance().is_loaded(library)) ||
                        Toolkit::instance().load_count() != loads_before;
   if (!a) {
+    if (cache != nullptr && inf.failed_entry) {
+      // A deterministic failure: kept, so the next request gets it without compiling.
+      const auto t2 = Clock::now();
+      auto put = cache->put(*inf.failed_entry);
+      inf.store_us = micros_since(t2);
+      if (put) {
+        inf.stored = true;
+        inf.store_queued = *put == PutOutcome::queued;
+      } else {
+        inf.store_warning = "could not store the failed compile: " + put.error().describe();
+      }
+    }
     return a;
   }
   if (inf.cacheable) {
@@ -442,9 +508,14 @@ Result<Artifact> compile(const CompileRequest& request, Store* cache, CompileInf
     return a;
   }
   auto a = compile_through(request, cache, inf);
-  // One request, counted by how it ended (kcache/request_stats.hpp).
-  if (!a) {
-    record_request(cache, {}, RequestOutcome::failed, std::nullopt, inf.compile_us);
+  // One request, counted by how it ended (kcache/request_stats.hpp): a
+  // failure served from its negative entry is served, one stored is compiled.
+  if (!a && inf.served_failure) {
+    record_request(cache, {}, RequestOutcome::served_failure, served_tier(*cache),
+                   inf.failed_entry ? inf.failed_entry->passport.compile_duration_us : 0);
+  } else if (!a) {
+    record_request(cache, {}, inf.stored ? RequestOutcome::compiled : RequestOutcome::failed, std::nullopt,
+                   inf.compile_us);
   } else if (inf.hit) {
     record_request(cache, {}, RequestOutcome::served, served_tier(*cache), a->passport.compile_duration_us);
   } else {

@@ -11,6 +11,18 @@ namespace kcache::interpose {
 
 namespace {
 
+// The passport label of a recorded failure: the return code, in decimal.
+constexpr std::string_view k_failed_label = "failed";
+
+// NVRTC_ERROR_COMPILATION (nvrtc.h): NVRTC rejected the program.
+constexpr int k_nvrtc_error_compilation = 6;
+
+// Whether `rc`, returned by a compile call of `jit`, is the library's verdict
+// on the inputs (the same inputs get the same code and log again): NVRTC's
+// NVRTC_ERROR_COMPILATION only. nvJitLink's and NVVM's failures are never
+// stored (their codes do not tell a rejected input from an internal error).
+bool deterministic_failure(Jit jit, int rc) { return jit == Jit::nvrtc && rc == k_nvrtc_error_compilation; }
+
 // kcache's key for `request` (derive_key's fields) plus the real library's
 // identity, with the entry kind as the target kind.
 Result<KeyBuilder> interposed_key(const InterposedCall& call, const std::string& build_id) {
@@ -110,9 +122,11 @@ ServedCall serve(const InterposedCall& call) {
     JitResult recorded = call.compile();
     compile_rc = recorded.compile_rc;
     CompileOutput out;
-    // A failed compile is passed through and never stored; so is one whose
+    // A failed compile is passed through and stored only when the library
+    // rejected the program (deterministic_failure: the same inputs fail the
+    // same way), as a negative entry that replays the failure; never one whose
     // disk inputs changed while it ran (its key no longer names its inputs).
-    out.cacheable = compile_rc == 0;
+    out.cacheable = compile_rc == 0 || deterministic_failure(jit, compile_rc);
     if (out.cacheable && needs_evidence) {
       out.cacheable = same_under_another_directory(call, recorded);
       if (!out.cacheable) {
@@ -131,6 +145,9 @@ ServedCall serve(const InterposedCall& call) {
     out.artifact.passport.log = log.substr(0, k_passport_max_log_bytes);
     out.artifact.passport.symbols = std::move(symbols);
     out.artifact.passport.labels["interposed"] = std::string(to_string(jit));
+    if (compile_rc != 0) {
+      out.artifact.passport.labels[std::string(k_failed_label)] = std::to_string(compile_rc);
+    }
     return out;
   };
   CacheOutcome outcome{};
@@ -144,13 +161,26 @@ ServedCall serve(const InterposedCall& call) {
   if (artifact && artifact->passport.kind == call.entry_kind) {
     result = decode_jit_result(artifact->payload.view());
   }
-  if (!result || result->compile_rc != 0) {
+  // A recorded failure is replayed only as what it says it is, twice: the
+  // return code in the payload (covered by its digest) is one the library
+  // rejects programs with, and the passport's label names that code.
+  const auto failed = [&] {
+    const auto label = artifact->passport.labels.find(std::string(k_failed_label));
+    const bool labelled = label != artifact->passport.labels.end();
+    if (result->compile_rc == 0) {
+      return labelled ? std::optional<bool>() : std::optional<bool>(false);
+    }
+    const bool said = labelled && label->second == std::to_string(result->compile_rc);
+    return deterministic_failure(jit, result->compile_rc) && said ? std::optional<bool>(true) : std::nullopt;
+  };
+  const std::optional<bool> replays_failure = result ? failed() : std::nullopt;
+  if (!result || !replays_failure) {
     Session::warn_once(jit, artifact ? "entry " + key_hex + " does not hold a " + call.entry_kind
                                      : "cache lookup failed: " + artifact.error().describe());
     session->record(jit, InterposedEvent::fallback, key_hex);
     return {call.real(), nullptr};
   }
-  session->record(jit, InterposedEvent::hit, key_hex);
+  session->record(jit, InterposedEvent::hit, key_hex, *replays_failure ? Session::Failure::yes : Session::Failure::no);
   const int rc = result->compile_rc;
   return {rc, std::make_shared<const JitResult>(std::move(*result))};
 }

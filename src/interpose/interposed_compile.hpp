@@ -7,11 +7,13 @@
 // through the session's single-flight Cache; on a hit returns the recorded
 // result without calling the real library; on a miss calls `compile`, which
 // runs the real compile on the program's own handle and records what its
-// getters return, and stores the record when the compile succeeded and the
-// inputs did not change meanwhile. Where the key leaves the program name's
-// directory out by evidence, the record is stored only when `probe` under
-// another directory gives the same result (the log with the names swapped);
-// else it is not stored and the next key holds the directory. Anything kcache cannot do (no session, no
+// getters return, and stores the record when the compile succeeded (or NVRTC
+// rejected the program: that failure is stored and replayed as such,
+// docs/run.md "Failed compiles") and the inputs did not change meanwhile.
+// Where the key leaves the program name's directory out by evidence, the
+// record is stored only when `probe` under another directory gives the same
+// result (the log with the names swapped); else it is not stored and the next
+// key holds the directory. Anything kcache cannot do (no session, no
 // key, a failed lookup, an entry that does not decode) ends in one call of
 // `real` (the real compile alone), with one warning per process where
 // something failed.

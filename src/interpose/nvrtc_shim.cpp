@@ -14,8 +14,10 @@
 // build-id are added. A hit replays the recorded result without calling the
 // real compile. A miss compiles with the real library on the program's own
 // handle (so the program sees exactly what the real library gave), records
-// what the getters return and stores it, unless the compile failed or a disk
-// header changed while it ran. Anything kcache cannot do (no key, a store
+// what the getters return and stores it, unless the compile failed other than
+// with NVRTC_ERROR_COMPILATION (a rejected program is stored and replayed as
+// the failure it was: docs/run.md, "Failed compiles") or a disk header
+// changed while it ran. Anything kcache cannot do (no key, a store
 // error, an entry that does not decode) calls the real compile, with one
 // warning per process.
 //
@@ -73,6 +75,7 @@ constexpr nvrtcResult k_success = 0;
 constexpr nvrtcResult k_invalid_input = 3;
 constexpr nvrtcResult k_internal_error = 11;
 constexpr nvrtcResult k_no_name_expressions_after_compilation = 8;
+constexpr nvrtcResult k_no_lowered_names_before_compilation = 9;
 constexpr nvrtcResult k_name_expression_not_valid = 10;
 // The kind of an interposed NVRTC entry: its payload is a JitResult.
 constexpr const char* k_entry_kind = "nvrtc-result";
@@ -299,7 +302,9 @@ nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char* name_expression, 
     }
     const JitLoweredName* n = r->lowered(name_expression);
     if (n == nullptr) {
-      return k_name_expression_not_valid;
+      // After a failed compile the real NVRTC has no lowered name at all:
+      // NVRTC_ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION for any expression (measured, 13.0).
+      return r->compile_rc != k_success ? k_no_lowered_names_before_compilation : k_name_expression_not_valid;
     }
     if (n->rc == k_success) {
       *lowered = n->lowered.c_str();  // owned by the recorded result, which the program state keeps

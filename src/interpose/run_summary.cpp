@@ -137,6 +137,10 @@ void summarize(const RequestStats& report, Line& line) {
       sep = ", ";
     }
   }
+  if (all.served_failed != 0) {
+    line.add("%s%llu of a failed compile", sep[0] == ',' ? "; " : " (", static_cast<unsigned long long>(all.served_failed));
+    sep = ", ";
+  }
   if (sep[0] == ',') {
     line.add(")");
   }

@@ -168,12 +168,13 @@ constexpr std::string_view k_route = "run";
 // the `kcache run` report: a hit is served from the tier the session's Cache
 // found it in; a call the real library compiled without the cache, or with
 // kcache failing (a fallback), is uncached.
-void count_request(Store* store, InterposedEvent event) noexcept {
+void count_request(Store* store, InterposedEvent event, Session::Failure failure = Session::Failure::no) noexcept {
   const auto last = Cache::last_request();
   switch (event) {
     case InterposedEvent::hit:
-      record_request(store, k_route, RequestOutcome::served, last ? last->tier : std::nullopt,
-                     last ? last->compile_us : 0);
+      record_request(store, k_route,
+                     failure == Session::Failure::yes ? RequestOutcome::served_failure : RequestOutcome::served,
+                     last ? last->tier : std::nullopt, last ? last->compile_us : 0);
       return;
     case InterposedEvent::compile:
       record_request(store, k_route, RequestOutcome::compiled, std::nullopt, last ? last->compile_us : 0);
@@ -191,11 +192,11 @@ void write_log(Jit jit, InterposedEvent event, std::string_view key_hex) noexcep
 
 }  // namespace
 
-void Session::record(Jit jit, InterposedEvent event, std::string_view key_hex) noexcept {
+void Session::record(Jit jit, InterposedEvent event, std::string_view key_hex, Failure failure) noexcept {
   if (m_counters) {
     m_counters->add(static_cast<unsigned>(jit), event);
   }
-  count_request(m_store.get(), event);
+  count_request(m_store.get(), event, failure);
   write_log(jit, event, key_hex);
 }
 

@@ -40,10 +40,15 @@ class Session {
 
   Cache& cache() noexcept { return *m_cache; }
 
+  // Whether a recorded call replayed a failed compile (a negative entry).
+  enum class Failure : bool { no, yes };
+
   // Counts `event` for `jit` (the library's counters, and one request of the
   // route "run" in the cache directory's request counters and the `kcache
   // run` report: kcache/request_stats.hpp) and logs it (KCACHE_INTERPOSE_LOG).
-  void record(Jit jit, InterposedEvent event, std::string_view key_hex) noexcept;
+  // `failure` yes: a hit that replayed a failed compile (counted served, and
+  // as a served failure), or a compile that failed and was stored.
+  void record(Jit jit, InterposedEvent event, std::string_view key_hex, Failure failure = Failure::no) noexcept;
 
   // Prints "kcache: warning: <line>" once per process for `jit`; later ones are dropped.
   static void warn_once(Jit jit, const std::string& line) noexcept;

@@ -3,6 +3,7 @@
 
 #include "kcache/key_builder.hpp"
 #include "kcache/passport.hpp"
+#include "passport/failed_compile.hpp"
 
 namespace kcache {
 
@@ -24,10 +25,13 @@ Result<void> check_entry_identity(const Key& asked, const Passport& passport) {
     return mismatch("the key record hashes to " + recomputed->hex() + ", not to the entry's key");
   }
   // The kind a record names (compiles: "target_kind", plans and blobs:
-  // "kind") is the passport's: a cubin is never served as PTX.
+  // "kind") is the passport's: a cubin is never served as PTX. A compile's
+  // negative entry (passport/failed_compile.hpp) has the kind failed-compile
+  // under the key a success would have had: never served as that success.
+  const bool failed_compile = passport.kind == k_failed_compile_kind && passport.key_record.domain != k_blob_domain;
   for (const KeyField& f : passport.key_record.fields) {
     if (!f.digested && (f.name == "kind" || f.name == "target_kind")) {
-      if (f.value != passport.kind) {
+      if (f.value != passport.kind && !(failed_compile && f.name == "target_kind")) {
         return mismatch("the key record says " + f.name + " '" + f.value + "', the passport kind '" + passport.kind +
                         "'");
       }

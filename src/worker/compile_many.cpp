@@ -12,6 +12,7 @@
 #include "kcache/request_stats.hpp"
 #include "compile/request_keys.hpp"
 #include "kcache/worker_pool.hpp"
+#include "passport/failed_compile.hpp"
 #include "util/sha256.hpp"
 #include "worker/worker_protocol.hpp"
 
@@ -76,13 +77,14 @@ std::vector<Result<Artifact>> WorkerPool::compile_many(const std::vector<Compile
       } else {
         const auto t0 = std::chrono::steady_clock::now();
         auto out = compile(request);
-        r = out ? Result<Artifact>(std::move(out->artifact)) : Result<Artifact>(tl::unexpected(out.error()));
+        // A worker's negative entry (a failed compile, compile_in_process) is its error here.
+        r = out ? served_or_failed(std::move(out->artifact)) : Result<Artifact>(tl::unexpected(out.error()));
         if (cache != nullptr) {
           // Not cacheable: one request all the same (kcache/request_stats.hpp); the cache counts the others.
           const auto us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                                          std::chrono::steady_clock::now() - t0)
                                                          .count());
-          record_request(&cache->store(), {}, out ? RequestOutcome::uncached : RequestOutcome::failed, std::nullopt,
+          record_request(&cache->store(), {}, r ? RequestOutcome::uncached : RequestOutcome::failed, std::nullopt,
                          us);
         }
       }

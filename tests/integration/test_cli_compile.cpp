@@ -175,6 +175,31 @@ TEST(CliCompile, CompileErrorExitsWithCompileCodeAndLog) {
   EXPECT_FALSE(fs::exists(tmp.path() / "bad.ptx"));
 }
 
+// A file NVRTC rejects, among others compiled in the worker pool: it is kept
+// as a negative entry, and the next run gets the same failure from it (the
+// same exit status and output) with every request served.
+TEST(CliCompile, ARejectedFileInTheWorkerPoolIsServedTheSecondTime) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  test::write_file((tmp.path() / "good.cu").string(), "__global__ void k(int* p) { *p = 1; }\n");
+  test::write_file((tmp.path() / "bad.cu").string(), "__global__ void k() { undeclared_thing(); }\n");
+  const auto cache = tmp.path() / "cache";
+  const std::string args = "compile good.cu bad.cu --target ptx --arch sm_90 -j 2";
+  auto cold = run_cli(cache, args, tmp.path());
+  EXPECT_EQ(cold.status, 5) << cold.out;
+  EXPECT_NE(cold.out.find("undeclared_thing"), std::string::npos) << cold.out;
+  auto warm = run_cli(cache, args, tmp.path());
+  EXPECT_EQ(warm.status, cold.status) << warm.out;
+  EXPECT_NE(warm.out.find("undeclared_thing"), std::string::npos) << warm.out;
+  auto stats = run_cli(cache, "stats --json");
+  ASSERT_EQ(stats.status, 0) << stats.out;
+  const auto cli = nlohmann::json::parse(stats.out)["requests"]["routes"]["cli"];
+  EXPECT_EQ(cli["compiled"], 2) << cli;
+  EXPECT_EQ(cli["served"]["total"], 2) << cli;
+  EXPECT_EQ(cli["served"]["failed"], 1) << cli;
+  EXPECT_EQ(cli["failed"], 0) << cli;
+}
+
 // Several files with -j: compiled in worker processes, outputs in input order
 // with the same bytes as one-at-a-time compiles; a second run is all hits.
 TEST(CliCompile, SeveralFilesCompileInTheWorkerPoolAndHitTheSecondTime) {
@@ -235,15 +260,26 @@ TEST(CliCompile, StatsCountOneColdAndThreeWarmCompilesAsThreeServedAndOneCompile
   EXPECT_GT(requests["compile_us_saved"].get<long long>(), 0) << stats.out;
   EXPECT_EQ(requests["routes"]["cli"]["served"]["total"], 3) << stats.out;
   EXPECT_EQ(requests["routes"]["cli"]["compiled"], 1) << stats.out;
-  // A compile that fails is a failed request.
+  // A compile NVRTC rejects is stored as a negative entry: compiled; the next
+  // one is served (a failed compile replayed, counted apart too), not failed.
   fs::create_directories(tmp.path() / "bad");
   test::write_file(tmp.path() / "bad" / "bad.cu", "__global__ void k() { this is not C++; }\n");
-  auto bad = run_cli(tmp.path() / "cache", "compile " + (tmp.path() / "bad" / "bad.cu").string() +
-                                               " --target cubin --arch sm_90 -o " + (tmp.path() / "bad.cubin").string());
+  const std::string bad_args = "compile " + (tmp.path() / "bad" / "bad.cu").string() +
+                               " --target cubin --arch sm_90 -o " + (tmp.path() / "bad.cubin").string();
+  auto bad = run_cli(tmp.path() / "cache", bad_args);
   EXPECT_EQ(bad.status, 5) << bad.out;
-  const auto after = nlohmann::json::parse(run_cli(tmp.path() / "cache", "stats --json").out)["requests"];
+  auto after = nlohmann::json::parse(run_cli(tmp.path() / "cache", "stats --json").out)["requests"];
   EXPECT_EQ(after["total"], 5);
-  EXPECT_EQ(after["failed"], 1);
+  EXPECT_EQ(after["compiled"], 2);
+  EXPECT_EQ(after["failed"], 0);
+  auto again = run_cli(tmp.path() / "cache", bad_args);
+  EXPECT_EQ(again.status, 5) << again.out;
+  EXPECT_EQ(again.out, bad.out);
+  after = nlohmann::json::parse(run_cli(tmp.path() / "cache", "stats --json").out)["requests"];
+  EXPECT_EQ(after["total"], 6);
+  EXPECT_EQ(after["served"]["total"], 4);
+  EXPECT_EQ(after["served"]["failed"], 1);
+  EXPECT_EQ(after["failed"], 0);
   // The table leads with the requests; the disk tier's lookups come below, named as such.
   auto human = run_cli(tmp.path() / "cache", "stats");
   ASSERT_EQ(human.status, 0) << human.out;
@@ -251,7 +287,10 @@ TEST(CliCompile, StatsCountOneColdAndThreeWarmCompilesAsThreeServedAndOneCompile
   const auto served = human.out.find("\n  served ");
   ASSERT_NE(served, std::string::npos) << human.out;
   EXPECT_EQ(human.out.substr(served, human.out.find('\n', served + 1) - served),
-            "\n  served                 3: memory 0, disk 3, bundle 0, remote 0")
+            "\n  served                 4: memory 0, disk 4, bundle 0, remote 0 (1 of them a failed compile, replayed)")
+      << human.out;
+  EXPECT_NE(human.out.find("route cli              6: 4 served (4 disk; 1 of a failed compile), 2 compiled"),
+            std::string::npos)
       << human.out;
   EXPECT_NE(human.out.find("route cli"), std::string::npos) << human.out;
   EXPECT_LT(human.out.find("route cli"), human.out.find("disk lookups")) << human.out;

@@ -60,12 +60,22 @@ TEST_F(CliFailure, LinkThatNvJitLinkOnlyComplainsAboutIsExit5AndCachesNothing) {
   const ShellRun junk = sh("\"$K\" link junk.cubin --arch sm_90 -o j.cubin");
   EXPECT_EQ(junk.rc, 5) << junk.err;
   EXPECT_NE(junk.err.find("NVJITLINK_INPUT_CUBIN: junk.cubin"), std::string::npos) << junk.err;
-  // A compile NVRTC rejects is exit 5 and caches nothing either.
+  // A compile NVRTC rejects is exit 5; it is kept as a negative entry (docs/keys.md,
+  // "Failed compiles"), and the next compile says exactly the same from it.
   write_file(dir() / "bad.cu", "__global__ void k( { }\n");
   const ShellRun bad = sh("\"$K\" compile bad.cu --arch sm_90");
   EXPECT_EQ(bad.rc, 5) << bad.err;
   EXPECT_NE(bad.err.find("kcache: error: compile_failed: "), std::string::npos) << bad.err;
-  EXPECT_EQ(nlohmann::json::parse(sh("\"$K\" ls --json").out).size(), 0U) << "a failed compile cached something";
+  const auto entries = nlohmann::json::parse(sh("\"$K\" ls --json").out);
+  ASSERT_EQ(entries.size(), 1U) << entries;
+  EXPECT_EQ(entries[0]["kind"], "failed-compile") << entries;
+  const ShellRun again = sh("\"$K\" compile bad.cu --arch sm_90");
+  EXPECT_EQ(again.rc, bad.rc) << again.err;
+  EXPECT_EQ(again.err, bad.err);
+  EXPECT_FALSE(fs::exists(dir() / "bad.cubin"));
+  const auto requests = nlohmann::json::parse(sh("\"$K\" stats --json").out)["requests"]["routes"]["cli"];
+  EXPECT_EQ(requests["served"]["failed"], 1) << requests;
+  EXPECT_EQ(requests["compiled"], 1) << requests;
 }
 
 TEST_F(CliFailure, PlanNumbersOutOfRangeAreRefusedAtTheirLine) {

@@ -173,9 +173,9 @@ TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   ASSERT_EQ(cold.rc, 0) << cold.err;
   EXPECT_EQ(warnings(cold.err), 0U) << cold.err;
   EXPECT_EQ(file("cold.out"), file("plain.out"));
-  // Three programs compile, the broken one is passed through and not stored.
-  EXPECT_EQ(count(file("cold.log"), "compile"), 3U) << file("cold.log");
-  EXPECT_EQ(count(file("cold.log"), "uncached"), 1U) << file("cold.log");
+  // Four programs compile; the broken one, which NVRTC rejects, is stored as a negative entry.
+  EXPECT_EQ(count(file("cold.log"), "compile"), 4U) << file("cold.log");
+  EXPECT_EQ(count(file("cold.log"), "uncached"), 0U) << file("cold.log");
   EXPECT_EQ(count(file("cold.log"), "compile", "nvjitlink"), 2U) << file("cold.log");
   EXPECT_EQ(count(file("cold.log"), "compile", "nvvm"), 1U) << file("cold.log");
   EXPECT_EQ(count(file("cold.log"), "uncached", "nvvm"), 1U) << file("cold.log");  // the bad option
@@ -184,7 +184,7 @@ TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   ASSERT_EQ(warm.rc, 0) << warm.err;
   EXPECT_EQ(file("warm.out"), file("plain.out"));
   EXPECT_EQ(count(file("warm.log"), "compile"), 0U) << file("warm.log");
-  EXPECT_EQ(count(file("warm.log"), "hit"), 3U) << file("warm.log");
+  EXPECT_EQ(count(file("warm.log"), "hit"), 4U) << file("warm.log");  // the broken one replayed
   EXPECT_EQ(count(file("warm.log"), "hit", "nvjitlink"), 2U) << file("warm.log");
   EXPECT_EQ(count(file("warm.log"), "compile", "nvjitlink"), 0U) << file("warm.log");
   EXPECT_EQ(count(file("warm.log"), "hit", "nvvm"), 1U) << file("warm.log");
@@ -193,9 +193,9 @@ TEST_P(RunInterposeLoading, SecondRunCompilesNothingAndGivesTheRealBytes) {
   const ShellRun stats = sh("\"$K\" stats --json");
   ASSERT_EQ(stats.rc, 0) << stats.err;
   const auto nvrtc = nlohmann::json::parse(stats.out)["interposed"]["nvrtc"];
-  EXPECT_EQ(nvrtc["hits"], 3) << stats.out;
-  EXPECT_EQ(nvrtc["compiles"], 3) << stats.out;
-  EXPECT_EQ(nvrtc["uncached"], 2) << stats.out;
+  EXPECT_EQ(nvrtc["hits"], 4) << stats.out;
+  EXPECT_EQ(nvrtc["compiles"], 4) << stats.out;
+  EXPECT_EQ(nvrtc["uncached"], 0) << stats.out;
   EXPECT_EQ(nvrtc["fallbacks"], 0) << stats.out;
   EXPECT_EQ(nlohmann::json::parse(stats.out)["interposed"]["nvjitlink"]["hits"], 2) << stats.out;
 }
@@ -214,7 +214,7 @@ TEST_F(RunInterpose, EditedDiskHeaderIsAMiss) {
   ASSERT_EQ(edited.rc, 0) << edited.err;
   EXPECT_EQ(file("edited.out"), file("plain.out"));
   EXPECT_NE(file("edited.out"), file("first.out"));
-  EXPECT_EQ(count(file("edited.log"), "compile"), 3U) << file("edited.log");
+  EXPECT_EQ(count(file("edited.log"), "compile"), 4U) << file("edited.log");  // the broken one read it too
   EXPECT_EQ(count(file("edited.log"), "hit"), 0U) << file("edited.log");
 
   // `kcache why-miss` names the header between the two interposed compiles of kernels.cu.
@@ -241,7 +241,7 @@ TEST_F(RunInterpose, AnotherWorkingDirectoryHitsLikeKcacheCompile) {
   ASSERT_EQ(moved.rc, 0) << moved.err;
   EXPECT_EQ(file("moved.out"), file("first.out"));
   EXPECT_EQ(count(file("moved.log"), "compile"), 0U) << file("moved.log");
-  EXPECT_EQ(count(file("moved.log"), "hit"), 3U) << file("moved.log");
+  EXPECT_EQ(count(file("moved.log"), "hit"), 4U) << file("moved.log");
 }
 
 TEST_F(RunInterpose, ManyThreadsInOneProcessCompileEachKeyOnce) {
@@ -269,7 +269,7 @@ TEST_F(RunInterpose, ASingleThreadedProgramGetsNoThreadFromTheStandIn) {
   ASSERT_NE(file("plain.threads").find("Threads:"), std::string::npos);
   const ShellRun cold = run(client(Loading::path, "cold.out"), "cold.log", "KCACHE_TEST_THREADS_FILE=cold.threads");
   ASSERT_EQ(cold.rc, 0) << cold.err;
-  EXPECT_EQ(count(file("cold.log"), "compile"), 3U) << file("cold.log");
+  EXPECT_EQ(count(file("cold.log"), "compile"), 4U) << file("cold.log");
   EXPECT_EQ(file("cold.threads"), file("plain.threads"));
   // Entries were published all the same: a second run compiles nothing.
   const ShellRun warm = run(client(Loading::path, "warm.out"), "warm.log");
@@ -303,11 +303,11 @@ TEST_F(RunInterpose, DamagedEntriesAreMissesWithTheRealBytes) {
       ++damaged;
     }
   }
-  ASSERT_EQ(damaged, 6U);  // three compiles, two links, one NVVM compile
+  ASSERT_EQ(damaged, 7U);  // four compiles (one a failure), two links, one NVVM compile
   const ShellRun again = run(client(Loading::path, "again.out"), "again.log");
   ASSERT_EQ(again.rc, 0) << again.err;
   EXPECT_EQ(file("again.out"), file("plain.out"));
-  EXPECT_EQ(count(file("again.log"), "compile"), 3U) << file("again.log");
+  EXPECT_EQ(count(file("again.log"), "compile"), 4U) << file("again.log");
   EXPECT_EQ(count(file("again.log"), "hit"), 0U) << file("again.log");
   EXPECT_EQ(count(file("again.log"), "compile", "nvjitlink"), 2U) << file("again.log");
 }
@@ -325,7 +325,7 @@ TEST_F(RunInterpose, ReadOnlyCacheStillHitsAndCompilesWhatItCannotStore) {
   EXPECT_EQ(warm.rc, 0) << warm.err;
   EXPECT_EQ(warnings(warm.err), 0U) << warm.err << "cold:\n" << file("cold.log") << "warm:\n" << file("warm.log");
   EXPECT_EQ(file("warm.out"), file("plain.out"));
-  EXPECT_EQ(count(file("warm.log"), "hit"), 3U) << file("warm.log");
+  EXPECT_EQ(count(file("warm.log"), "hit"), 4U) << file("warm.log");
   // A miss in a read-only cache: compiled by the real library, one warning.
   write_file(dir() / "inc" / "disk.h", "#pragma once\n#define DISK_OFFSET 7\n");
   ASSERT_EQ(sh(k_nobody + "env " + client(Loading::path, "plain2.out")).rc, 0);
@@ -344,12 +344,12 @@ TEST_F(RunInterpose, RemoteThatIsDownAndBadSettingsChangeNothing) {
   ASSERT_EQ(remote.rc, 0) << remote.err;
   EXPECT_LE(warnings(remote.err), 1U) << remote.err;
   EXPECT_EQ(file("remote.out"), file("plain.out"));
-  EXPECT_EQ(count(file("remote.log"), "compile"), 3U) << file("remote.log");
+  EXPECT_EQ(count(file("remote.log"), "compile"), 4U) << file("remote.log");
   // The disk tier still kept them.
   const ShellRun local = run(client(Loading::soname, "local.out"), "local.log", down);
   ASSERT_EQ(local.rc, 0) << local.err;
   EXPECT_EQ(file("local.out"), file("plain.out"));
-  EXPECT_EQ(count(file("local.log"), "hit"), 3U) << file("local.log");
+  EXPECT_EQ(count(file("local.log"), "hit"), 4U) << file("local.log");
 
   const ShellRun bad = run(client(Loading::soname, "bad.out"), "bad.log", "KCACHE_MAX_SIZE=lots");
   ASSERT_EQ(bad.rc, 0) << bad.err;
@@ -402,18 +402,20 @@ std::pair<std::size_t, std::string> summary(const std::string& err) {
 
 TEST_F(RunInterpose, TheSummarySaysWhatTheRunSawServedAndCompiled) {
   KCACHE_REQUIRE_TOOLKIT();
-  // The client: four NVRTC compiles (one broken: uncached), two links, two NVVM compiles (one with a bad option).
+  // The client: four NVRTC compiles (one broken: stored as a failure), two links, two NVVM compiles (one with a
+  // bad option: uncached).
   const ShellRun cold = run(client(Loading::path, "cold.out"), "cold.log");
   ASSERT_EQ(cold.rc, 0) << cold.err;
   using Summary = std::pair<std::size_t, std::string>;
   EXPECT_EQ(summary(cold.err),
-            Summary(1, "kcache run: 8 JIT compiles seen: 0 served, 6 compiled, 2 compiled without the cache"))
+            Summary(1, "kcache run: 8 JIT compiles seen: 0 served, 7 compiled, 1 compiled without the cache"))
       << cold.err;
   const ShellRun warm = run(client(Loading::path, "warm.out"), "warm.log");
   ASSERT_EQ(warm.rc, 0) << warm.err;
   const auto [lines, line] = summary(warm.err);
   EXPECT_EQ(lines, 1U) << warm.err;
-  EXPECT_EQ(line.rfind("kcache run: 8 JIT compiles seen: 6 served (6 disk), 0 compiled, 2 compiled without the cache; ",
+  EXPECT_EQ(line.rfind("kcache run: 8 JIT compiles seen: 7 served (7 disk; 1 of a failed compile), 0 compiled, 1 "
+                       "compiled without the cache; ",
                        0),
             0U)
       << line;
@@ -424,8 +426,8 @@ TEST_F(RunInterpose, TheSummarySaysWhatTheRunSawServedAndCompiled) {
   ASSERT_EQ(two.rc, 0) << two.err;
   const auto [two_lines, two_line] = summary(two.err);
   EXPECT_EQ(two_lines, 1U) << two.err;
-  EXPECT_EQ(two_line.rfind("kcache run: 16 JIT compiles seen: 12 served (12 disk), 0 compiled, 4 compiled without the "
-                           "cache; ",
+  EXPECT_EQ(two_line.rfind("kcache run: 16 JIT compiles seen: 14 served (14 disk; 2 of a failed compile), 0 compiled, "
+                           "2 compiled without the cache; ",
                            0),
             0U)
       << two_line;
@@ -434,9 +436,10 @@ TEST_F(RunInterpose, TheSummarySaysWhatTheRunSawServedAndCompiled) {
   ASSERT_EQ(stats.rc, 0) << stats.err;
   const auto run_route = nlohmann::json::parse(stats.out)["requests"]["routes"]["run"];
   EXPECT_EQ(run_route["total"], 32) << stats.out;
-  EXPECT_EQ(run_route["served"]["disk"], 18) << stats.out;
-  EXPECT_EQ(run_route["compiled"], 6) << stats.out;
-  EXPECT_EQ(run_route["uncached"], 8) << stats.out;
+  EXPECT_EQ(run_route["served"]["disk"], 21) << stats.out;
+  EXPECT_EQ(run_route["served"]["failed"], 3) << stats.out;
+  EXPECT_EQ(run_route["compiled"], 7) << stats.out;
+  EXPECT_EQ(run_route["uncached"], 4) << stats.out;
 }
 
 TEST_F(RunInterpose, NothingSeenIsSaidPlainlyAndTheSummaryTurnsOff) {

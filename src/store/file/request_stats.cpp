@@ -44,12 +44,13 @@ constexpr unsigned uncached = compiled + 1;
 constexpr unsigned failed = uncached + 1;
 constexpr unsigned compile_us_saved = failed + 1;
 constexpr unsigned compile_us = compile_us_saved + 1;
-constexpr unsigned count = compile_us + 1;
+constexpr unsigned served_failed = compile_us + 1;  // a reserved word (0) in files of older kcaches
+constexpr unsigned count = served_failed + 1;
 }  // namespace word
 static_assert(word::count <= k_row_words - k_first_counter);
 
 constexpr std::array<std::string_view, k_request_outcome_count> k_outcome_names{"served", "compiled", "uncached",
-                                                                                 "failed"};
+                                                                                 "failed", "served_failure"};
 
 std::uint64_t tag_of(std::string_view route) noexcept {
   std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64
@@ -123,6 +124,7 @@ RequestCounts& RequestCounts::operator+=(const RequestCounts& o) noexcept {
   failed += o.failed;
   compile_us_saved += o.compile_us_saved;
   compile_us += o.compile_us;
+  served_failed += o.served_failed;
   return *this;
 }
 
@@ -176,6 +178,9 @@ void RequestStats::record(std::string_view route, RequestOutcome outcome, std::o
     std::atomic_ref<std::uint64_t>(counters[word]).fetch_add(value, std::memory_order_relaxed);
   };
   switch (outcome) {
+    case RequestOutcome::served_failure:
+      add(word::served_failed, 1);
+      [[fallthrough]];
     case RequestOutcome::served: {
       const auto t = static_cast<unsigned>(tier.value_or(Tier::disk));
       add(word::served_first + (t < k_tier_count ? t : static_cast<unsigned>(Tier::disk)), 1);
@@ -225,6 +230,7 @@ std::size_t RequestStats::read_rows(Row* out, std::size_t max) const noexcept {
     rr.counts.failed = load(c + word::failed);
     rr.counts.compile_us_saved = load(c + word::compile_us_saved);
     rr.counts.compile_us = load(c + word::compile_us);
+    rr.counts.served_failed = load(c + word::served_failed);
     if (i == k_other_row && rr.counts.total() == 0) {
       continue;
     }

@@ -191,7 +191,8 @@ TEST(Compiler, ADisabledCacheCompilesWithNoKeyAndAsksItsStoreNothing) {
   EXPECT_EQ(stats->puts_skipped, 0u);
 }
 
-TEST(Compiler, CompileErrorReturnsLogAndIsNotCached) {
+// A compile NVRTC rejects is kept as a negative entry (test_failed_compiles.cpp).
+TEST(Compiler, CompileErrorReturnsLogAndIsStoredAsAFailure) {
   KCACHE_REQUIRE_TOOLKIT();
   test::MapStore store;
   Program program("__global__ void k() { this_is_not_declared(); }\n", "bad.cu");
@@ -200,7 +201,11 @@ TEST(Compiler, CompileErrorReturnsLogAndIsNotCached) {
   ASSERT_FALSE(a);
   EXPECT_EQ(a.error().code, ErrorCode::compile_failed);
   EXPECT_NE(a.error().log.find("this_is_not_declared"), std::string::npos) << a.error().log;
-  EXPECT_EQ(store.puts(), 0u);
+  EXPECT_EQ(store.puts(), 1u);
+  const auto entries = store.list();
+  ASSERT_TRUE(entries);
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ(entries->front().kind, "failed-compile");
 }
 
 TEST(Compiler, SideEffectOptionIsRefused) {
