@@ -154,11 +154,22 @@ void keep_failure(const CompileRequest& r, Derived& d, const Error& e, std::uint
       (jit::output_names_base(e.log, d.base_dir) || jit::output_names_base(e.message, d.base_dir))) {
     return;
   }
+  // A failure's log is its result, and it names the program with its
+  // directory: under a key that leaves the directory out by evidence, it is
+  // kept under the key with the directory (which compile() also looks up),
+  // or, for a caller that looked up the evidence key itself, not at all.
+  const KeyBuilder* key = &d.key;
+  if (d.name_full_key && r.name.find('/') != std::string::npos) {
+    if (!switch_key) {
+      return;
+    }
+    key = d.name_full_key.get();
+  }
   if (inputs_changed(r, d, checked, switch_key, started_ns)) {
     return;
   }
   info->failed_entry =
-      make_failed_compile(d.key, e, Producer{r.backend, d.version}, Target{d.arch, ""}, duration);
+      make_failed_compile(*key, e, Producer{r.backend, d.version}, Target{d.arch, ""}, duration);
   info->key = info->failed_entry->passport.key;
 }
 

@@ -127,6 +127,11 @@ ServedCall serve(const InterposedCall& call) {
     // same way), as a negative entry that replays the failure; never one whose
     // disk inputs changed while it ran (its key no longer names its inputs).
     out.cacheable = compile_rc == 0 || deterministic_failure(jit, compile_rc);
+    // A failure's log names the program with its directory: never kept under
+    // a key that leaves the directory out (compiler.cpp, keep_failure).
+    if (out.cacheable && compile_rc != 0 && needs_evidence && call.request.name.find('/') != std::string::npos) {
+      out.cacheable = false;
+    }
     if (out.cacheable && needs_evidence) {
       out.cacheable = same_under_another_directory(call, recorded);
       if (!out.cacheable) {
