@@ -23,23 +23,7 @@
 #include <string>
 #include <vector>
 
-extern "C" {
-typedef int nvrtcResult;
-typedef void* nvrtcProgram;
-nvrtcResult nvrtcCreateProgram(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*);
-nvrtcResult nvrtcDestroyProgram(nvrtcProgram*);
-nvrtcResult nvrtcCompileProgram(nvrtcProgram, int, const char* const*);
-nvrtcResult nvrtcGetPTXSize(nvrtcProgram, size_t*);
-nvrtcResult nvrtcGetPTX(nvrtcProgram, char*);
-nvrtcResult nvrtcGetCUBINSize(nvrtcProgram, size_t*);
-nvrtcResult nvrtcGetCUBIN(nvrtcProgram, char*);
-nvrtcResult nvrtcGetLTOIRSize(nvrtcProgram, size_t*);
-nvrtcResult nvrtcGetLTOIR(nvrtcProgram, char*);
-nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram, size_t*);
-nvrtcResult nvrtcGetProgramLog(nvrtcProgram, char*);
-nvrtcResult nvrtcAddNameExpression(nvrtcProgram, const char*);
-nvrtcResult nvrtcGetLoweredName(nvrtcProgram, const char*, const char**);
-}
+#include "nvrtc_declarations.hpp"
 
 namespace {
 

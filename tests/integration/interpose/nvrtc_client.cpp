@@ -27,26 +27,7 @@
 #include <thread>
 #include <vector>
 
-extern "C" {
-typedef int nvrtcResult;
-typedef void* nvrtcProgram;
-#if defined(KCACHE_CLIENT_LINKED) || defined(KCACHE_CLIENT_PLUGIN)
-nvrtcResult nvrtcCreateProgram(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*);
-nvrtcResult nvrtcDestroyProgram(nvrtcProgram*);
-nvrtcResult nvrtcCompileProgram(nvrtcProgram, int, const char* const*);
-nvrtcResult nvrtcGetPTXSize(nvrtcProgram, size_t*);
-nvrtcResult nvrtcGetPTX(nvrtcProgram, char*);
-nvrtcResult nvrtcGetCUBINSize(nvrtcProgram, size_t*);
-nvrtcResult nvrtcGetCUBIN(nvrtcProgram, char*);
-nvrtcResult nvrtcGetLTOIRSize(nvrtcProgram, size_t*);
-nvrtcResult nvrtcGetLTOIR(nvrtcProgram, char*);
-nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram, size_t*);
-nvrtcResult nvrtcGetProgramLog(nvrtcProgram, char*);
-nvrtcResult nvrtcAddNameExpression(nvrtcProgram, const char*);
-nvrtcResult nvrtcGetLoweredName(nvrtcProgram, const char*, const char**);
-nvrtcResult nvrtcVersion(int*, int*);
-#endif
-}
+#include "nvrtc_declarations.hpp"
 #if defined(KCACHE_CLIENT_LINKED) || defined(KCACHE_CLIENT_PLUGIN)
 #include <nvvm.h>
 #include <nvJitLink.h>  // its inline wrappers call the versioned entry points (__nvJitLinkCreate_13_0 ...)
