@@ -38,7 +38,7 @@ def test_kcache_compile_one_cold_and_three_warm_runs_are_three_served_and_one_co
     _four_runs(f"import kcache; print(kcache.compile({SAXPY!r}, arch='sm_90').outcome)", cache)
     python = _requests(cache)["routes"]["python"]
     assert python["total"] == 4
-    assert python["served"] == {"total": 3, "memory": 0, "disk": 3, "bundle": 0, "remote": 0}
+    assert python["served"] == {"total": 3, "memory": 0, "disk": 3, "bundle": 0, "remote": 0, "failed": 0}
     assert python["compiled"] == 1 and python["uncached"] == 0 and python["failed"] == 0
     assert python["compile_us"] > 0 and python["compile_us_saved"] > python["compile_us"]
     # The same in this process twice: the second is served from the memory tier, with its tier.
