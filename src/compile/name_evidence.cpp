@@ -1,6 +1,8 @@
 // compile/name_evidence.cpp: the program name's directory left out by evidence (compile/name_evidence.hpp).
 #include "compile/name_evidence.hpp"
 
+#include <cstdlib>
+
 #include <fcntl.h>
 
 #include <algorithm>
@@ -103,6 +105,23 @@ void remember_name_directory_matters(const std::string& evidence_hex, const fs::
     fs::create_directories(file.parent_path(), ec);
     (void)util::write_file_atomically(file, std::string(k_matters) + "\n", 0600, util::FileSync::none);
   }
+}
+
+bool in_temporary_directory(std::string_view name) {
+  const std::size_t slash = name.rfind('/');
+  if (slash == std::string_view::npos) {
+    return false;
+  }
+  const std::string_view dir = name.substr(0, slash + 1);
+  const auto under = [&](std::string_view root) {
+    while (root.size() > 1 && root.back() == '/') {
+      root.remove_suffix(1);
+    }
+    return root.size() > 1 && dir.size() > root.size() && dir.substr(0, root.size()) == root && dir[root.size()] == '/';
+  };
+  const char* tmpdir = std::getenv("TMPDIR");
+  return (tmpdir != nullptr && tmpdir[0] == '/' && under(tmpdir)) || under("/tmp") || under("/var/tmp") ||
+         under("/dev/shm");
 }
 
 }  // namespace kcache::jit

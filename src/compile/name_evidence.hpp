@@ -46,6 +46,14 @@ bool left_out_by_evidence(const KeyRecord& record);
 // `k`/`q` characters).
 std::string probe_name(std::string_view name);
 
+// Whether `name` lies in a temporary directory (under an absolute $TMPDIR,
+// /tmp, /var/tmp or /dev/shm): where a JIT library names each program after a
+// fresh temporary file (CuPy), so that sharing across directories pays for the
+// probe compile. Elsewhere a name with a directory names a file that stays
+// where it is (a checkout), and a "may matter" request keys its directory
+// with no probe: a cold compile costs one compile, not two.
+bool in_temporary_directory(std::string_view name);
+
 // Whether two logs are the same once `probe` is replaced by `name` in `probe_log`.
 bool same_log(std::string_view log, std::string_view probe_log, std::string_view name, std::string_view probe);
 

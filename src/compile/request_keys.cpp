@@ -249,7 +249,8 @@ Result<Derived> derive_nvrtc(const CompileRequest& r, bool defer) {
   // Only the static rules' doubt keeps the directory: the evidence key is
   // looked up first, unless an earlier compile found that the directory
   // matters. Not with base_dir (whose verdict keys other variants of the key).
-  if (deps.name_directory_by_evidence && d.base_dir_setting.empty() && d.not_cacheable.empty()) {
+  if (deps.name_directory_by_evidence && d.base_dir_setting.empty() && d.not_cacheable.empty() &&
+      in_temporary_directory(r.name)) {
     name_key = NameKey::by_evidence;
     KeyBuilder evidence = build({}, {});
     name_key = NameKey::as_given;
