@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "getter_output.hpp"
 #include "nvrtc_declarations.hpp"
 
 namespace {
@@ -43,23 +44,6 @@ std::string known_header(const std::string& name) {
   return {};
 }
 
-using SizeFn = nvrtcResult (*)(nvrtcProgram, size_t*);
-using GetFn = nvrtcResult (*)(nvrtcProgram, char*);
-
-// Appends what a getter pair returns for `p` to `out`; returns the bytes.
-std::string output(std::string& out, const char* what, nvrtcProgram p, SizeFn size_fn, GetFn get_fn) {
-  size_t n = 0;
-  const int rc = size_fn(p, &n);
-  std::string bytes(n + 1, '\0');
-  const int get_rc = rc == 0 ? get_fn(p, bytes.data()) : -1;
-  bytes.resize(n);
-  char line[128];
-  std::snprintf(line, sizeof line, "%s size_rc=%d size=%zu get_rc=%d\n", what, rc, n, get_rc);
-  out += line;
-  out += bytes;
-  out += "\n";
-  return bytes;
-}
 
 // Compiles `source` with `headers` (name, content); appends what NVRTC
 // returned to `out`; sets `log` and returns the compile's code.
@@ -85,10 +69,10 @@ int compile(std::string& out, const std::string& source, const std::vector<std::
   const int rc = nvrtcCompileProgram(p, static_cast<int>(opts.size()), opts.data());
   out += "== compile headers=" + std::to_string(headers.size()) + " add_rc=" + std::to_string(add_rc) +
          " rc=" + std::to_string(rc) + "\n";
-  log = output(out, "log", p, nvrtcGetProgramLogSize, nvrtcGetProgramLog);
-  output(out, "ptx", p, nvrtcGetPTXSize, nvrtcGetPTX);
-  output(out, "cubin", p, nvrtcGetCUBINSize, nvrtcGetCUBIN);
-  output(out, "ltoir", p, nvrtcGetLTOIRSize, nvrtcGetLTOIR);
+  log = getter_output(out, "log", p, nvrtcGetProgramLogSize, nvrtcGetProgramLog);
+  getter_output(out, "ptx", p, nvrtcGetPTXSize, nvrtcGetPTX);
+  getter_output(out, "cubin", p, nvrtcGetCUBINSize, nvrtcGetCUBIN);
+  getter_output(out, "ltoir", p, nvrtcGetLTOIRSize, nvrtcGetLTOIR);
   const char* lowered = nullptr;
   const int lrc = nvrtcGetLoweredName(p, "fill<3>", &lowered);
   out += "lowered rc=" + std::to_string(lrc) + " " + (lrc == 0 && lowered != nullptr ? lowered : "-") + "\n";

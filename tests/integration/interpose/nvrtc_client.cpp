@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "getter_output.hpp"
 #include "nvrtc_declarations.hpp"
 #if defined(KCACHE_CLIENT_LINKED) || defined(KCACHE_CLIENT_PLUGIN)
 #include <nvvm.h>
@@ -125,20 +126,6 @@ void load(void* lib, F& fn, const char* name) {
   }
 }
 
-// Appends what a getter pair returns for `h`: codes, size and the bytes.
-template <class Handle, class SizeFn, class GetFn>
-void output(std::string& out, const char* what, Handle h, SizeFn size_fn, GetFn get_fn) {
-  size_t n = 0;
-  const int rc = size_fn(h, &n);
-  std::string bytes(n + 1, '\0');
-  const int get_rc = rc == 0 ? get_fn(h, bytes.data()) : -1;
-  bytes.resize(n);
-  char line[128];
-  std::snprintf(line, sizeof line, "%s size_rc=%d size=%zu get_rc=%d\n", what, rc, n, get_rc);
-  out += line;
-  out += bytes;
-  out += "\n";
-}
 
 const char* k_memory_header = "#pragma once\ntemplate <int N> struct Scale { static constexpr int value = 3 * N; };\n";
 
@@ -171,10 +158,10 @@ bool compile_one(std::string& out, const std::string& name, const std::string& s
   }
   const int rc = g_api.compile(p, static_cast<int>(opts.size()), opts.data());
   out += "== " + name + " compile rc=" + std::to_string(rc) + "\n";
-  output(out, "ptx", p, g_api.ptx_size, g_api.ptx);
-  output(out, "cubin", p, g_api.cubin_size, g_api.cubin);
-  output(out, "ltoir", p, g_api.ltoir_size, g_api.ltoir);
-  output(out, "log", p, g_api.log_size, g_api.log);
+  getter_output(out, "ptx", p, g_api.ptx_size, g_api.ptx);
+  getter_output(out, "cubin", p, g_api.cubin_size, g_api.cubin);
+  getter_output(out, "ltoir", p, g_api.ltoir_size, g_api.ltoir);
+  getter_output(out, "log", p, g_api.log_size, g_api.log);
   for (const auto& e : expressions) {
     const char* lowered = nullptr;
     const int lrc = g_api.lowered(p, e.c_str(), &lowered);
@@ -197,9 +184,9 @@ bool link_one(std::string& out, const std::string& name, int type, const std::st
   const int add_rc = g_link.add_data(h, type, input.data(), input.size(), name.c_str());
   const int rc = g_link.complete(h);
   out += "== link " + name + " add rc=" + std::to_string(add_rc) + " complete rc=" + std::to_string(rc) + "\n";
-  output(out, "linked-cubin", h, g_link.cubin_size, g_link.cubin);
-  output(out, "error-log", h, g_link.error_size, g_link.error);
-  output(out, "info-log", h, g_link.info_size, g_link.info);
+  getter_output(out, "linked-cubin", h, g_link.cubin_size, g_link.cubin);
+  getter_output(out, "error-log", h, g_link.error_size, g_link.error);
+  getter_output(out, "info-log", h, g_link.info_size, g_link.info);
   out += "complete-again rc=" + std::to_string(g_link.complete(h)) + "\n";
   // Calls after Complete: what the real library answers on a completed
   // handle, whether the stand-in linked or served the link (a hit).
@@ -217,8 +204,8 @@ bool link_one(std::string& out, const std::string& name, int type, const std::st
   out += "after-complete add rc=" + std::to_string(again_rc) + " add-null rc=" + std::to_string(null_rc) +
          " add-file rc=" + std::to_string(file_rc) + " add-missing-file rc=" + std::to_string(missing_rc) +
          " complete rc=" + std::to_string(complete_rc) + "\n";
-  output(out, "linked-cubin-after", h, g_link.cubin_size, g_link.cubin);
-  output(out, "error-log-after", h, g_link.error_size, g_link.error);
+  getter_output(out, "linked-cubin-after", h, g_link.cubin_size, g_link.cubin);
+  getter_output(out, "error-log-after", h, g_link.error_size, g_link.error);
   g_link.destroy(&h);
   return rc == 0;
 }
@@ -253,8 +240,8 @@ bool nvvm_one(std::string& out, const std::string& name, bool with_helper) {
   const int rc = g_nvvm.compile(p, 2, options);
   out += "== nvvm " + name + " add rc=" + std::to_string(add_rc) + " lazy rc=" + std::to_string(lazy_rc) +
          " compile rc=" + std::to_string(rc) + "\n";
-  output(out, "result", p, g_nvvm.result_size, g_nvvm.result);
-  output(out, "log", p, g_nvvm.log_size, g_nvvm.log);
+  getter_output(out, "result", p, g_nvvm.result_size, g_nvvm.result);
+  getter_output(out, "log", p, g_nvvm.log_size, g_nvvm.log);
   g_nvvm.destroy(&p);
   return rc == 0;
 }
