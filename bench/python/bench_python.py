@@ -40,6 +40,25 @@ work = Path(tempfile.mkdtemp(prefix="kcache-bench-python-"))
 os.environ["KCACHE_DIR"] = str(work / "kcache")
 os.environ["XDG_CONFIG_HOME"] = str(work / "config")
 
+
+
+def same_nvrtc_as_cuda_core() -> None:
+    """Point kcache at the NVRTC cuda.core loads (NVIDIA's wheel comes first for cuda.core,
+    the system toolkit for kcache: docs/python.md), so that both sides compile alike."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+    except ImportError:
+        return
+    path = load_nvidia_dynamic_lib("nvrtc").abs_path
+    home = Path(path).resolve().parent.parent
+    if path and "site-packages" in path and "KCACHE_CUDA_HOME" not in os.environ:
+        os.environ["KCACHE_CUDA_HOME"] = str(home)
+        if (home / "include" / "cccl").is_dir() and "CUDA_HOME" not in os.environ:
+            os.environ["CUDA_HOME"] = str(home)  # the CUB kernel's CCCL: that toolkit's own
+
+
+same_nvrtc_as_cuda_core()
+
 import kcache  # noqa: E402
 import kcache.cuda_core as kcc  # noqa: E402
 from cuda.core import ObjectCode, Program, ProgramOptions  # noqa: E402

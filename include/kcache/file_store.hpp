@@ -358,6 +358,9 @@ class FileStore final : public Store {
   // Same hits, misses, errors and counters as get().
   // (Below 1 MiB, setting up and tearing down a mapping costs more than a read.)
   static constexpr std::size_t k_map_min_bytes = 1024 * 1024;
+  // get_into() reads a payload of this many bytes or more straight into the
+  // memory `allocate` lends (smaller ones are copied there after the read).
+  static constexpr std::size_t k_lend_min_bytes = 64 * 1024;
   Result<std::optional<PayloadView>> get_view(const Key& key);
 
   // put() of a payload read from `fd` to its end in bounded chunks: the bytes

@@ -157,18 +157,22 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
   int err = 0;
   std::string bytes;  // read into, then handed to *out without a copy
   const bool large = out != nullptr && size >= FileStore::k_map_min_bytes;
+  // Read straight into the memory the caller lends (a Python bytes object)
+  // from FileStore::k_lend_min_bytes up, so that no copy follows the read.
+  const bool lend = out != nullptr && allocate != nullptr && size >= FileStore::k_lend_min_bytes &&
+                    !(large && options.large_reads == LargeReads::mapped);
   PayloadBuffer lent;
+  if (lend) {
+    lent = (*allocate)(static_cast<std::size_t>(size));
+  }
   if (large && options.large_reads == LargeReads::copied) {
-    if (allocate != nullptr) {
-      lent = (*allocate)(static_cast<std::size_t>(size));
-    }
     if (lent.data == nullptr) {  // no memory lent: the payload's own, not zero-filled
       auto own = std::make_shared_for_overwrite<char[]>(static_cast<std::size_t>(size) + 1);
       lent = PayloadBuffer{std::shared_ptr<const void>(own, own.get()), own.get()};
     }
   }
-  if (large && lent.data != nullptr) {
-    // LargeReads::copied into the caller's memory (or the payload's own): read (never mapped: a
+  if (lent.data != nullptr) {
+    // Into the caller's memory (or, LargeReads::copied, the payload's own): read (never mapped: a
     // truncated file is a short read, not a SIGBUS), the copy hashed behind
     // the reading as in the mapped case; the bytes returned are the bytes
     // checked, in memory no other process can write.

@@ -191,10 +191,10 @@ TEST(FileStoreLimits, GetSharesLargePayloadsWithoutACopyAndTheyOutliveTheEntry) 
   }
 }
 
-// get_into() copies a large payload into memory the caller lends, checks it
-// there (first by SHA-256, then by the recorded fast check), and counts and
-// removes a damaged entry as get() does; a small payload is read as get()
-// reads it, without asking for memory.
+// get_into() reads (or copies) a payload of FileStore::k_lend_min_bytes or
+// more into memory the caller lends, checks it there (first by SHA-256, then
+// by the recorded fast check), and counts and removes a damaged entry as get()
+// does; a smaller payload is read as get() reads it, without asking for memory.
 TEST(FileStoreLimits, GetIntoChecksALargePayloadInLentMemory) {
   test::TempDir dir;
   const fs::path root = dir.path() / "cache";
@@ -207,9 +207,10 @@ TEST(FileStoreLimits, GetIntoChecksALargePayloadInLentMemory) {
     lent.push_back(buffer.get());
     return PayloadBuffer{std::shared_ptr<const void>(buffer, buffer.get()), buffer.get()};
   };
-  for (const std::size_t size : {std::size_t{100}, FileStore::k_map_min_bytes - 1, FileStore::k_map_min_bytes,
-                                 std::size_t{3 << 20} + 1}) {
-    const bool large = size >= FileStore::k_map_min_bytes;
+  for (const std::size_t size : {std::size_t{100}, FileStore::k_lend_min_bytes - 1, FileStore::k_lend_min_bytes,
+                                 std::size_t{256 << 10} + 3, FileStore::k_map_min_bytes - 1,
+                                 FileStore::k_map_min_bytes, std::size_t{3 << 20} + 1}) {
+    const bool large = size >= FileStore::k_lend_min_bytes;
     const auto a = make_artifact(1100 + size, size, size);
     ASSERT_TRUE(store->put(a).has_value());
     for (int round = 0; round < 2; ++round) {  // SHA-256, then the recorded fast check
@@ -290,6 +291,13 @@ TEST(FileStoreLimits, CopiedLargeReadsAreUnchangedByTruncationAndInPlaceWrites) 
   auto got = store->get(a.passport.key);
   ASSERT_TRUE(got.has_value());
   EXPECT_FALSE(got->has_value());
+  // The same for a payload read straight into lent memory (k_lend_min_bytes up).
+  const auto mid = make_artifact(seed + 1, seed + 1, (256 << 10) + 3);
+  ASSERT_TRUE(store->put(mid).has_value());
+  ASSERT_EQ(::truncate(test::payload_path(root, mid.passport.key).c_str(), 100 << 10), 0);
+  auto short_read = store->get_into(mid.passport.key, allocate);
+  ASSERT_TRUE(short_read.has_value());
+  EXPECT_FALSE(short_read->has_value());
 }
 
 // The configured chain (write-behind around memory + file tiers) passes the
