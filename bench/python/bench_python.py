@@ -53,8 +53,9 @@ def same_nvrtc_as_cuda_core() -> None:
     home = Path(path).resolve().parent.parent
     if path and "site-packages" in path and "KCACHE_CUDA_HOME" not in os.environ:
         os.environ["KCACHE_CUDA_HOME"] = str(home)
-        if (home / "include" / "cccl").is_dir() and "CUDA_HOME" not in os.environ:
-            os.environ["CUDA_HOME"] = str(home)  # the CUB kernel's CCCL: that toolkit's own
+        if (home / "include" / "cccl").is_dir():
+            # The CUB kernel's CCCL: that toolkit's own (as a pip user of cuda.core has it).
+            os.environ["KCACHE_BENCH_CUDA_INCLUDE_HOME"] = str(home)
 
 
 same_nvrtc_as_cuda_core()
@@ -131,7 +132,7 @@ def bench_hits(quick: bool) -> list[dict]:
 
 
 def corpus() -> list[tuple[str, str, ProgramOptions, bool]]:
-    cuda_home = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    cuda_home = Path(os.environ.get("KCACHE_BENCH_CUDA_INCLUDE_HOME") or os.environ.get("CUDA_HOME", "/usr/local/cuda"))
     inc = [str(cuda_home / "include" / "cccl"), str(cuda_home / "include")]
     return [
         ("trivial", (CORPUS / "trivial.cu").read_text(), ProgramOptions(arch="sm_90", name="trivial.cu"), True),

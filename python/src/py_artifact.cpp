@@ -16,6 +16,7 @@
 #include "kcache/key.hpp"
 #include "kcache/key_builder.hpp"
 #include "kcache/passport.hpp"
+#include "shared_bytes.hpp"
 
 namespace kcache::python {
 
@@ -38,6 +39,10 @@ const Artifact& get(const PyArtifact& a) { return *a.artifact; }
 nb::bytes payload_bytes(const PyArtifact& a) {
   if (a.bytes.is_valid()) {
     return nb::borrow<nb::bytes>(a.bytes);
+  }
+  if (a.served_from == Tier::memory) {
+    // The memory tier's buffer, shared from hit to hit: one bytes object for it.
+    return SharedBytes::instance().bytes_of(get(a).payload);
   }
   return nb::bytes(get(a).payload.data(), get(a).payload.size());
 }

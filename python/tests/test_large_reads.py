@@ -83,3 +83,34 @@ def test_a_hit_from_the_memory_tier_is_not_the_file_either(tmp_path: Path) -> No
     assert lines[:2] == ["view same", "payload same"]
     assert lines[2] in ("again same", "again none")  # the memory tier may still answer: the checked bytes
 
+
+
+def test_memory_tier_hits_hand_out_one_bytes_object_per_buffer(tmp_path: Path) -> None:
+    # A memory-tier hit shares the tier's buffer; its .payload is one bytes
+    # object for that buffer (no copy per hit), never another entry's bytes.
+    import os
+
+    import kcache
+
+    cfg = kcache.Config.load(cache_dir=str(tmp_path / "c"), put="sync", memory_size="64M")
+    with kcache.open_store(cfg) as s:
+        one = kcache.Artifact.from_bytes(os.urandom(200 << 10), kind="cubin")
+        two = kcache.Artifact.from_bytes(os.urandom(200 << 10), kind="cubin")
+        s.put(one)
+        s.put(two)
+        first = s.get(one.key, copy=False)
+        second = s.get(one.key, copy=False)
+        assert first.served_from == second.served_from == "memory"
+        assert first.payload == one.payload
+        assert second.payload is first.payload
+        other = s.get(two.key, copy=False)
+        assert other.payload == two.payload
+        assert other.payload is not first.payload
+        small = kcache.Artifact.from_bytes(b"x" * 100, kind="cubin")
+        s.put(small)
+        assert s.get(small.key, copy=False).payload == b"x" * 100
+    # From disk only (no memory tier): each hit is its own checked read.
+    cfg = kcache.Config.load(cache_dir=str(tmp_path / "c"), put="sync", memory_size=0)
+    with kcache.open_store(cfg) as s:
+        a, b = s.get(one.key), s.get(one.key)
+        assert a.payload == b.payload == one.payload
