@@ -1,0 +1,61 @@
+"""Where a warm `kcache.cuda_core.compile` hit of the CUB kernel spends its time.
+
+Times, in one process, the whole call and its parts: cuda.core's option
+formatting (`ProgramOptions.as_bytes`, which cuda.core's own
+`make_program_cache_key` pays too), kcache's `_compile` (key from the
+in-process derivation memo, the memory-tier lookup, the artifact), `.payload`
+(the bytes object) and `ObjectCode.from_cubin`. Best of 5 repeats, microseconds.
+
+    .venv/bin/python bench/python/bench_cuda_core_parts.py [N]
+
+Compare with `scripts/bench-cuda-core-cache.py` (cuda.core's InMemoryProgramCache
+pattern) in the same minute: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import timeit
+from pathlib import Path
+
+import kcache
+import kcache.cuda_core as kcc
+from cuda.core import ObjectCode, ProgramOptions
+from kcache import _kcache, _store_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
+    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    opts = ProgramOptions(arch="sm_90", name="heavy_cub.cu", include_path=[home + "/include/cccl", home + "/include"])
+    src = (ROOT / "bench" / "corpus" / "heavy_cub.cu").read_text()
+    store = kcache.open_store(kcache.Config.load(cache_dir=tempfile.mkdtemp(prefix="kcache-parts-"), put="sync"))
+    kcc.compile(src, opts, "cubin", store=store)  # the cold compile
+    st = _store_for(store, True)
+    nv = [o.decode() for o in opts.as_bytes("nvrtc", "cubin")]
+    art = _kcache._compile(st, src, "cubin", "", nv, [], None, (), opts.name, None, "cuda.core")
+    payload = art.payload
+
+    def best(f) -> float:
+        return round(min(timeit.repeat(f, number=n, repeat=5)) / n * 1e6, 2)
+
+    print(json.dumps({
+        "served_from": art.served_from,
+        "payload_bytes": len(payload),
+        "whole_us": best(lambda: kcc.compile(src, opts, "cubin", store=store)),
+        "options_as_bytes_us": best(lambda: [o.decode() for o in opts.as_bytes("nvrtc", "cubin")]),
+        "kcache_compile_us": best(lambda: _kcache._compile(st, src, "cubin", "", nv, [], None, (), opts.name, None,
+                                                           "cuda.core")),
+        "payload_us": best(lambda: art.payload),
+        "from_cubin_us": best(lambda: ObjectCode.from_cubin(payload, name=opts.name)),
+    }))
+    store.close()
+
+
+if __name__ == "__main__":
+    main()
