@@ -80,8 +80,18 @@ std::shared_ptr<const Derivation> DerivationMemo::find(const CompileRequest& req
     }
     d = it->second.derivation;
   }
-  if (!directories_hold(*d) || (check && !checks_still_apply(*d->checks))) {
+  if (!directories_hold(*d)) {
     return nullptr;
+  }
+  if (check) {
+    // A directory judged by its names (its identity changed since) is a miss
+    // here even when they hold: the caller derives again from the manifest,
+    // which takes the directory's identity now (header_scanner.cpp), so the
+    // hits after check it by one stat again.
+    std::vector<RefreshedDir> refreshed;
+    if (!manifest_still_applies(*d->checks->manifest, &d->checks->trusted_dirs, &refreshed) || !refreshed.empty()) {
+      return nullptr;
+    }
   }
   return d;
 }

@@ -178,7 +178,21 @@ inline bool records_nothing(const HeaderManifest& m) {
 // Directories are resolved relative to an already opened directory above
 // them where there is one (the same resolution as the whole path's, with
 // fewer components walked), and each header relative to its directory.
-bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs = nullptr);
+// `refreshed`, when given, gets each directory whose identity changed but whose
+// names still hold, with the identity it has now, where that identity is not
+// racy and is the same before and after its names were looked at (nothing
+// changed there in between): a copy of `m` with those identities
+// (with_refreshed_dirs()) applies again by one stat of the directory, not a
+// listing or a lookup of each name on every later check.
+struct RefreshedDir {
+  std::size_t index = 0;  // in m.dirs
+  FileStamp stamp;
+};
+bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs = nullptr,
+                            std::vector<RefreshedDir>* refreshed = nullptr);
+
+// A copy of `m` with the directory identities of `refreshed`.
+HeaderManifest with_refreshed_dirs(const HeaderManifest& m, const std::vector<RefreshedDir>& refreshed);
 
 // How a directory whose identity changed is judged by its names: a lookup of
 // each recorded name (what the compiler itself does), or one listing of the

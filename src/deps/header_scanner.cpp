@@ -96,6 +96,21 @@ struct Request {
   }
 };
 
+// `m` when it still applies; the copy with the identities its directories
+// have now when some were judged by their names (manifest_still_applies(),
+// `refreshed`), so that later checks stat them again instead; null when it
+// does not apply.
+std::shared_ptr<const HeaderManifest> still_applying(std::shared_ptr<const HeaderManifest> m) {
+  std::vector<RefreshedDir> refreshed;
+  if (!manifest_still_applies(*m, nullptr, &refreshed)) {
+    return nullptr;
+  }
+  if (!refreshed.empty()) {
+    m = std::make_shared<const HeaderManifest>(with_refreshed_dirs(*m, refreshed));
+  }
+  return m;
+}
+
 // The result of manifest `name` when it is remembered (in this process or on
 // disk) and still applies, remembered under `key` too; nothing otherwise
 // (nothing is scanned or written).
@@ -117,7 +132,7 @@ std::optional<ScanResult> reuse_manifest(const ScanInput& input, const std::stri
     r.checked = false;
     return r;
   }
-  if (!m || !manifest_still_applies(*m)) {
+  if (!m || !(m = still_applying(std::move(m)))) {
     return std::nullopt;  // scan_with_manifest() reads it whole when it must
   }
   remember_manifest(name, m);
@@ -149,9 +164,14 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
                                       bool with_predefined) {
   const ScanInput& input = req.input;
   std::shared_ptr<const HeaderManifest> previous = remembered_manifest(key);
-  if (previous && manifest_still_applies(*previous)) {
-    used = previous;
-    return result_of(previous, true);
+  if (previous) {
+    if (auto now = still_applying(previous)) {
+      if (now != previous) {
+        remember_manifest(key, now);
+      }
+      used = now;
+      return result_of(now, true);
+    }
   }
   if (previous && !previous->has_details) {
     previous.reset();
@@ -160,8 +180,10 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
     }
   } else if (!previous) {
     if (auto m = load_either(input, key, ManifestPart::lookup)) {
-      if (manifest_still_applies(*m)) {
-        auto shared = std::make_shared<const HeaderManifest>(std::move(*m));
+      std::vector<RefreshedDir> refreshed;
+      if (manifest_still_applies(*m, nullptr, &refreshed)) {
+        auto shared = std::make_shared<const HeaderManifest>(refreshed.empty() ? std::move(*m)
+                                                                                : with_refreshed_dirs(*m, refreshed));
         remember_manifest(key, shared);
         used = shared;
         return result_of(shared, true);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <ctime>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -192,6 +193,11 @@ class OpenedDirs {
 }  // namespace
 
 namespace {
+std::int64_t realtime_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 std::atomic<std::uint64_t> g_checks_run{0};
 std::atomic<std::uint64_t> g_check_calls{0};
 }  // namespace
@@ -224,7 +230,7 @@ namespace {
 // manifest_still_applies(); `stats` counts the stat calls it made, `opened`
 // its opens.
 bool still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs, OpenedDirs& opened,
-                   std::uint64_t& stats) {
+                   std::uint64_t& stats, std::vector<RefreshedDir>* refreshed) {
   // The directories holding headers (headers come sorted by path, so those
   // of one directory are mostly neighbours).
   std::unordered_set<std::string_view> header_dirs;
@@ -298,6 +304,18 @@ bool still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dir
     if (!trusted && !dir_still_applies(m, i, ok, st)) {
       return false;
     }
+    if (refreshed != nullptr && !trusted && ok && !(stamp_of(st) == m.dirs[i].stamp)) {
+      // Judged by its names: its identity now holds for them when no change
+      // came between that stat and a second one (a change sets its times to
+      // the present, past a non-racy stamp).
+      const FileStamp now = stamp_of(st);
+      struct stat again {};
+      ++stats;
+      if (!is_racy(now, realtime_ns()) && ::fstatat(at, rest, &again, 0) == 0 && S_ISDIR(again.st_mode) &&
+          stamp_of(again) == now) {
+        refreshed->push_back({i, now});
+      }
+    }
   }
   // Each header stat'ed relative to its directory, which spares the kernel
   // walking every long path again.
@@ -332,13 +350,27 @@ bool still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dir
 
 }  // namespace
 
-bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs) {
+bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dirs,
+                            std::vector<RefreshedDir>* refreshed) {
   OpenedDirs opened;
   std::uint64_t stats = 0;
-  const bool ok = still_applies(m, trusted_dirs, opened, stats);
+  const bool ok = still_applies(m, trusted_dirs, opened, stats, refreshed);
+  if (!ok && refreshed != nullptr) {
+    refreshed->clear();
+  }
   g_checks_run.fetch_add(1, std::memory_order_relaxed);
   g_check_calls.fetch_add(stats + opened.calls(), std::memory_order_relaxed);
   return ok;
+}
+
+HeaderManifest with_refreshed_dirs(const HeaderManifest& m, const std::vector<RefreshedDir>& refreshed) {
+  HeaderManifest copy = m;
+  for (const auto& r : refreshed) {
+    if (r.index < copy.dirs.size()) {
+      copy.dirs[r.index].stamp = r.stamp;
+    }
+  }
+  return copy;
 }
 
 }  // namespace kcache::jit

@@ -138,6 +138,32 @@ TEST(DerivationMemo, ServesOnlyWhileEveryInputIsUnchanged) {
   }
 }
 
+// A directory that decided a header was absent changes (an unrelated file
+// written there: a build's working directory): the remembered derivation is
+// dropped once, the next derivation takes the directory's identity now (same
+// key), and the memo serves again, checking that directory by one stat; a
+// header that appears there afterwards is still seen.
+TEST(DerivationMemo, AChangedDirectoryWhoseNamesHoldIsTakenAsItIsNow) {
+  KCACHE_REQUIRE_TOOLKIT();
+  test::TempDir tmp;
+  auto p = make_project(tmp.path() / "p", "refresh");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));  // past the racy window (2 s)
+  InDirectory in(p.dir);
+  const Key before = derive(p.request);
+  ASSERT_TRUE(remembered(p.request));
+  test::write_file(p.dir / "early" / "unrelated.txt", "x");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  EXPECT_FALSE(remembered(p.request)) << "judged by its names: derived again to take its identity now";
+  EXPECT_EQ(derive(p.request), before) << "same headers, same key";
+  EXPECT_TRUE(remembered(p.request)) << "served again";
+  EXPECT_TRUE(remembered(p.request));
+  test::write_file(p.dir / "early" / "h.h", "#define SHADOW 1\n");
+  EXPECT_FALSE(remembered(p.request)) << "the header that appeared";
+  const Key now = derive(p.request);
+  EXPECT_NE(now, before);
+  EXPECT_EQ(now, derive_fresh(p.request));
+}
+
 // A request whose output names the working directory (-lineinfo with a
 // relative include path) keys the directory as NVRTC takes it ($PWD): the
 // memo re-checks it, so a $PWD that names the same directory through another

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "support/temp_dir.hpp"
 #include "unit/compile/compile_test_support.hpp"
@@ -35,6 +36,41 @@ TEST(HeaderManifest, DirectoryStillAppliesWhileItsNamesStayAsTheyWere) {
   fs::remove(dir + "/sub");
   test::write_file(dir + "/sub", "now a file");
   EXPECT_FALSE(manifest_still_applies(m)) << "a directory became a regular file";
+}
+
+// A directory judged by its names (its identity changed) is reported with the
+// identity it has now, once that identity is older than the racy window and
+// unchanged across the check; the copy with it applies by its stat alone, and
+// a name that appears afterwards still makes it fail. A racy directory, or one
+// whose names no longer hold, is never refreshed.
+TEST(HeaderManifest, ADirectoryJudgedByItsNamesIsRefreshedWithItsIdentityNow) {
+  test::TempDir tmp;
+  const auto dir = (tmp.path() / "d").string();
+  fs::create_directories(dir);
+  HeaderManifest m;
+  m.input = k_input;
+  m.dirs.push_back({dir, {}, {{"h.h", 'n'}}});  // recorded with a zero stamp: names decide
+  std::vector<RefreshedDir> refreshed;
+  ASSERT_TRUE(manifest_still_applies(m, nullptr, &refreshed));
+  EXPECT_TRUE(refreshed.empty()) << "created just now: racy, judged by its names again next time";
+  ::sleep(static_cast<unsigned>(k_racy_window_ns / 1'000'000'000) + 1);
+  ASSERT_TRUE(manifest_still_applies(m, nullptr, &refreshed));
+  ASSERT_EQ(refreshed.size(), 1U);
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(refreshed[0].index, 0U);
+  EXPECT_TRUE(refreshed[0].stamp == stamp_of(st));
+  const HeaderManifest fresh = with_refreshed_dirs(m, refreshed);
+  EXPECT_TRUE(fresh.dirs[0].stamp == stamp_of(st));
+  EXPECT_EQ(fresh.dirs[0].names, m.dirs[0].names);
+  std::vector<RefreshedDir> again;
+  ASSERT_TRUE(manifest_still_applies(fresh, nullptr, &again));
+  EXPECT_TRUE(again.empty()) << "the same identity: nothing to refresh";
+  test::write_file(dir + "/h.h", "x");
+  EXPECT_FALSE(manifest_still_applies(fresh, nullptr, &again)) << "the absent header appeared after the refresh";
+  EXPECT_TRUE(again.empty());
+  EXPECT_FALSE(manifest_still_applies(m, nullptr, &again));
+  EXPECT_TRUE(again.empty());
 }
 
 // A changed directory's names are judged by a lookup of each or by a
