@@ -40,22 +40,26 @@ work = Path(tempfile.mkdtemp(prefix="kcache-bench-python-"))
 os.environ["KCACHE_DIR"] = str(work / "kcache")
 os.environ["XDG_CONFIG_HOME"] = str(work / "config")
 
+# The CUDA home whose CCCL the CUB kernel includes (set by same_nvrtc_as_cuda_core()).
+CCCL_HOME: Path | None = None
 
 
 def same_nvrtc_as_cuda_core() -> None:
     """Point kcache at the NVRTC cuda.core loads (NVIDIA's wheel comes first for cuda.core,
     the system toolkit for kcache: docs/python.md), so that both sides compile alike."""
+    global CCCL_HOME
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib
-    except ImportError:
+
+        path = load_nvidia_dynamic_lib("nvrtc").abs_path
+    except Exception:  # no cuda.pathfinder, or no NVRTC it can find: kcache's own choice stands
         return
-    path = load_nvidia_dynamic_lib("nvrtc").abs_path
+    if not path or "site-packages" not in path or "KCACHE_CUDA_HOME" in os.environ:
+        return
     home = Path(path).resolve().parent.parent
-    if path and "site-packages" in path and "KCACHE_CUDA_HOME" not in os.environ:
-        os.environ["KCACHE_CUDA_HOME"] = str(home)
-        if (home / "include" / "cccl").is_dir():
-            # The CUB kernel's CCCL: that toolkit's own (as a pip user of cuda.core has it).
-            os.environ["KCACHE_BENCH_CUDA_INCLUDE_HOME"] = str(home)
+    os.environ["KCACHE_CUDA_HOME"] = str(home)
+    if (home / "include" / "cccl").is_dir():
+        CCCL_HOME = home  # the CUB kernel's CCCL: that toolkit's own (as a pip user of cuda.core has it)
 
 
 same_nvrtc_as_cuda_core()
@@ -132,7 +136,7 @@ def bench_hits(quick: bool) -> list[dict]:
 
 
 def corpus() -> list[tuple[str, str, ProgramOptions, bool]]:
-    cuda_home = Path(os.environ.get("KCACHE_BENCH_CUDA_INCLUDE_HOME") or os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    cuda_home = CCCL_HOME or Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
     inc = [str(cuda_home / "include" / "cccl"), str(cuda_home / "include")]
     return [
         ("trivial", (CORPUS / "trivial.cu").read_text(), ProgramOptions(arch="sm_90", name="trivial.cu"), True),

@@ -79,12 +79,6 @@ Result<SharedDerived> derive_shared(const CompileRequest& r, Checks checks = Che
   return SharedDerived{std::move(shared), checked};
 }
 
-std::int64_t realtime_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 // Why an artifact compiled without a cache has no key of its own.
 constexpr std::string_view k_compiled_without_cache = "compiled without a cache";
 
@@ -97,7 +91,7 @@ void make_unique_key(Derived& d) {
   std::array<std::uint8_t, 16> r{};
   const std::string nonce = util::random_bytes(r.data(), r.size(), "a key nonce")
                                 ? util::to_hex(r.data(), r.size())
-                                : std::to_string(realtime_ns()) + ":" + std::to_string(::getpid());
+                                : std::to_string(util::realtime_ns()) + ":" + std::to_string(::getpid());
   d.key.add("not_cacheable", d.not_cacheable);
   d.key.add("nonce", nonce);
   d.key_value = d.key.key();
@@ -181,7 +175,7 @@ void keep_failure(const CompileRequest& r, Derived& d, const Error& e, std::uint
 // caller that looked up `d`'s key itself may not).
 Result<Artifact> run_derived(const CompileRequest& r, Derived& d, CompileInfo* info, bool checked = true,
                              bool switch_key = false) {
-  const std::int64_t started_ns = realtime_ns();
+  const std::int64_t started_ns = util::realtime_ns();
   const auto start = Clock::now();
   bool rejected = false;  // NVRTC rejected the program: a deterministic failure
   Result<jit::BackendOutput> out = [&]() {

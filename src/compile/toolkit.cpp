@@ -21,6 +21,7 @@
 #include "compile/elf_file.hpp"
 #include "compile/toolkit_api.hpp"
 #include "deps/toolkit_memo.hpp"
+#include "util/clock.hpp"
 #include "util/hex.hpp"
 #include "util/install_location.hpp"
 #include "util/posix_io.hpp"
@@ -131,12 +132,6 @@ std::vector<fs::path> loader_dirs() {
 }
 
 bool is_plain_file(const fs::path& p, struct stat& st) { return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode); }
-
-std::int64_t now_ns() {
-  struct timespec t {};
-  ::clock_gettime(CLOCK_REALTIME, &t);
-  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
 
 std::optional<std::string> read_small_file(const fs::path& p, std::size_t max_bytes) {
   return util::io::read_small_file(p.string(), max_bytes, O_NOFOLLOW);
@@ -523,7 +518,7 @@ Result<LibraryIdentity> Toolkit::identify(ToolkitLibrary library) {
         if (!value) {
           return make_error(ErrorCode::toolkit_missing, "cannot read " + id.path.string());
         }
-        memo.set_build_id(lib, id.path, st, *value, now_ns());
+        memo.set_build_id(lib, id.path, st, *value, util::realtime_ns());
       }
       bit = m_impl->build_ids.emplace(library, *value).first;
     }
@@ -570,7 +565,7 @@ Result<std::string> Toolkit::headers_fingerprint() {
   // The inputs of the fingerprint; their stat identity names its memo record
   // so a new process does not re-read them.
   auto& memo = m_impl->memo_locked();
-  const std::int64_t now = now_ns();
+  const std::int64_t now = util::realtime_ns();
   // (Read before the memo changes below: the lists may be the memo's own.)
   FingerprintInputs fresh;
   const auto& [inputs, builtins] = list_fingerprint_inputs(home, nvrtc_dir, memo, now, fresh);

@@ -24,6 +24,7 @@
 #include "deps/scan_directories.hpp"
 #include "deps/scan_memos.hpp"
 #include "deps/toolkit_includes.hpp"
+#include "util/clock.hpp"
 #include "util/fd.hpp"
 #include "util/sha256.hpp"
 
@@ -32,12 +33,6 @@ namespace kcache::jit {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::int64_t now_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 // Reads `path` (a regular file that exists) and fills `entry`; `bytes` is
 // the caller's buffer, reused for every header of a scan.
@@ -100,7 +95,7 @@ std::string join(const std::string& dir, const std::string& name) {
 class ClosureScan {
 public:
   ClosureScan(const ScanInput& in, const HeaderManifest* previous, bool with_predefined)
-      : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(now_ns()), m_directories(listings_dir(in), m_now),
+      : m_in(in), m_toolkit_root(in.toolkit_root.string()), m_now(util::realtime_ns()), m_directories(listings_dir(in), m_now),
         m_computed(
             in, with_predefined, m_table, m_table_version, m_manifest.not_cacheable,
             [this](std::vector<IncludeDirective> names, const DirList& includer_dirs, const std::string& where) {

@@ -83,15 +83,25 @@ std::shared_ptr<const Derivation> DerivationMemo::find(const CompileRequest& req
   if (!directories_hold(*d)) {
     return nullptr;
   }
-  if (check) {
-    // A directory judged by its names (its identity changed since) is a miss
-    // here even when they hold: the caller derives again from the manifest,
-    // which takes the directory's identity now (header_scanner.cpp), so the
-    // hits after check it by one stat again.
-    std::vector<RefreshedDir> refreshed;
-    if (!manifest_still_applies(*d->checks->manifest, &d->checks->trusted_dirs, &refreshed) || !refreshed.empty()) {
-      return nullptr;
+  if (!check) {
+    return d;
+  }
+  std::vector<RefreshedDir> refreshed;
+  if (!manifest_still_applies(*d->checks->manifest, &d->checks->trusted_dirs, &refreshed)) {
+    return nullptr;
+  }
+  if (!refreshed.empty()) {
+    // A directory judged by its names that hold: remembered with its identity
+    // now, so that the hits after check it by one stat again.
+    auto fresh = std::make_shared<Derivation>(*d);
+    fresh->checks = std::make_shared<const ManifestChecks>(
+        ManifestChecks{std::make_shared<const HeaderManifest>(with_refreshed_dirs(*d->checks->manifest, refreshed)),
+                       d->checks->trusted_dirs});
+    std::lock_guard lock(m_mutex);
+    if (const auto it = m_entries.find(digest); it != m_entries.end() && it->second.derivation == d) {
+      it->second.derivation = fresh;
     }
+    return fresh;
   }
   return d;
 }

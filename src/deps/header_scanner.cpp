@@ -180,10 +180,7 @@ Result<ScanResult> scan_with_manifest(Request& req, const std::string& key, std:
     }
   } else if (!previous) {
     if (auto m = load_either(input, key, ManifestPart::lookup)) {
-      std::vector<RefreshedDir> refreshed;
-      if (manifest_still_applies(*m, nullptr, &refreshed)) {
-        auto shared = std::make_shared<const HeaderManifest>(refreshed.empty() ? std::move(*m)
-                                                                                : with_refreshed_dirs(*m, refreshed));
+      if (auto shared = still_applying(std::make_shared<const HeaderManifest>(std::move(*m)))) {
         remember_manifest(key, shared);
         used = shared;
         return result_of(shared, true);

@@ -13,13 +13,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <ctime>
 #include <cstring>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "util/clock.hpp"
 #include "util/fd.hpp"
 #include "util/posix_io.hpp"
 
@@ -97,8 +97,10 @@ bool names_still_apply(const char* dir, const std::vector<std::pair<std::string,
 namespace {
 
 // Whether directory `d` (the `i`th of `m`), whose stat is `st` (`found`: the
-// stat succeeded), still decides its names as recorded.
-bool dir_still_applies(const HeaderManifest& m, std::size_t i, bool found, const struct stat& st) {
+// stat succeeded), still decides its names as recorded; `by_names` is set
+// when its identity changed and its names were looked at to decide.
+bool dir_still_applies(const HeaderManifest& m, std::size_t i, bool found, const struct stat& st, bool& by_names) {
+  by_names = false;
   const ManifestDir& d = m.dirs[i];
   if (!found || !S_ISDIR(st.st_mode)) {
     return false;
@@ -130,6 +132,7 @@ bool dir_still_applies(const HeaderManifest& m, std::size_t i, bool found, const
       names.size() <= std::max(k_names_looked_up, static_cast<std::size_t>(st.st_size) / k_dir_bytes_per_lookup)
           ? NameCheck::each_name
           : NameCheck::listing;
+  by_names = true;
   return names_still_apply(d.path.c_str(), names, how);
 }
 }  // namespace
@@ -193,11 +196,6 @@ class OpenedDirs {
 }  // namespace
 
 namespace {
-std::int64_t realtime_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 std::atomic<std::uint64_t> g_checks_run{0};
 std::atomic<std::uint64_t> g_check_calls{0};
 }  // namespace
@@ -301,17 +299,18 @@ bool still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dir
       ++stats;
       ok = ::fstatat(at, rest, &st, 0) == 0;
     }
-    if (!trusted && !dir_still_applies(m, i, ok, st)) {
+    bool by_names = false;
+    if (!trusted && !dir_still_applies(m, i, ok, st, by_names)) {
       return false;
     }
-    if (refreshed != nullptr && !trusted && ok && !(stamp_of(st) == m.dirs[i].stamp)) {
+    if (refreshed != nullptr && by_names) {
       // Judged by its names: its identity now holds for them when no change
       // came between that stat and a second one (a change sets its times to
       // the present, past a non-racy stamp).
       const FileStamp now = stamp_of(st);
       struct stat again {};
       ++stats;
-      if (!is_racy(now, realtime_ns()) && ::fstatat(at, rest, &again, 0) == 0 && S_ISDIR(again.st_mode) &&
+      if (!is_racy(now, util::realtime_ns()) && ::fstatat(at, rest, &again, 0) == 0 && S_ISDIR(again.st_mode) &&
           stamp_of(again) == now) {
         refreshed->push_back({i, now});
       }

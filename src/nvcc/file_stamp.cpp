@@ -39,12 +39,6 @@ std::int64_t FileStamp::settled_ns() const noexcept {
   return std::max(mtime_ns, ctime_ns) + tick;
 }
 
-std::int64_t wall_clock_ns() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 std::optional<FileStamp> stamp_of(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {

@@ -37,9 +37,6 @@ struct FileStamp {
   friend bool operator==(const FileStamp&, const FileStamp&) = default;
 };
 
-// Nanoseconds since the epoch (CLOCK_REALTIME, the clock of file times).
-std::int64_t wall_clock_ns() noexcept;
-
 // stat() of `path` (following symlinks, as the compiler's open does); nullopt when it fails.
 std::optional<FileStamp> stamp_of(const std::string& path);
 

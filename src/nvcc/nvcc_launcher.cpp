@@ -30,6 +30,7 @@
 #include "nvcc/toolchain.hpp"
 #include "deps/base_dir.hpp"
 #include "util/atomic_write.hpp"
+#include "util/clock.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
 
@@ -171,7 +172,7 @@ bool absent_names_still_missing(LocalMemo& memo, const std::vector<std::string>&
   if (!manifest) {
     return false;
   }
-  const std::int64_t now = wall_clock_ns();
+  const std::int64_t now = util::realtime_ns();
   std::set<std::string> dirs(changed.begin(), changed.end());
   for (auto& [dir, stamp] : memo.dirs) {
     if (dirs.count(dir) != 0) {
@@ -402,7 +403,7 @@ Result<NvccResult> NvccLauncher::Impl::run(const NvccRequest& request) {
     auto got = options.cache->get_or_compile(
         manifest_key,
         [&]() -> Result<CompileOutput> {
-          const std::int64_t started_ns = wall_clock_ns();
+          const std::int64_t started_ns = util::realtime_ns();
           std::vector<std::string> argv{request.nvcc.string()};
           argv.insert(argv.end(), request.args.begin(), request.args.end());
           std::string depfile_path = cmd.deps.file;

@@ -7,6 +7,7 @@
 
 #include "nvcc/record_text.hpp"
 #include "util/atomic_write.hpp"
+#include "util/clock.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
@@ -116,7 +117,7 @@ std::optional<DependencyManifest> DependencyManifest::parse(std::string_view tex
 LocalMemo LocalMemo::make(std::string input_key, std::string manifest_key, std::string object_key,
                           const HeaderState& state, const DependencyManifest& manifest,
                           const PathRewrite& rewrite) {
-  const std::int64_t now = wall_clock_ns();
+  const std::int64_t now = util::realtime_ns();
   LocalMemo m;
   m.input_key = std::move(input_key);
   m.manifest_key = std::move(manifest_key);

@@ -11,6 +11,7 @@
 #include "nvcc/nvcc_command.hpp"
 #include "nvcc/record_text.hpp"
 #include "util/atomic_write.hpp"
+#include "util/clock.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
 #include "util/sha256.hpp"
@@ -107,7 +108,7 @@ void add_dryrun_includes(std::string_view value, std::vector<std::string>& out) 
 
 }  // namespace
 
-Toolchain::Toolchain(std::filesystem::path memo_file) : m_file(std::move(memo_file)), m_now_ns(wall_clock_ns()) {}
+Toolchain::Toolchain(std::filesystem::path memo_file) : m_file(std::move(memo_file)), m_now_ns(util::realtime_ns()) {}
 
 Toolchain::~Toolchain() = default;
 
