@@ -11,6 +11,13 @@
 //           what is left with the helper's state.
 // `state` and `hashed` belong to the helper from the moment it takes the job
 // until it sets `done` (release), and to the caller after (acquire).
+//
+// A split job (fill_and_chunk_digest): both threads claim chunk after chunk
+// (`next`), fill each and hash it into its slot of `digests`; the caller,
+// once no chunk is left to claim, takes the job back if the helper has not
+// taken it yet, else waits for `done` (the helper finishes the chunk it holds
+// and finds none left). The slots the helper wrote are the caller's after
+// `done` (acquire).
 #include "util/copy_hash.hpp"
 
 #include <pthread.h>
@@ -30,6 +37,7 @@
 #include <immintrin.h>
 #endif
 
+#include "util/chunk_digest.hpp"
 #include "util/sha256.hpp"
 
 namespace kcache::util {
@@ -55,7 +63,34 @@ struct Job {
   std::atomic<bool> done{false};
   std::size_t hashed = 0;
   Xxh3 state;
+  // A split job only:
+  bool split = false;
+  char* dst = nullptr;
+  const ChunkFill* fill = nullptr;
+  std::uint64_t* digests = nullptr;
+  std::size_t chunks = 0;
+  std::atomic<std::size_t> next{0};
+  std::atomic<int> error{0};
 };
+
+// Claims the chunks of a split job one by one, fills and hashes each, until
+// none is left or one fill failed (the first error is kept).
+void work_split(Job& job) noexcept {
+  while (job.error.load(std::memory_order_relaxed) == 0) {
+    const std::size_t i = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= job.chunks) {
+      return;
+    }
+    const std::size_t offset = i * k_digest_chunk;
+    const std::size_t n = std::min(k_digest_chunk, job.size - offset);
+    if (const int e = (*job.fill)(job.dst + offset, offset, n); e != 0) {
+      int none = 0;
+      job.error.compare_exchange_strong(none, e, std::memory_order_relaxed);
+      return;
+    }
+    job.digests[i] = xxh3_64(std::string_view(job.dst + offset, n));
+  }
+}
 
 // Whether the helper is worth asking. On a machine whose cores are all busy
 // the helper may take a job and then be preempted, and the caller waits for
@@ -64,6 +99,9 @@ struct Job {
 // own thread, for twice as many calls after each late one in a row (up to
 // k_max_skip), until one is on time again.
 constexpr auto k_late = std::chrono::microseconds(20);
+// A split job's helper may be in the middle of a chunk (a 256 KiB read and its
+// hash, ~30 us) when this thread finds none left: late only past a few chunks.
+constexpr auto k_late_split = std::chrono::microseconds(150);
 constexpr unsigned k_max_skip = 4096;
 
 class Pace {
@@ -144,6 +182,11 @@ class Helper {
         }
         job = std::exchange(m_job, nullptr);
       }
+      if (job->split) {
+        work_split(*job);
+        finish(job);
+        continue;
+      }
       std::size_t hashed = 0;
       unsigned idle = 0;
       while (hashed < job->size && !job->stop.load(std::memory_order_acquire)) {
@@ -164,13 +207,17 @@ class Helper {
         hashed += n;
       }
       job->hashed = hashed;
-      {
-        // Free for the next job before the caller may return (and post again).
-        std::lock_guard lock(m_mutex);
-        m_busy = false;
-      }
-      job->done.store(true, std::memory_order_release);
+      finish(job);
     }
+  }
+
+  void finish(Job* job) {
+    {
+      // Free for the next job before the caller may return (and post again).
+      std::lock_guard lock(m_mutex);
+      m_busy = false;
+    }
+    job->done.store(true, std::memory_order_release);
   }
 
   std::mutex m_mutex;
@@ -211,6 +258,45 @@ Helper* helper() noexcept {
   }
 }
 
+// Takes a posted job back from the helper: withdrawn if it has not been taken
+// yet, else `stop` is set and the helper's `done` awaited. The helper was late
+// when it never took the job or kept this thread waiting longer than `late`.
+void take_back(Helper* h, Job& job, std::chrono::microseconds late_after) noexcept {
+  bool withdrawn = false;
+  try {
+    withdrawn = h->withdraw(&job);
+  } catch (...) {
+    withdrawn = false;
+  }
+  bool late = withdrawn;
+  if (!withdrawn) {
+    job.stop.store(true, std::memory_order_release);
+    const auto since = std::chrono::steady_clock::now();
+    for (unsigned spins = 0; !job.done.load(std::memory_order_acquire); ++spins) {
+      if (spins < 1024) {
+        cpu_relax();
+      } else {
+        std::this_thread::yield();  // the helper was preempted: let it finish its piece
+      }
+    }
+    late = std::chrono::steady_clock::now() - since > late_after;
+  }
+  g_pace.record(late);
+}
+
+// Posts `job` to the helper unless the pace says not to; the helper, or null.
+Helper* post_job(Job& job) noexcept {
+  if (g_pace.skip()) {
+    return nullptr;
+  }
+  Helper* h = helper();
+  try {
+    return h != nullptr && h->post(&job) ? h : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 std::uint64_t copy_and_xxh3(char* dst, const char* src, std::size_t size) noexcept {
@@ -229,16 +315,8 @@ std::uint64_t fill_and_xxh3(char* dst, std::size_t size, const ChunkFill& fill, 
   Job job;
   job.data = dst;
   job.size = size;
-  bool posted = false;
-  Helper* h = nullptr;
-  if (size >= k_copy_hash_parallel_min && !g_pace.skip()) {
-    h = helper();
-    try {
-      posted = h != nullptr && h->post(&job);
-    } catch (...) {
-      posted = false;
-    }
-  }
+  Helper* const h = size >= k_copy_hash_parallel_min ? post_job(job) : nullptr;
+  const bool posted = h != nullptr;
   for (std::size_t done = 0; done < size; done += k_chunk) {
     const std::size_t n = std::min(k_chunk, size - done);
     if ((error = fill(dst + done, done, n)) != 0) {
@@ -247,32 +325,64 @@ std::uint64_t fill_and_xxh3(char* dst, std::size_t size, const ChunkFill& fill, 
     job.copied.store(done + n, std::memory_order_release);
   }
   if (posted) {
-    bool withdrawn = false;
-    try {
-      withdrawn = h->withdraw(&job);
-    } catch (...) {
-      withdrawn = false;
-    }
-    bool late = withdrawn;
-    if (!withdrawn) {
-      job.stop.store(true, std::memory_order_release);
-      const auto since = std::chrono::steady_clock::now();
-      for (unsigned spins = 0; !job.done.load(std::memory_order_acquire); ++spins) {
-        if (spins < 1024) {
-          cpu_relax();
-        } else {
-          std::this_thread::yield();  // the helper was preempted: let it finish its piece
-        }
-      }
-      late = std::chrono::steady_clock::now() - since > k_late;
-    }
-    g_pace.record(late);
+    take_back(h, job, k_late);
   }
   if (error != 0) {
     return 0;
   }
   job.state.update(dst + job.hashed, size - job.hashed);
   return job.state.digest();
+}
+
+std::uint64_t fill_and_chunk_digest(char* dst, std::size_t size, const ChunkFill& fill, int& error) noexcept {
+  if (size < k_chunked_digest_min) {
+    return fill_and_xxh3(dst, size, fill, error);
+  }
+  error = 0;
+  const std::size_t chunks = (size + k_digest_chunk - 1) / k_digest_chunk;
+  std::unique_ptr<std::uint64_t[]> digests;
+  try {
+    digests = std::make_unique_for_overwrite<std::uint64_t[]>(chunks);
+  } catch (...) {
+    // No memory for the slots: one chunk after another on this thread.
+    ChunkDigest d(size);
+    for (std::size_t done = 0; done < size; done += k_digest_chunk) {
+      const std::size_t n = std::min(k_digest_chunk, size - done);
+      if ((error = fill(dst + done, done, n)) != 0) {
+        return 0;
+      }
+      d.update(dst + done, n);
+    }
+    return d.digest();
+  }
+  Job job;
+  job.split = true;
+  job.size = size;
+  job.dst = dst;
+  job.fill = &fill;
+  job.digests = digests.get();
+  job.chunks = chunks;
+  Helper* const h = post_job(job);
+  work_split(job);
+  if (h != nullptr) {
+    // The helper holds at most one chunk when this thread finds none left.
+    take_back(h, job, k_late_split);
+  }
+  if ((error = job.error.load(std::memory_order_relaxed)) != 0) {
+    return 0;
+  }
+  return combine_chunk_digests(digests.get(), chunks, size);
+}
+
+std::uint64_t copy_and_chunk_digest(char* dst, const char* src, std::size_t size) noexcept {
+  int error = 0;
+  return fill_and_chunk_digest(
+      dst, size,
+      [src](char* to, std::size_t offset, std::size_t n) noexcept {
+        std::memcpy(to, src + offset, n);
+        return 0;
+      },
+      error);
 }
 
 }  // namespace kcache::util

@@ -38,4 +38,16 @@ using ChunkFill = std::function<int(char* dst, std::size_t offset, std::size_t n
 // `error` set to what it returned (the bytes at `dst` are then partial).
 std::uint64_t fill_and_xxh3(char* dst, std::size_t size, const ChunkFill& fill, int& error) noexcept;
 
+// fill_and_xxh3 that returns util::chunk_digest of the bytes (util/chunk_digest.hpp):
+// the same as fill_and_xxh3 below k_chunked_digest_min; from there on the
+// chunks are filled and hashed by this thread and the helper side by side,
+// each chunk by one of them, so that a read from the page cache (one copy,
+// the floor for any reader on one core) is split across two cores. `fill` is
+// then called from both threads, on distinct ranges. The bytes returned are
+// the bytes hashed; the helper has let go of `dst` before this returns.
+std::uint64_t fill_and_chunk_digest(char* dst, std::size_t size, const ChunkFill& fill, int& error) noexcept;
+
+// copy_and_xxh3 with util::chunk_digest of the copy, split as above.
+std::uint64_t copy_and_chunk_digest(char* dst, const char* src, std::size_t size) noexcept;
+
 }  // namespace kcache::util

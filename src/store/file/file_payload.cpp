@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "store/file/file_store_impl.hpp"
+#include "util/chunk_digest.hpp"
 #include "util/copy_hash.hpp"
 #include "util/hex.hpp"
 #include "util/posix_io.hpp"
@@ -97,7 +98,7 @@ std::int64_t ctime_ns(const struct stat& st) noexcept {
 
 // Hashes `size` bytes of `fd` from offset 0 through one chunk-sized buffer.
 // Returns 0, EPIPE when the file is shorter, or an errno.
-int hash_file(int fd, std::uint64_t size, util::Xxh3* xxh, util::Sha256* sha) {
+int hash_file(int fd, std::uint64_t size, util::ChunkDigest* xxh, util::Sha256* sha) {
   const auto buffer = std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(std::min<std::uint64_t>(size, k_chunk)));
   std::uint64_t done = 0;
   while (done < size) {
@@ -151,7 +152,7 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
   const bool fast = fast_allowed && sha_prefix != 0 && checks->find(key, rec) &&
                     rec == store::CheckRecord::from_stat(st, rec.xxh3, sha_prefix);
 
-  util::Xxh3 xxh;
+  util::ChunkDigest xxh(size);  // the fast check's digest (util/chunk_digest.hpp)
   util::Sha256 sha;
   std::uint64_t xxh_value = 0;
   int err = 0;
@@ -174,10 +175,11 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
   if (lent.data != nullptr) {
     // Into the caller's memory (or, LargeReads::copied, the payload's own): read (never mapped: a
     // truncated file is a short read, not a SIGBUS), the copy hashed behind
-    // the reading as in the mapped case; the bytes returned are the bytes
-    // checked, in memory no other process can write.
+    // the reading as in the mapped case, and from 1 MiB up read and hashed
+    // by two threads side by side, a chunk each at a time (util/copy_hash.hpp);
+    // the bytes returned are the bytes checked, in memory no other process can write.
     const auto n = static_cast<std::size_t>(size);
-    xxh_value = util::fill_and_xxh3(
+    xxh_value = util::fill_and_chunk_digest(
         lent.data, n,
         [fd](char* to, std::size_t offset, std::size_t len) noexcept { return read_fully(fd, to, len, offset); },
         err);
@@ -202,12 +204,12 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
       // Copied into the caller's memory and checked there (the bytes returned
       // are the bytes checked), the copy hashed behind the copying on a second
       // core where one is free (util/copy_hash.hpp).
-      xxh_value = util::copy_and_xxh3(into.data, mapped.data(), mapped.size());
+      xxh_value = util::copy_and_chunk_digest(into.data, mapped.data(), mapped.size());
       into.data[mapped.size()] = '\0';
       mapped = std::string_view(into.data, mapped.size());
       *out = Payload::adopt(std::move(into.owner), mapped);
     } else {
-      xxh_value = util::xxh3_64(mapped);
+      xxh_value = util::chunk_digest(mapped);
       *out = Payload::adopt(std::move(mapping), mapped);
     }
     if (!fast) {
@@ -219,7 +221,7 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
       return err == 0 ? n : 0;
     });
     if (err == 0) {
-      xxh_value = util::xxh3_64(bytes);
+      xxh_value = util::chunk_digest(bytes);
       if (!fast) {
         sha.update(bytes);
       }
@@ -337,7 +339,7 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload_view(const Key& key
   }
   view.m_size = static_cast<std::size_t>(size);
   const std::string_view bytes = view.bytes();
-  const std::uint64_t xxh_value = util::xxh3_64(bytes);
+  const std::uint64_t xxh_value = util::chunk_digest(bytes);
   const std::string sha_hex = fast ? std::string() : util::sha256_hex(bytes);
   auto verdict = judge_payload(key, st, passport, fast, fast_allowed, rec, xxh_value, sha_hex, [&](std::string& hex) {
     hex = util::sha256_hex(bytes);

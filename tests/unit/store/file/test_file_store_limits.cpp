@@ -11,6 +11,7 @@
 
 #include <array>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "store/file/file_check_table.hpp"
 #include "store/file/shared_counters.hpp"
 #include "support/temp_dir.hpp"
+#include "util/chunk_digest.hpp"
 #include "unit/store/file/file_store_test_util.hpp"
 #include "util/fd.hpp"
 
@@ -243,6 +245,57 @@ TEST(FileStoreLimits, GetIntoChecksALargePayloadInLentMemory) {
   auto got = store->get_into(a.passport.key, [](std::size_t) { return PayloadBuffer{}; });
   ASSERT_TRUE(got && got->has_value());
   EXPECT_EQ((*got)->payload, a.payload);
+}
+
+// Every read path computes the fast check's digest one way (util::chunk_digest,
+// chunked from 1 MiB so that two threads can read a payload side by side): a
+// record made by any of them is the one the others check against. A path that
+// computed another digest would find the record wrong, fall back to SHA-256
+// and record its own value, which the check below would see.
+TEST(FileStoreLimits, EveryReadPathRecordsTheSameDigest) {
+  test::TempDir dir;
+  const fs::path root = dir.path() / "cache";
+  auto mapped_options = quiet_options(root);
+  mapped_options.large_reads = LargeReads::mapped;
+  auto copied_options = quiet_options(root);
+  copied_options.large_reads = LargeReads::copied;
+  auto mapped = open_store(mapped_options);
+  auto copied = open_store(copied_options);
+  const PayloadAllocator allocate = [](std::size_t size) {
+    auto buffer = std::shared_ptr<char[]>(new char[size + 1]);
+    return PayloadBuffer{std::shared_ptr<const void>(buffer, buffer.get()), buffer.get()};
+  };
+  util::Fd stats(::open((root / "v1" / "stats").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  for (const std::size_t size : {std::size_t{200} << 10, std::size_t{600} << 10, util::k_chunked_digest_min,
+                                 (std::size_t{3} << 20) + 1}) {
+    const auto a = make_artifact(1300 + size, size, size);
+    ASSERT_TRUE(mapped->put(a).has_value());
+    const std::uint64_t want = util::chunk_digest(a.payload);
+    const std::vector<std::pair<std::string, std::function<bool()>>> paths = {
+        {"get_into, mapped", [&] { auto g = mapped->get_into(a.passport.key, allocate); return g && g->has_value(); }},
+        {"get, mapped", [&] { auto g = mapped->get(a.passport.key); return g && g->has_value(); }},
+        {"get_into, copied", [&] { auto g = copied->get_into(a.passport.key, allocate); return g && g->has_value(); }},
+        {"get, copied", [&] { auto g = copied->get(a.passport.key); return g && g->has_value(); }},
+        {"get_view", [&] { auto g = mapped->get_view(a.passport.key); return g && g->has_value(); }},
+        {"open_payload", [&] { auto g = mapped->open_payload(a.passport.key); return g && g->has_value(); }},
+    };
+    for (const auto& [name, read] : paths) {
+      ASSERT_TRUE(stats);
+      auto table = store::FileCheckTable::open(stats.get(), 0600, 1024);
+      ASSERT_TRUE(table);
+      store::CheckRecord rec;
+      if (table->find(a.passport.key, rec)) {
+        // A wrong digest in the record: this read must fall back to SHA-256
+        // and record the digest it computed.
+        table->record(a.passport.key, store::CheckRecord{rec.ino, rec.size, rec.mtime_ns, rec.ctime_ns,
+                                                         rec.xxh3 ^ 1, rec.sha256_prefix});
+      }
+      ASSERT_TRUE(read()) << name << " " << size;
+      ASSERT_TRUE(table->find(a.passport.key, rec)) << name << " " << size;
+      EXPECT_EQ(rec.xxh3, want) << name << " " << size;
+      ASSERT_TRUE(read()) << "served by its own record: " << name << " " << size;
+    }
+  }
 }
 
 // LargeReads::copied (the Python package's reads): a large payload is read
