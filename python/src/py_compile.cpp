@@ -26,7 +26,9 @@ std::vector<std::string> strings(nb::handle seq, const char* what) {
   }
   std::vector<std::string> out;
   for (nb::handle item : seq) {
-    if (nb::hasattr(item, "__fspath__")) {
+    // A str or bytes first: asking a str for __fspath__ raises (and clears)
+    // an AttributeError, about 0.3 us an option on every warm compile.
+    if (!nb::isinstance<nb::str>(item) && !nb::isinstance<nb::bytes>(item) && nb::hasattr(item, "__fspath__")) {
       out.push_back(nb::cast<std::string>(nb::module_::import_("os").attr("fspath")(item)));
     } else {
       out.push_back(text_or_bytes(item, what));
