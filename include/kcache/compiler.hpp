@@ -141,6 +141,10 @@ Result<KeyBuilder> derive_key(const CompileRequest& request,
                               std::vector<HeaderDependency>* headers = nullptr);
 // The same; `headers` receives the list shared, not copied.
 Result<KeyBuilder> derive_key(const CompileRequest& request, HeaderList* headers);
+// The key alone (derive_key(request)->key()), as the derivation computed it
+// once: a repeat of a request within the process copies no record and hashes
+// nothing again. Failures as derive_key's.
+Result<Key> derive_request_key(const CompileRequest& request);
 
 // Runs the backend for `request` (loads the toolkit on first use) and returns
 // the artifact. Its passport holds the key of derive_key(request), the key

@@ -126,7 +126,7 @@ void bind_compile(nb::module_& m) {
         auto request = nvrtc_request(source, target, arch, options, name_expressions, headers, include_paths, name,
                                      std::move(source_path));
         nb::gil_scoped_release release;
-        return unwrap(derive_key(request)).key();
+        return unwrap(derive_request_key(request));
       },
       nb::arg("source"), nb::arg("target"), nb::arg("arch"), nb::arg("options"), nb::arg("name_expressions"),
       nb::arg("headers").none(), nb::arg("include_paths"), nb::arg("name"), nb::arg("source_path").none());

@@ -344,7 +344,7 @@ Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutco
   if (off) {
     return compile_only();
   }
-  auto key = derive_key(request);
+  auto key = derive_request_key(request);
   if (!key) {
     if (key.error().code != ErrorCode::unsupported) {
       m_impl->count(std::nullopt, 0, route);
@@ -354,7 +354,7 @@ Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutco
     m_impl->c.not_cacheable++;
     return compile_only();
   }
-  return m_impl->run(key->key(), compile_it, outcome, route);
+  return m_impl->run(*key, compile_it, outcome, route);
 }
 
 Cache::Cache(Store& store, CacheOptions options)

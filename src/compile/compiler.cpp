@@ -320,6 +320,17 @@ Result<KeyBuilder> derive_key(const CompileRequest& request, HeaderList* headers
   return (*d)->key;
 }
 
+Result<Key> derive_request_key(const CompileRequest& request) {
+  auto d = derive_shared(request);
+  if (!d) {
+    return tl::unexpected(d.error());
+  }
+  if (!(*d)->not_cacheable.empty()) {
+    return make_error(ErrorCode::unsupported, "not cacheable: " + (*d)->not_cacheable);
+  }
+  return (*d)->key_value;
+}
+
 Result<KeyBuilder> derive_key(const CompileRequest& request, std::vector<HeaderDependency>* headers) {
   HeaderList list;
   auto key = derive_key(request, headers != nullptr ? &list : nullptr);

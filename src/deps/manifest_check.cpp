@@ -272,8 +272,14 @@ bool still_applies(const HeaderManifest& m, const std::vector<bool>* trusted_dir
       rest = r.data();
     }
     const bool trusted = trusted_dirs != nullptr && i < trusted_dirs->size() && (*trusted_dirs)[i];
+    // Opened (to resolve what lies below it from its descriptor) when headers
+    // are stat'ed in it or two or more recorded directories follow below it;
+    // a directory with one below it and no header is stat'ed by its path like
+    // the one below: an open and a close cost more than the components they
+    // spare (a small tree's `include` above `include/cccl`: 2 calls, not 4).
     const bool keep = header_dirs.contains(path) ||
-                      (i + 1 < m.dirs.size() && !below(m.dirs[i + 1].path, path).empty());
+                      (i + 2 < m.dirs.size() && !below(m.dirs[i + 1].path, path).empty() &&
+                       !below(m.dirs[i + 2].path, path).empty());
     struct stat st {};
     bool ok = false;
     // "X/.." where X (on top) is a real directory opened from the one below it, stat'ed here.

@@ -256,6 +256,9 @@ TEST(Compiler, UnboundedComputedIncludeCompilesWithoutTheCache) {
   auto key = derive_key(program.request(CompileTarget::ptx));
   ASSERT_FALSE(key);
   EXPECT_EQ(key.error().code, ErrorCode::unsupported);
+  auto alone = derive_request_key(program.request(CompileTarget::ptx));
+  ASSERT_FALSE(alone);
+  EXPECT_EQ(alone.error().code, ErrorCode::unsupported);
 }
 
 TEST(Compiler, StoredCubinKernelsAreListedByReadelf) {

@@ -127,9 +127,13 @@ TEST(KeySoundness, DiskHeaderContentAndShadowingChangeTheKey) {
   const auto bytes1 = compile_bytes(r);
 
   test::write_file(second + "/val.h", "#define DISKV 2\n");
+  // The key alone, as the Cache and Python take it (the derivation's own, not
+  // computed again), follows the edit like the record does.
+  ASSERT_TRUE(derive_request_key(r));
   auto k2 = derive_key(r);
   ASSERT_TRUE(k2);
   EXPECT_NE(k2->key(), k1->key()) << "edited header";
+  EXPECT_EQ(*derive_request_key(r), k2->key());
   const auto bytes2 = compile_bytes(r);
   EXPECT_NE(bytes2, bytes1);
 
@@ -138,6 +142,8 @@ TEST(KeySoundness, DiskHeaderContentAndShadowingChangeTheKey) {
   auto k3 = derive_key(r);
   ASSERT_TRUE(k3);
   EXPECT_NE(k3->key(), k2->key()) << "shadowing header";
+  EXPECT_EQ(*derive_request_key(r), k3->key());
+  EXPECT_EQ(*derive_request_key(r), k3->key()) << "a repeat, from the process's memo";
   EXPECT_NE(compile_bytes(r), bytes2);
 
   // A pre-included header is read from disk too.

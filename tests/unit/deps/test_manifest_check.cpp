@@ -266,5 +266,38 @@ TEST(HeaderManifest, ADotDotBelowARealDirectoryCostsNoStatOfItsOwn) {
   fs::create_directories(elsewhere + "/inner/nothere");
   EXPECT_FALSE(manifest_still_applies(*lookup)) << "x0/.. resolves through the link";
 }
+// A directory with one recorded directory below it and no header of its own
+// (a toolkit's `include` above `include/cccl`) is stat'ed by its path, as is the
+// one below: two calls, where opening the upper one cost an open, a stat, the
+// stat of the lower one through it and a close. A change of either is seen.
+TEST(HeaderManifest, ADirectoryWithOneBelowItAndNoHeaderIsNotOpened) {
+  test::TempDir tmp;
+  const std::string inc = (tmp.path() / "include").string();
+  const std::string cccl = inc + "/cccl";
+  fs::create_directories(cccl);
+  auto stamp = [](const std::string& p) {
+    struct stat st {};
+    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+    return stamp_of(st);
+  };
+  HeaderManifest m;
+  m.input = k_input;
+  m.dirs.push_back({inc, stamp(inc), {{"a.h", 'n'}}});
+  m.dirs.push_back({cccl, stamp(cccl), {{"a.h", 'n'}}});
+  const auto lookup = parse_manifest(serialize_manifest(m), k_input, ManifestPart::lookup);
+  ASSERT_TRUE(lookup);
+  for (const HeaderManifest* which : {static_cast<const HeaderManifest*>(&m), &*lookup}) {
+    const auto before = manifest_check_calls();
+    EXPECT_TRUE(manifest_still_applies(*which));
+    EXPECT_EQ(manifest_check_calls() - before, 2u);
+  }
+  test::write_file(cccl + "/a.h", "#define A 1\n");  // the lower one gains the name recorded absent
+  EXPECT_FALSE(manifest_still_applies(m));
+  EXPECT_FALSE(manifest_still_applies(*lookup));
+  fs::remove(cccl + "/a.h");
+  test::write_file(inc + "/a.h", "#define A 1\n");  // and the upper one
+  EXPECT_FALSE(manifest_still_applies(m));
+  EXPECT_FALSE(manifest_still_applies(*lookup));
+}
 }  // namespace
 }  // namespace kcache::jit
