@@ -234,15 +234,19 @@ def compile(
         options = ProgramOptions()
     if code_type.lower() != "c++" or target_type not in _FROM:
         return Program(program_source, code_type, options).compile(target_type, name_expressions)
-    nvrtc_options = [o.decode() for o in options.as_bytes("nvrtc", target_type)]
+    if not isinstance(name_expressions, (tuple, list)):
+        name_expressions = tuple(name_expressions)  # iterated twice below
     name = options.name
-    from . import _store_for
-
-    # kcache.compile, with the request counted as cuda.core's (`kcache stats`).
+    # kcache.compile, with the request counted as cuda.core's (`kcache stats`). The
+    # options go as the bytes cuda.core gives NVRTC (a warm hit is a few microseconds:
+    # no decoding, no import, no copies here).
     artifact = _kcache._compile(
-        _store_for(store, True), program_source, target_type, "", nvrtc_options, list(name_expressions), None, (),
-        name, None if source_path is None else str(source_path), _DOMAIN,
+        default_store() if store is None else store, program_source, target_type, "",
+        options.as_bytes("nvrtc", target_type), name_expressions, None, (), name,
+        None if source_path is None else str(source_path), _DOMAIN,
     )
+    if not name_expressions:
+        return _FROM[target_type](artifact.payload, name=name, symbol_mapping=None)
     lowered = artifact.lowered_names
     mapping = {expr: lowered[expr].encode() for expr in name_expressions if expr in lowered}
     return _FROM[target_type](artifact.payload, name=name, symbol_mapping=mapping or None)
