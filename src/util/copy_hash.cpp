@@ -297,17 +297,19 @@ Helper* post_job(Job& job) noexcept {
   }
 }
 
+// A fill that copies from `src` (copy_and_xxh3, copy_and_chunk_digest).
+ChunkFill copy_from(const char* src) {
+  return [src](char* to, std::size_t offset, std::size_t n) noexcept {
+    std::memcpy(to, src + offset, n);
+    return 0;
+  };
+}
+
 }  // namespace
 
 std::uint64_t copy_and_xxh3(char* dst, const char* src, std::size_t size) noexcept {
   int error = 0;
-  return fill_and_xxh3(
-      dst, size,
-      [src](char* to, std::size_t offset, std::size_t n) noexcept {
-        std::memcpy(to, src + offset, n);
-        return 0;
-      },
-      error);
+  return fill_and_xxh3(dst, size, copy_from(src), error);
 }
 
 std::uint64_t fill_and_xxh3(char* dst, std::size_t size, const ChunkFill& fill, int& error) noexcept {
@@ -376,13 +378,7 @@ std::uint64_t fill_and_chunk_digest(char* dst, std::size_t size, const ChunkFill
 
 std::uint64_t copy_and_chunk_digest(char* dst, const char* src, std::size_t size) noexcept {
   int error = 0;
-  return fill_and_chunk_digest(
-      dst, size,
-      [src](char* to, std::size_t offset, std::size_t n) noexcept {
-        std::memcpy(to, src + offset, n);
-        return 0;
-      },
-      error);
+  return fill_and_chunk_digest(dst, size, copy_from(src), error);
 }
 
 }  // namespace kcache::util

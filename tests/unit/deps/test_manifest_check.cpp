@@ -18,6 +18,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The stamp of what `p` names now.
+FileStamp stamp_of_path(const std::string& p) {
+  struct stat st {};
+  EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+  return stamp_of(st);
+}
+
 const std::string k_input(64, 'a');
 
 TEST(HeaderManifest, DirectoryStillAppliesWhileItsNamesStayAsTheyWere) {
@@ -191,11 +198,7 @@ TEST(HeaderManifest, ADirectoryBelowAnOpenedOneResolvesAsItsWholePath) {
   fs::create_directories(b + "/inner");
   fs::create_directory_symlink(b + "/inner", a + "/link");
   test::write_file(a + "/real/h.h", "#define H 1\n");
-  auto stamp = [](const std::string& p) {
-    struct stat st {};
-    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
-    return stamp_of(st);
-  };
+  const auto stamp = stamp_of_path;
   HeaderManifest m;
   m.input = k_input;
   m.headers.push_back({a + "/real/h.h", stamp(a + "/real/h.h"), std::string(64, 'b'), {}});
@@ -231,11 +234,7 @@ TEST(HeaderManifest, ADotDotBelowARealDirectoryCostsNoStatOfItsOwn) {
   const std::string inc = (tmp.path() / "inc").string();
   const std::string elsewhere = (tmp.path() / "elsewhere").string();
   constexpr int k = 8;
-  auto stamp = [](const std::string& p) {
-    struct stat st {};
-    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
-    return stamp_of(st);
-  };
+  const auto stamp = stamp_of_path;
   for (int i = 0; i < k; ++i) {
     fs::create_directories(inc + "/x" + std::to_string(i));
     test::write_file(inc + "/x" + std::to_string(i) + "/h.h", "#define H 1\n");
@@ -275,11 +274,7 @@ TEST(HeaderManifest, ADirectoryWithOneBelowItAndNoHeaderIsNotOpened) {
   const std::string inc = (tmp.path() / "include").string();
   const std::string cccl = inc + "/cccl";
   fs::create_directories(cccl);
-  auto stamp = [](const std::string& p) {
-    struct stat st {};
-    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
-    return stamp_of(st);
-  };
+  const auto stamp = stamp_of_path;
   HeaderManifest m;
   m.input = k_input;
   m.dirs.push_back({inc, stamp(inc), {{"a.h", 'n'}}});
