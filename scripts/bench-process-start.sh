@@ -11,6 +11,7 @@
 #        (the cold part also measures a miss into a cache directory in use,
 #        a new source each round)
 #        (after `cmake --preset release && cmake --build --preset release`);
+#        KCACHE_HIT_ROUNDS=N: the paired rounds of the hits (default 101).
 #        KCACHE_COLD_ONLY=1 runs only the cold overhead (its rounds are cheap:
 #        ~0.2 s each, so 101 or more give a steady median).
 #        SCCACHE_BIN=<sccache> adds sccache + nvcc hits of the same kernels to the

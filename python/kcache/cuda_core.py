@@ -31,7 +31,7 @@ from typing import Any
 from cuda.core import ObjectCode, Program, ProgramOptions  # type: ignore[import-untyped]
 from cuda.core.utils import ProgramCacheResource  # type: ignore[import-untyped]
 
-from . import _kcache, default_store, open_store
+from . import _kcache, _store_for, default_store, open_store
 from . import CacheError, Config, Store
 
 __all__ = ["ProgramCache", "compile"]
@@ -239,9 +239,9 @@ def compile(
     name = options.name
     # kcache.compile, with the request counted as cuda.core's (`kcache stats`). The
     # options go as the bytes cuda.core gives NVRTC (a warm hit is a few microseconds:
-    # no decoding, no import, no copies here).
+    # no decoding and no copies here).
     artifact = _kcache._compile(
-        default_store() if store is None else store, program_source, target_type, "",
+        _store_for(store, True), program_source, target_type, "",
         options.as_bytes("nvrtc", target_type), name_expressions, None, (), name,
         None if source_path is None else str(source_path), _DOMAIN,
     )

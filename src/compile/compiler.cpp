@@ -306,13 +306,23 @@ const std::vector<HeaderDependency>& HeaderList::vector() const {
   return m_state->list;
 }
 
-Result<KeyBuilder> derive_key(const CompileRequest& request, HeaderList* headers) {
+namespace {
+
+// derive_shared() of a request that can be cached; `unsupported` otherwise.
+Result<SharedDerived> cacheable_derivation(const CompileRequest& request) {
   auto d = derive_shared(request);
+  if (d && !(*d)->not_cacheable.empty()) {
+    return make_error(ErrorCode::unsupported, "not cacheable: " + (*d)->not_cacheable);
+  }
+  return d;
+}
+
+}  // namespace
+
+Result<KeyBuilder> derive_key(const CompileRequest& request, HeaderList* headers) {
+  auto d = cacheable_derivation(request);
   if (!d) {
     return tl::unexpected(d.error());
-  }
-  if (!(*d)->not_cacheable.empty()) {
-    return make_error(ErrorCode::unsupported, "not cacheable: " + (*d)->not_cacheable);
   }
   if (headers != nullptr) {
     *headers = (*d)->headers;  // shared, not copied
@@ -321,12 +331,9 @@ Result<KeyBuilder> derive_key(const CompileRequest& request, HeaderList* headers
 }
 
 Result<Key> derive_request_key(const CompileRequest& request) {
-  auto d = derive_shared(request);
+  auto d = cacheable_derivation(request);
   if (!d) {
     return tl::unexpected(d.error());
-  }
-  if (!(*d)->not_cacheable.empty()) {
-    return make_error(ErrorCode::unsupported, "not cacheable: " + (*d)->not_cacheable);
   }
   return (*d)->key_value;
 }

@@ -86,17 +86,15 @@ std::shared_ptr<const Derivation> DerivationMemo::find(const CompileRequest& req
   if (!check) {
     return d;
   }
-  std::vector<RefreshedDir> refreshed;
-  if (!manifest_still_applies(*d->checks->manifest, &d->checks->trusted_dirs, &refreshed)) {
+  auto manifest = still_applying(d->checks->manifest, &d->checks->trusted_dirs);
+  if (!manifest) {
     return nullptr;
   }
-  if (!refreshed.empty()) {
+  if (manifest != d->checks->manifest) {
     // A directory judged by its names that hold: remembered with its identity
     // now, so that the hits after check it by one stat again.
     auto fresh = std::make_shared<Derivation>(*d);
-    fresh->checks = std::make_shared<const ManifestChecks>(
-        ManifestChecks{std::make_shared<const HeaderManifest>(with_refreshed_dirs(*d->checks->manifest, refreshed)),
-                       d->checks->trusted_dirs});
+    fresh->checks = std::make_shared<const ManifestChecks>(ManifestChecks{std::move(manifest), d->checks->trusted_dirs});
     std::lock_guard lock(m_mutex);
     if (const auto it = m_entries.find(digest); it != m_entries.end() && it->second.derivation == d) {
       it->second.derivation = fresh;

@@ -194,6 +194,12 @@ bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* tr
 // A copy of `m` with the directory identities of `refreshed`.
 HeaderManifest with_refreshed_dirs(const HeaderManifest& m, const std::vector<RefreshedDir>& refreshed);
 
+// `m` when it still applies (manifest_still_applies()); the copy with the
+// identities its directories have now when some were judged by their names,
+// so that later checks stat them again instead; null when it does not apply.
+std::shared_ptr<const HeaderManifest> still_applying(std::shared_ptr<const HeaderManifest> m,
+                                                     const std::vector<bool>* trusted_dirs = nullptr);
+
 // How a directory whose identity changed is judged by its names: a lookup of
 // each recorded name (what the compiler itself does), or one listing of the
 // directory. Both give the same verdict. A lookup costs one system call, a

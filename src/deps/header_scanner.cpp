@@ -96,21 +96,6 @@ struct Request {
   }
 };
 
-// `m` when it still applies; the copy with the identities its directories
-// have now when some were judged by their names (manifest_still_applies(),
-// `refreshed`), so that later checks stat them again instead; null when it
-// does not apply.
-std::shared_ptr<const HeaderManifest> still_applying(std::shared_ptr<const HeaderManifest> m) {
-  std::vector<RefreshedDir> refreshed;
-  if (!manifest_still_applies(*m, nullptr, &refreshed)) {
-    return nullptr;
-  }
-  if (!refreshed.empty()) {
-    m = std::make_shared<const HeaderManifest>(with_refreshed_dirs(*m, refreshed));
-  }
-  return m;
-}
-
 // The result of manifest `name` when it is remembered (in this process or on
 // disk) and still applies, remembered under `key` too; nothing otherwise
 // (nothing is scanned or written).

@@ -368,6 +368,18 @@ bool manifest_still_applies(const HeaderManifest& m, const std::vector<bool>* tr
   return ok;
 }
 
+std::shared_ptr<const HeaderManifest> still_applying(std::shared_ptr<const HeaderManifest> m,
+                                                     const std::vector<bool>* trusted_dirs) {
+  std::vector<RefreshedDir> refreshed;
+  if (!manifest_still_applies(*m, trusted_dirs, &refreshed)) {
+    return nullptr;
+  }
+  if (!refreshed.empty()) {
+    m = std::make_shared<const HeaderManifest>(with_refreshed_dirs(*m, refreshed));
+  }
+  return m;
+}
+
 HeaderManifest with_refreshed_dirs(const HeaderManifest& m, const std::vector<RefreshedDir>& refreshed) {
   HeaderManifest copy = m;
   for (const auto& r : refreshed) {

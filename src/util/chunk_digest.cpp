@@ -7,12 +7,13 @@ namespace kcache::util {
 
 namespace {
 
-std::array<char, 8> le64(std::uint64_t v) noexcept {
-  std::array<char, 8> out{};
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+// Adds `v` to `h` as 8 bytes, little-endian.
+void add_le64(Xxh3& h, std::uint64_t v) noexcept {
+  std::array<char, 8> b{};
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
   }
-  return out;
+  h.update(b.data(), b.size());
 }
 
 }  // namespace
@@ -20,11 +21,9 @@ std::array<char, 8> le64(std::uint64_t v) noexcept {
 std::uint64_t combine_chunk_digests(const std::uint64_t* chunks, std::size_t count, std::uint64_t size) noexcept {
   Xxh3 outer;
   for (std::size_t i = 0; i < count; ++i) {
-    const auto b = le64(chunks[i]);
-    outer.update(b.data(), b.size());
+    add_le64(outer, chunks[i]);
   }
-  const auto b = le64(size);
-  outer.update(b.data(), b.size());
+  add_le64(outer, size);
   return outer.digest();
 }
 
@@ -52,8 +51,7 @@ void ChunkDigest::update(const void* data, std::size_t size) noexcept {
     p += n;
     size -= n;
     if (m_in_chunk == k_digest_chunk) {
-      const auto b = le64(m_chunk.digest());
-      m_outer.update(b.data(), b.size());
+      add_le64(m_outer, m_chunk.digest());
       m_chunk = Xxh3();
       m_in_chunk = 0;
     }
@@ -66,11 +64,9 @@ std::uint64_t ChunkDigest::digest() const noexcept {
   }
   Xxh3 outer = m_outer;
   if (m_in_chunk != 0) {
-    const auto b = le64(m_chunk.digest());
-    outer.update(b.data(), b.size());
+    add_le64(outer, m_chunk.digest());
   }
-  const auto b = le64(m_total);
-  outer.update(b.data(), b.size());
+  add_le64(outer, m_total);
   return outer.digest();
 }
 

@@ -152,9 +152,8 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
   const bool fast = fast_allowed && sha_prefix != 0 && checks->find(key, rec) &&
                     rec == store::CheckRecord::from_stat(st, rec.xxh3, sha_prefix);
 
-  util::ChunkDigest xxh(size);  // the fast check's digest (util/chunk_digest.hpp)
   util::Sha256 sha;
-  std::uint64_t xxh_value = 0;
+  std::uint64_t xxh_value = 0;  // the fast check's digest (util/chunk_digest.hpp)
   int err = 0;
   std::string bytes;  // read into, then handed to *out without a copy
   const bool large = out != nullptr && size >= FileStore::k_map_min_bytes;
@@ -227,6 +226,7 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
       }
     }
   } else if (out != nullptr) {
+    util::ChunkDigest xxh(size);
     util::overwrite_string(bytes, static_cast<std::size_t>(size), [&](char* data, std::size_t n) -> std::size_t {
       for (std::size_t done = 0; done < n; done += k_chunk) {
         const std::size_t len = std::min(k_chunk, n - done);
@@ -242,6 +242,7 @@ FileStore::Impl::PayloadCheck FileStore::Impl::check_payload(const Key& key, int
     });
     xxh_value = xxh.digest();
   } else {
+    util::ChunkDigest xxh(size);
     err = hash_file(fd, size, &xxh, fast ? nullptr : &sha);
     xxh_value = xxh.digest();
   }
