@@ -153,6 +153,13 @@ class Cache {
   // instead of CacheOptions::route.
   Result<Artifact> get_or_compile(const CompileRequest& request, CacheOutcome* outcome = nullptr,
                                   std::string_view route = {});
+  // get_or_compile(), as one shared, immutable artifact: a hit from the
+  // memory tier is the tier's own (Store::get_shared), with no copy of its
+  // passport. For callers that keep the artifact shared anyway (the Python
+  // binding's objects).
+  Result<std::shared_ptr<const Artifact>> get_or_compile_shared(const CompileRequest& request,
+                                                                CacheOutcome* outcome = nullptr,
+                                                                std::string_view route = {});
 
   // The same protocol for any producer: `compile` is called at most once per
   // key across holders, only on a miss. The artifact it returns must carry
@@ -163,6 +170,10 @@ class Cache {
   // as uncached, not failed.
   Result<Artifact> get_or_compile(const Key& key, const std::function<Result<CompileOutput>()>& compile,
                                   CacheOutcome* outcome = nullptr, std::string_view route = {});
+  // The same, shared (as get_or_compile_shared(request) above).
+  Result<std::shared_ptr<const Artifact>> get_or_compile_shared(
+      const Key& key, const std::function<Result<CompileOutput>()>& compile, CacheOutcome* outcome = nullptr,
+      std::string_view route = {});
 
   // How the last get_or_compile() call of any Cache on this thread ended, as
   // it is counted (also when CacheOptions::count_requests is false): its

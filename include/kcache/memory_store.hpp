@@ -8,7 +8,7 @@
 //
 // get() returns a copy of the artifact whose payload shares the stored bytes
 // (kcache/payload.hpp): a hit copies the passport, never the payload, however
-// large. Entries are not re-hashed on get, since they never leave this process. put() verifies the
+// large; get_shared() returns the stored artifact itself (no copy at all). Entries are not re-hashed on get, since they never leave this process. put() verifies the
 // artifact against its passport first and fails with `corrupt` if it does not
 // match. Counters (StoreStats) belong to the instance.
 //
@@ -34,6 +34,8 @@ class MemoryStore final : public Store {
   std::string_view name() const noexcept override { return "memory"; }
   std::optional<Tier> tier_kind() const noexcept override { return Tier::memory; }
   Result<std::optional<Artifact>> get(const Key& key) override;
+  // The artifact held, shared: the caller keeps it however soon it is evicted.
+  Result<std::shared_ptr<const Artifact>> get_shared(const Key& key) override;
   Result<PutOutcome> put(const Artifact& artifact) override;
   // Checks the passport's shape and size but does not re-hash the payload.
   Result<PutOutcome> fill(const Artifact& artifact) override;
@@ -42,6 +44,8 @@ class MemoryStore final : public Store {
   Result<StoreStats> stats() override;
 
  private:
+  // The entry of `key` (null: a miss), made the most recently used and counted.
+  std::shared_ptr<const Artifact> find(const Key& key);
   // Stores an artifact that has passed `check`.
   Result<PutOutcome> insert(const Artifact& artifact, Result<void> check);
   struct Impl;

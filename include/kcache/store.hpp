@@ -165,6 +165,17 @@ class Store {
     (void)allocate;
     return get(key);
   }
+
+  // get(), as one shared and immutable artifact: null on a miss. A store
+  // that keeps artifacts in this process's memory (MemoryStore, the queue of
+  // a WriteBehindStore) returns the one it holds, with no copy of its
+  // passport (the single-flight cache's hits from memory take this); a chain
+  // (TieredStore, WriteBehindStore) asks its stores the same way. Hits,
+  // misses, errors and counters are those of get(). The object is made
+  // non-const (std::make_shared<Artifact>): one whose last owner is the
+  // caller may be moved from (Cache::get_or_compile does). Default: get(),
+  // moved into one.
+  virtual Result<std::shared_ptr<const Artifact>> get_shared(const Key& key);
   virtual Result<PutOutcome> put(const Artifact& artifact) = 0;
 
   // Stores an artifact that another store has just returned from get(), so

@@ -50,6 +50,8 @@ class TieredStore final : public Store {
   Result<std::optional<Artifact>> get(const Key& key) override;
   // get(), asking each tier with get_into (see Store::get_into).
   Result<std::optional<Artifact>> get_into(const Key& key, const PayloadAllocator& allocate) override;
+  // get(), asking each tier with get_shared: a hit from the memory tier is its artifact, uncopied.
+  Result<std::shared_ptr<const Artifact>> get_shared(const Key& key) override;
   // Writes to every tier. Returns the outcome of the lowest tier that
   // answered (the most durable one: `already_present` when the disk already
   // held it, even if the memory tier did not), and an error (the last
@@ -95,6 +97,10 @@ class TieredStore final : public Store {
   std::uint64_t tier_failures(std::size_t index) const noexcept;
 
  private:
+  // get_into() and get_shared(): `ask(tier)` is one tier's answer, a
+  // Result<Held> (Held: std::optional<Artifact> or a shared artifact).
+  template <class Held, class Ask>
+  Result<Held> look_up(const Key& key, const Ask& ask);
   struct Impl;
   std::unique_ptr<Impl> m_impl;
 };

@@ -117,6 +117,8 @@ class WriteBehindStore final : public Store {
   Result<std::optional<Artifact>> get(const Key& key) override;
   // get(), asking the inner store with get_into (see Store::get_into).
   Result<std::optional<Artifact>> get_into(const Key& key, const PayloadAllocator& allocate) override;
+  // get(), shared: a queued artifact as it is queued, else the inner store's get_shared.
+  Result<std::shared_ptr<const Artifact>> get_shared(const Key& key) override;
   // Verifies `artifact` against its passport (SHA-256), waits while the queue
   // is full, queues a copy and returns `queued`. Failure: `corrupt` when it
   // does not verify (nothing is queued). Store failures happen later, on the
@@ -148,6 +150,8 @@ class WriteBehindStore final : public Store {
   Store& inner() noexcept;
 
  private:
+  // The queued artifact of `key` (counted, noted as served from memory); null when none is queued.
+  std::shared_ptr<const Artifact> queued(const Key& key);
   struct Impl;
   std::unique_ptr<Impl> m_impl;
 };

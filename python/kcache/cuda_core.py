@@ -239,10 +239,11 @@ def compile(
     name = options.name
     # kcache.compile, with the request counted as cuda.core's (`kcache stats`). The
     # options go as the bytes cuda.core gives NVRTC (a warm hit is a few microseconds:
-    # no decoding and no copies here).
+    # no decoding and no copies here), formatted once per options object while none
+    # of its fields changed (python/src/py_options_memo.cpp).
     artifact = _kcache._compile(
         _store_for(store, True), program_source, target_type, "",
-        options.as_bytes("nvrtc", target_type), name_expressions, None, (), name,
+        _kcache._cuda_core_options(options, "nvrtc", target_type), name_expressions, None, (), name,
         None if source_path is None else str(source_path), _DOMAIN,
     )
     if not name_expressions:

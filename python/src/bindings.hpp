@@ -148,6 +148,7 @@ Key key_from(nb::handle value);
 void bind_artifact(nb::module_& m);
 void bind_store(nb::module_& m);
 void bind_compile(nb::module_& m);
+void bind_options_memo(nb::module_& m);
 void bind_plan(nb::module_& m);
 void bind_flight(nb::module_& m);
 void bind_bundle(nb::module_& m);

@@ -77,6 +77,7 @@ NB_MODULE(_kcache, m) {
   bind_artifact(m);
   bind_store(m);
   bind_compile(m);
+  bind_options_memo(m);
   bind_plan(m);
   bind_requests(m);
   bind_flight(m);

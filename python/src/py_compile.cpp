@@ -52,10 +52,10 @@ PyArtifact run(std::optional<PyStore*> store, const CompileRequest& request, con
     return PyArtifact{std::make_shared<const Artifact>(std::move(artifact)), "compiled_only"};
   }
   CacheOutcome outcome = CacheOutcome::compiled;
-  auto artifact = unwrap(h->cache->get_or_compile(request, &outcome, route));
+  // Shared: a hit from the memory tier copies nothing.
+  auto artifact = unwrap(h->cache->get_or_compile_shared(request, &outcome, route));
   const auto counted = Cache::last_request();
-  return PyArtifact{std::make_shared<const Artifact>(std::move(artifact)), std::string(to_string(outcome)), {},
-                    counted ? counted->tier : std::nullopt};
+  return PyArtifact{std::move(artifact), std::string(to_string(outcome)), {}, counted ? counted->tier : std::nullopt};
 }
 
 CompileRequest nvrtc_request(nb::handle source, const std::string& target, const std::string& arch,

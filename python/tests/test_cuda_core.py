@@ -179,6 +179,84 @@ def test_compile_with_include_path_and_name_expressions(tmp_path: Path, store: k
     assert bytes(changed.code) != bytes(cold.code)
 
 
+def test_options_are_formatted_again_whenever_anything_they_hold_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kcache.cuda_core remembers ProgramOptions.as_bytes per options object, and only while
+    every object it could depend on is the same (python/src/py_options_memo.cpp)."""
+    from kcache import _kcache
+
+    calls = []
+    real = ProgramOptions.as_bytes
+
+    def counted(self: ProgramOptions, *args: object) -> list[bytes]:
+        calls.append(args)
+        return real(self, *args)
+
+    monkeypatch.setattr(ProgramOptions, "as_bytes", counted)
+    _kcache._forget_cuda_core_options()
+    formatted = _kcache._cuda_core_options
+    o = ProgramOptions(arch="sm_90", name="m.cu", include_path=["/a"])
+
+    def check(expect_call: bool, target: str = "cubin") -> None:
+        before = len(calls)
+        got = formatted(o, "nvrtc", target)
+        assert list(got) == real(o, "nvrtc", target)
+        assert (len(calls) > before) == expect_call
+
+    check(True)
+    check(False)  # remembered
+    o.include_path.append("/b")  # a list changed in place
+    check(True)
+    check(False)
+    o.include_path[0] = "/z"
+    check(True)
+    o.debug = True  # a field assigned
+    check(True)
+    o.define_macro = [("A", "1"), "B"]  # tuples inside a list
+    check(True)
+    check(False)
+    check(True, "ptx")  # another target
+    o.extra = 1  # an attribute added
+    check(True)
+    del o.extra
+    check(True)
+    other = ProgramOptions(arch="sm_90", name="m.cu", include_path=["/a"])  # an equal object is its own
+    before = len(calls)
+    formatted(other, "nvrtc", "cubin")
+    assert len(calls) == before + 1
+
+    class Text(str):
+        pass
+
+    o.include_path = [Text("/s")]  # not comparable by identity: asked every time
+    check(True)
+    check(True)
+    o.include_path = ["/s"]
+    check(True)
+    check(False)
+    # A patched as_bytes is asked, not the answer of the method it replaced.
+    monkeypatch.setattr(ProgramOptions, "as_bytes", lambda self, *a: [b"-arch=sm_90", b"--patched"])
+    assert list(formatted(o, "nvrtc", "cubin")) == [b"-arch=sm_90", b"--patched"]
+    monkeypatch.setattr(ProgramOptions, "as_bytes", real)
+    _kcache._forget_cuda_core_options()
+
+
+def test_compile_follows_options_changed_in_place(tmp_path: Path, store: kcache.Store) -> None:
+    inc_a, inc_b = tmp_path / "a", tmp_path / "b"
+    for d, scale in ((inc_a, 2), (inc_b, 3)):
+        d.mkdir()
+        (d / "scale_in.cuh").write_text(f"#define SCALE_IN {scale}\n")
+    src = '#include "scale_in.cuh"\n' + fresh(SAXPY).replace("a * x[i]", "a * SCALE_IN * x[i]")
+    assert "SCALE_IN *" in src
+    options = ProgramOptions(arch="sm_90", include_path=[str(inc_b)], name="scale_in.cu")
+    off = kcache.open_store(kcache.Config.load(disable=True))
+    first = kcc.compile(src, options, "cubin", store=store)
+    options.include_path.insert(0, str(inc_a))  # now inc_a's header wins
+    second = kcc.compile(src, options, "cubin", store=store)
+    fresh_options = ProgramOptions(arch="sm_90", include_path=[str(inc_a), str(inc_b)], name="scale_in.cu")
+    assert bytes(second.code) == bytes(kcc.compile(src, fresh_options, "cubin", store=off).code)
+    assert bytes(second.code) != bytes(first.code)
+
+
 def test_compile_errors_are_kcache_compile_errors(store: kcache.Store) -> None:
     with pytest.raises(kcache.CompileError) as e:
         kcc.compile("__global__ void k() { nope(); }", ProgramOptions(arch="sm_90"), "cubin", store=store)

@@ -26,6 +26,29 @@ std::string_view to_string(CacheOutcome outcome) noexcept {
 
 namespace {
 
+using Shared = std::shared_ptr<const Artifact>;
+
+// `r`'s artifact, shared (made non-const, as Store::get_shared's are).
+Result<Shared> share(Result<Artifact> r) {
+  if (!r) {
+    return tl::unexpected(std::move(r.error()));
+  }
+  return Shared(std::make_shared<Artifact>(std::move(*r)));
+}
+
+// The artifact of `r` for a caller who wants one of its own: moved out when
+// the caller is its last owner (no other pointer to it exists, so none can
+// appear: the object was made non-const), else copied (a memory tier's).
+Result<Artifact> unshare(Result<Shared> r) {
+  if (!r) {
+    return tl::unexpected(std::move(r.error()));
+  }
+  if (r->use_count() == 1) {
+    return std::move(const_cast<Artifact&>(**r));  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+  }
+  return Artifact(**r);
+}
+
 // The tier of the hit the last look() on this thread found, the hit that
 // call served (its tier and saved time), and how the last get_or_compile()
 // on this thread ended (Cache::last_request).
@@ -82,31 +105,32 @@ struct Cache::Impl {
     }
   }
 
-  // A store hit, or nullopt. A store that cannot be read is a miss (counted).
-  std::optional<Artifact> look(const Key& key) {
+  // A store hit, or null. A store that cannot be read is a miss (counted).
+  // Shared: a hit from the memory tier is the tier's own artifact, uncopied.
+  Shared look(const Key& key) {
     Store::note_served_tier(std::nullopt);
-    auto got = store.get(key);
+    auto got = store.get_shared(key);
     if (!got) {
       c.store_errors++;
-      return std::nullopt;
+      return nullptr;
     }
     if (!*got || (*got)->passport.key != key) {
-      return std::nullopt;
+      return nullptr;
     }
     if (is_failed_compile((*got)->passport) && !failed_compile_error(**got)) {
-      return std::nullopt;  // a negative entry that does not decode answers nothing: a miss
+      return nullptr;  // a negative entry that does not decode answers nothing: a miss
     }
     t_look_tier = served_tier(store);
-    return std::move(**got);
+    return std::move(*got);
   }
 
-  Result<Artifact> hit(Artifact a, CacheOutcome kind, CacheOutcome* outcome) {
-    t_served.emplace(t_look_tier, a.passport.compile_duration_us);
+  Result<Shared> hit(Shared a, CacheOutcome kind, CacheOutcome* outcome) {
+    t_served.emplace(t_look_tier, a->passport.compile_duration_us);
     c.hits++;
     if (kind == CacheOutcome::hit_after_wait) {
       c.hits_after_wait++;
     }
-    c.compile_us_saved += a.passport.compile_duration_us;
+    c.compile_us_saved += a->passport.compile_duration_us;
     if (outcome != nullptr) {
       *outcome = kind;
     }
@@ -115,8 +139,8 @@ struct Cache::Impl {
 
   // run_once(), counted as one request under `route` (empty: options.route,
   // then the process's default) once it has ended.
-  Result<Artifact> run(const Key& key, const std::function<Result<CompileOutput>()>& compile,
-                       CacheOutcome* outcome, std::string_view route) {
+  Result<Shared> run(const Key& key, const std::function<Result<CompileOutput>()>& compile,
+                     CacheOutcome* outcome, std::string_view route) {
     t_served.reset();
     CacheOutcome kind = CacheOutcome::compiled;
     std::uint64_t compile_us = 0;
@@ -133,9 +157,9 @@ struct Cache::Impl {
     // A negative entry (found, or just compiled and stored) is the failure it
     // holds (passport/failed_compile.hpp); one that could not be stored is a
     // failed request.
-    const bool failed = result && is_failed_compile(result->passport);
+    const bool failed = result && is_failed_compile((*result)->passport);
     if (failed) {
-      result = served_or_failed(std::move(*result));
+      result = share(served_or_failed(Artifact(**result)));
     }
     const bool hit = kind == CacheOutcome::hit || kind == CacheOutcome::hit_after_wait;
     if (failed && !hit) {
@@ -174,22 +198,22 @@ struct Cache::Impl {
     }
   }
 
-  Result<Artifact> run_once(const Key& key, const std::function<Result<CompileOutput>()>& compile,
-                            CacheOutcome* outcome, std::uint64_t& compiled_us) {
+  Result<Shared> run_once(const Key& key, const std::function<Result<CompileOutput>()>& compile,
+                          CacheOutcome* outcome, std::uint64_t& compiled_us) {
     c.lookups++;
     if (auto a = look(key)) {
-      return hit(std::move(*a), CacheOutcome::hit, outcome);
+      return hit(std::move(a), CacheOutcome::hit, outcome);
     }
     // While another process holds the key, peek at the store between polls:
     // its published entry ends the wait without queueing for the lock.
-    std::optional<Artifact> published;
+    Shared published;
     auto lease = flight.acquire(key, options.lock_timeout, [&] {
       published = look(key);
-      return published.has_value();
+      return published != nullptr;
     });
     if (lease && !lease->held() && published) {
       c.waits++;
-      return hit(std::move(*published), CacheOutcome::hit_after_wait, outcome);
+      return hit(std::move(published), CacheOutcome::hit_after_wait, outcome);
     }
     if (!lease) {
       // Never let a lock problem break the compile: go on without the lease.
@@ -215,19 +239,19 @@ struct Cache::Impl {
     }
     // Look again: a holder may have published between the first look and the lease.
     if (auto a = look(key)) {
-      return hit(std::move(*a), waited ? CacheOutcome::hit_after_wait : CacheOutcome::hit, outcome);
+      return hit(std::move(a), waited ? CacheOutcome::hit_after_wait : CacheOutcome::hit, outcome);
     }
     // One compile per key across hosts: only this host's leader of the key
     // gets here, and it takes (or waits for) the remote lease.
     if (options.remote_lease) {
-      std::optional<Artifact> from_host;
+      Shared from_host;
       const RemoteLeaseOutcome r = options.remote_lease->acquire(key, [&] {
         from_host = look(key);
-        return from_host.has_value();
+        return from_host != nullptr;
       });
       if (r == RemoteLeaseOutcome::published && from_host) {
         c.remote_waits++;
-        return hit(std::move(*from_host), CacheOutcome::hit_after_wait, outcome);
+        return hit(std::move(from_host), CacheOutcome::hit_after_wait, outcome);
       }
       if (r == RemoteLeaseOutcome::owner) {
         holds->remote = options.remote_lease;
@@ -282,7 +306,7 @@ struct Cache::Impl {
     if (outcome != nullptr) {
       *outcome = kind;
     }
-    return std::move(a);
+    return Shared(std::make_shared<Artifact>(std::move(a)));
   }
 };
 
@@ -300,6 +324,11 @@ Result<CompileOutput> compile_in_process(const CompileRequest& request) {
 
 Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutcome* outcome,
                                        std::string_view route) {
+  return unshare(get_or_compile_shared(request, outcome, route));
+}
+
+Result<std::shared_ptr<const Artifact>> Cache::get_or_compile_shared(const CompileRequest& request,
+                                                                     CacheOutcome* outcome, std::string_view route) {
   const CompileFunction& fn = m_impl->options.compile;
   const bool off = m_impl->store.disabled();
   auto compile_it = [&]() -> Result<CompileOutput> {
@@ -342,7 +371,7 @@ Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutco
     return std::move(out->artifact);
   };
   if (off) {
-    return compile_only();
+    return share(compile_only());
   }
   auto key = derive_request_key(request);
   if (!key) {
@@ -352,7 +381,7 @@ Result<Artifact> Cache::get_or_compile(const CompileRequest& request, CacheOutco
     }
     // Not cacheable (an include kcache cannot resolve ...): compile, never store.
     m_impl->c.not_cacheable++;
-    return compile_only();
+    return share(compile_only());
   }
   return m_impl->run(*key, compile_it, outcome, route);
 }
@@ -365,6 +394,12 @@ Cache::~Cache() = default;
 Result<Artifact> Cache::get_or_compile(const Key& key,
                                        const std::function<Result<CompileOutput>()>& compile,
                                        CacheOutcome* outcome, std::string_view route) {
+  return unshare(m_impl->run(key, compile, outcome, route));
+}
+
+Result<std::shared_ptr<const Artifact>> Cache::get_or_compile_shared(
+    const Key& key, const std::function<Result<CompileOutput>()>& compile, CacheOutcome* outcome,
+    std::string_view route) {
   return m_impl->run(key, compile, outcome, route);
 }
 

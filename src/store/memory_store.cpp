@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -23,7 +24,7 @@ std::int64_t now_unix_ms() {
 
 struct MemoryStore::Impl {
   struct Entry {
-    Artifact artifact;
+    std::shared_ptr<const Artifact> artifact;  // never null; shared with get_shared() callers
     std::list<Key>::iterator position;  // in `lru`
     std::int64_t last_used_unix_ms = 0;
   };
@@ -35,7 +36,7 @@ struct MemoryStore::Impl {
   void evict_to_cap() {
     while (size_bytes > max_bytes && !lru.empty()) {
       const auto it = entries.find(lru.back());
-      size_bytes -= it->second.artifact.payload.size();
+      size_bytes -= it->second.artifact->payload.size();
       entries.erase(it);
       lru.pop_back();
       ++counters.evictions;
@@ -54,23 +55,30 @@ MemoryStore::MemoryStore(std::uint64_t max_bytes) : m_impl(std::make_unique<Impl
 
 MemoryStore::~MemoryStore() = default;
 
-Result<std::optional<Artifact>> MemoryStore::get(const Key& key) {
+std::shared_ptr<const Artifact> MemoryStore::find(const Key& key) {
   const std::lock_guard lock(m_impl->mutex);
   const auto it = m_impl->entries.find(key);
   if (it == m_impl->entries.end()) {
     ++m_impl->counters.misses;
-    return std::optional<Artifact>{};
+    return nullptr;
   }
   Impl::Entry& entry = it->second;
   m_impl->lru.splice(m_impl->lru.begin(), m_impl->lru, entry.position);
   entry.last_used_unix_ms = now_unix_ms();
   ++m_impl->counters.hits;
-  m_impl->counters.bytes_read += entry.artifact.payload.size();
-  m_impl->counters.compile_us_saved += entry.artifact.passport.compile_duration_us;
+  m_impl->counters.bytes_read += entry.artifact->payload.size();
+  m_impl->counters.compile_us_saved += entry.artifact->passport.compile_duration_us;
+  return entry.artifact;
+}
+
+Result<std::optional<Artifact>> MemoryStore::get(const Key& key) {
   // A copy of the passport; the payload's bytes are shared (immutable), so the
   // caller keeps them however soon the entry is evicted.
-  return std::optional<Artifact>{entry.artifact};
+  auto held = find(key);
+  return held ? std::optional<Artifact>{*held} : std::optional<Artifact>{};
 }
+
+Result<std::shared_ptr<const Artifact>> MemoryStore::get_shared(const Key& key) { return find(key); }
 
 Result<PutOutcome> MemoryStore::put(const Artifact& artifact) {
   // Verify outside the lock: hashing the payload is the expensive part.
@@ -102,7 +110,7 @@ Result<PutOutcome> MemoryStore::insert(const Artifact& artifact, Result<void> ch
     return PutOutcome::stored;
   }
   m_impl->lru.push_front(key);
-  Impl::Entry entry{artifact, m_impl->lru.begin(), now_unix_ms()};
+  Impl::Entry entry{std::make_shared<Artifact>(artifact), m_impl->lru.begin(), now_unix_ms()};
   m_impl->entries.emplace(key, std::move(entry));
   m_impl->size_bytes += artifact.payload.size();
   ++m_impl->counters.puts;
@@ -117,7 +125,7 @@ Result<bool> MemoryStore::remove(const Key& key) {
   if (it == m_impl->entries.end()) {
     return false;
   }
-  m_impl->size_bytes -= it->second.artifact.payload.size();
+  m_impl->size_bytes -= it->second.artifact->payload.size();
   m_impl->lru.erase(it->second.position);
   m_impl->entries.erase(it);
   return true;
@@ -130,7 +138,7 @@ Result<std::vector<EntryInfo>> MemoryStore::list() {
   // Most recently used first, which is the order people expect from an LRU.
   for (const Key& key : m_impl->lru) {
     const Impl::Entry& entry = m_impl->entries.at(key);
-    const Passport& p = entry.artifact.passport;
+    const Passport& p = entry.artifact->passport;
     out.push_back(EntryInfo{key, p.kind, p.payload_size, p.created_unix_ms, entry.last_used_unix_ms});
   }
   return out;

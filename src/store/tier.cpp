@@ -1,6 +1,8 @@
-// The tier kinds of kcache/store.hpp and the per-thread note of which tier
-// served the last hit of a chain.
+// The tier kinds of kcache/store.hpp, the per-thread note of which tier
+// served the last hit of a chain, and Store::get_shared's default.
 #include <array>
+#include <memory>
+#include <utility>
 
 #include "kcache/store.hpp"
 
@@ -28,5 +30,16 @@ std::optional<Tier> parse_tier(std::string_view name) noexcept {
 std::optional<Tier> Store::last_served_tier() noexcept { return t_served; }
 
 void Store::note_served_tier(std::optional<Tier> tier) noexcept { t_served = tier; }
+
+Result<std::shared_ptr<const Artifact>> Store::get_shared(const Key& key) {
+  auto got = get(key);
+  if (!got) {
+    return tl::unexpected(std::move(got.error()));
+  }
+  if (!got->has_value()) {
+    return std::shared_ptr<const Artifact>{};
+  }
+  return std::shared_ptr<const Artifact>(std::make_shared<Artifact>(std::move(**got)));
+}
 
 }  // namespace kcache

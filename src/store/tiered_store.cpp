@@ -83,18 +83,27 @@ TieredStore::~TieredStore() {
 Result<std::optional<Artifact>> TieredStore::get(const Key& key) { return get_into(key, {}); }
 
 Result<std::optional<Artifact>> TieredStore::get_into(const Key& key, const PayloadAllocator& allocate) {
+  return look_up<std::optional<Artifact>>(key, [&](Store& tier) { return tier.get_into(key, allocate); });
+}
+
+Result<std::shared_ptr<const Artifact>> TieredStore::get_shared(const Key& key) {
+  return look_up<std::shared_ptr<const Artifact>>(key, [&](Store& tier) { return tier.get_shared(key); });
+}
+
+template <class Held, class Ask>
+Result<Held> TieredStore::look_up(const Key& key, const Ask& ask) {
   t_last_hit_tier = -1;
   note_served_tier(std::nullopt);
   std::size_t failed = 0;
   Error last_error;
   for (std::size_t i = 0; i < m_impl->tiers.size(); ++i) {
     const auto start = t_tracing ? TraceClock::now() : TraceClock::time_point{};
-    auto got = m_impl->tiers[i]->store->get_into(key, allocate);
+    Result<Held> got = ask(*m_impl->tiers[i]->store);
     if (t_tracing) {
       trace(m_impl->tiers[i]->location, start,
-            !got                   ? TierLookup::Outcome::error
-            : got->has_value()     ? TierLookup::Outcome::hit
-                                   : TierLookup::Outcome::miss);
+            !got                        ? TierLookup::Outcome::error
+            : static_cast<bool>(*got)   ? TierLookup::Outcome::hit
+                                        : TierLookup::Outcome::miss);
     }
     if (!got) {
       m_impl->failed(i, "get", got.error());
@@ -102,7 +111,7 @@ Result<std::optional<Artifact>> TieredStore::get_into(const Key& key, const Payl
       last_error = std::move(got.error());
       continue;
     }
-    if (!got->has_value()) {
+    if (!*got) {
       continue;
     }
     if ((*got)->passport.key != key) {
@@ -132,7 +141,7 @@ Result<std::optional<Artifact>> TieredStore::get_into(const Key& key, const Payl
     return tl::unexpected(std::move(last_error));
   }
   m_impl->misses.fetch_add(1, std::memory_order_relaxed);
-  return std::optional<Artifact>{};
+  return Held{};
 }
 
 void TieredStore::set_tier_location(std::size_t index, std::string location) {

@@ -139,7 +139,8 @@ struct WriteBehindStore::Impl {
   // Queues `artifact` (already checked) for the background thread.
   Result<PutOutcome> enqueue(const Artifact& artifact, PutKind kind, PutDone done) {
     const std::uint64_t bytes = budget_bytes(artifact);
-    auto copy = std::make_shared<const Artifact>(artifact);  // outside the lock: may be large
+    // Outside the lock: may be large. Non-const, as Store::get_shared promises.
+    std::shared_ptr<const Artifact> copy = std::make_shared<Artifact>(artifact);
     std::unique_lock lock(mutex);
     const auto has_room = [&] { return pending_bytes == 0 || pending_bytes + bytes <= options.max_pending_bytes; };
     if (!has_room()) {
@@ -270,22 +271,34 @@ WriteBehindStore::~WriteBehindStore() {
 
 Result<std::optional<Artifact>> WriteBehindStore::get(const Key& key) { return get_into(key, {}); }
 
-Result<std::optional<Artifact>> WriteBehindStore::get_into(const Key& key, const PayloadAllocator& allocate) {
-  std::shared_ptr<const Artifact> queued;
+std::shared_ptr<const Artifact> WriteBehindStore::queued(const Key& key) {
+  std::shared_ptr<const Artifact> found;
   {
     std::lock_guard lock(m_impl->mutex);
     if (const auto it = m_impl->pending.find(key); it != m_impl->pending.end()) {
-      queued = it->second.artifact;
+      found = it->second.artifact;
       ++m_impl->stats.pending_hits;
     }
   }
-  if (queued) {
-    // Verified when it was queued and immutable since: a copy for the caller,
-    // served from this process's memory.
+  if (found) {
+    // Verified when it was queued and immutable since: served from this process's memory.
     note_served_tier(Tier::memory);
-    return std::optional<Artifact>{*queued};
+  }
+  return found;
+}
+
+Result<std::optional<Artifact>> WriteBehindStore::get_into(const Key& key, const PayloadAllocator& allocate) {
+  if (auto found = queued(key)) {
+    return std::optional<Artifact>{*found};  // a copy for the caller
   }
   return m_impl->inner->get_into(key, allocate);
+}
+
+Result<std::shared_ptr<const Artifact>> WriteBehindStore::get_shared(const Key& key) {
+  if (auto found = queued(key)) {
+    return found;
+  }
+  return m_impl->inner->get_shared(key);
 }
 
 Result<PutOutcome> WriteBehindStore::put(const Artifact& artifact) { return put_then(artifact, {}); }

@@ -57,6 +57,37 @@ TEST(Cache, MissCompilesPublishesAndTheNextCallHits) {
   EXPECT_EQ(cache.stats().hits, 1U);
 }
 
+// get_or_compile_shared: a warm hit from the memory tier is the tier's own
+// artifact (no copy); get_or_compile hands out a copy of its own, equal to
+// it, and a compiled result (no other owner) whole.
+TEST(Cache, SharedHitsAreTheMemoryTiersArtifactAndValueResultsAreTheCallersOwn) {
+  MemoryStore store(1 << 20);
+  Cache cache(store);
+  const auto key = builder("s").key();
+  int compiles = 0;
+  auto fn = [&] { ++compiles; return produce("s"); };
+  CacheOutcome outcome{};
+  auto compiled = cache.get_or_compile_shared(key, fn, &outcome);
+  ASSERT_TRUE(compiled && *compiled);
+  EXPECT_EQ(outcome, CacheOutcome::compiled);
+  auto first = cache.get_or_compile_shared(key, fn, &outcome);
+  auto second = cache.get_or_compile_shared(key, fn, &outcome);
+  ASSERT_TRUE(first && *first && second && *second);
+  EXPECT_EQ(outcome, CacheOutcome::hit);
+  EXPECT_EQ(first->get(), second->get());  // the memory tier's own
+  EXPECT_EQ(**first, **compiled);
+  auto value = cache.get_or_compile(key, fn, &outcome);
+  ASSERT_TRUE(value.has_value());
+  EXPECT_EQ(*value, **first);
+  EXPECT_TRUE((*first)->verify().has_value());  // the store's artifact is untouched by the copy
+  EXPECT_EQ(compiles, 1);
+  EXPECT_EQ(cache.stats().hits, 3U);
+  // A fresh key through the value API: compiled, returned whole.
+  auto other = cache.get_or_compile(builder("t").key(), [] { return produce("t"); });
+  ASSERT_TRUE(other.has_value());
+  EXPECT_TRUE(other->verify().has_value());
+}
+
 // TESTING C05 among threads: 16 threads ask for one cold key at once.
 TEST(Cache, SixteenThreadsOnOneColdKeyCompileOnce) {
   MemoryStore store(1 << 20);

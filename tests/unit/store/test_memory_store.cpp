@@ -37,6 +37,28 @@ TEST(MemoryStore, AHitSharesThePayloadAndItOutlivesEviction) {
   EXPECT_TRUE((*got)->verify().has_value());
 }
 
+// get_shared() hands out the stored artifact itself (no copy of its passport),
+// counted like get(); the caller keeps it after eviction; a miss is null.
+TEST(MemoryStore, GetSharedReturnsTheStoredArtifactItselfAndCountsLikeGet) {
+  MemoryStore store(300 << 10);
+  const Artifact a = blob("big", 200 << 10, 'b');
+  ASSERT_TRUE(store.put(a).has_value());
+  auto first = store.get_shared(a.passport.key);
+  auto second = store.get_shared(a.passport.key);
+  ASSERT_TRUE(first && *first && second && *second);
+  EXPECT_EQ(first->get(), second->get());  // one object
+  EXPECT_EQ(**first, a);
+  EXPECT_EQ(store.stats()->hits, 2U);
+  auto missing = store.get_shared(blob("absent", 10).passport.key);
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(*missing, nullptr);
+  EXPECT_EQ(store.stats()->misses, 1U);
+  ASSERT_TRUE(store.put(blob("other", 200 << 10, 'o')).has_value());  // evicts "big"
+  EXPECT_FALSE(store.get(a.passport.key)->has_value());
+  EXPECT_EQ(**first, a);
+  EXPECT_TRUE((*first)->verify().has_value());
+}
+
 Artifact blob(const std::string& name, std::size_t size, char fill) {
   return Artifact::make(KeyBuilder("test").add("name", name), "blob", std::string(size, fill));
 }

@@ -118,6 +118,28 @@ TEST(TieredStore, LookupTraceRecordsEveryTierAskedWithItsLocationAndOutcome) {
   EXPECT_TRUE(TieredStore::take_lookup_trace().empty());
 }
 
+// get_shared(): a lower tier's hit fills the memory tier, and the next
+// get_shared() is the memory tier's own artifact (one object, no copy).
+TEST(TieredStore, GetSharedFillsUpperTiersAndThenServesTheMemoryTiersArtifact) {
+  auto c = make_chain();
+  const Artifact a = blob("a");
+  ASSERT_TRUE(c->store->tier(1).put(a).has_value());
+  auto lower = c->store->get_shared(a.passport.key);
+  ASSERT_TRUE(lower && *lower);
+  EXPECT_EQ(**lower, a);
+  EXPECT_EQ(TieredStore::last_hit_tier(), 1);
+  auto upper = c->store->get_shared(a.passport.key);
+  auto again = c->store->get_shared(a.passport.key);
+  ASSERT_TRUE(upper && *upper && again && *again);
+  EXPECT_EQ(TieredStore::last_hit_tier(), 0);
+  EXPECT_EQ(upper->get(), again->get());
+  EXPECT_EQ(**upper, a);
+  auto missing = c->store->get_shared(blob("absent").passport.key);
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(*missing, nullptr);
+  EXPECT_EQ(TieredStore::last_hit_tier(), -1);
+}
+
 TEST(TieredStore, PutWritesEveryTier) {
   auto c = make_chain();
   const Artifact a = blob("a");

@@ -124,6 +124,12 @@ TEST(WriteBehindStore, PutReturnsQueuedAndGetSeesItBeforeThePublish) {
   EXPECT_EQ(**got, a);
   EXPECT_EQ(store.write_behind_stats().pending, 1U);
   EXPECT_EQ(store.write_behind_stats().pending_hits, 1U);
+  // Shared: the queued artifact itself, twice the same object.
+  auto shared = store.get_shared(a.passport.key);
+  ASSERT_TRUE(shared && *shared);
+  EXPECT_EQ(**shared, a);
+  EXPECT_EQ(shared->get(), store.get_shared(a.passport.key)->get());
+  EXPECT_EQ(store.write_behind_stats().pending_hits, 3U);
   gate.open();
   ASSERT_TRUE(store.flush().has_value());
   EXPECT_TRUE(holds_exact(disk, a));
@@ -136,7 +142,10 @@ TEST(WriteBehindStore, PutReturnsQueuedAndGetSeesItBeforeThePublish) {
   got = store.get(a.passport.key);
   ASSERT_TRUE(got && got->has_value());
   EXPECT_EQ((*got)->payload, a.payload);
-  EXPECT_EQ(store.write_behind_stats().pending_hits, 1U);
+  auto shared_after = store.get_shared(a.passport.key);  // the inner store's, through its get_shared
+  ASSERT_TRUE(shared_after && *shared_after);
+  EXPECT_EQ(**shared_after, a);
+  EXPECT_EQ(store.write_behind_stats().pending_hits, 3U);
 }
 
 TEST(WriteBehindStore, FlushPublishesEverythingInOrder) {
