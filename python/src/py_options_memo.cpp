@@ -135,8 +135,12 @@ bool unchanged(PyObject* dict, const std::vector<nb::object>& state) {
 
 nb::object options_bytes(nb::handle options, const std::string& backend, const std::string& target) {
   nb::object method = nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(options.ptr()))).attr("as_bytes");
-  PyObject** dict_ptr = _PyObject_GetDictPtr(options.ptr());
-  PyObject* dict = dict_ptr == nullptr ? nullptr : *dict_ptr;
+  // The instance dictionary (a new reference); none for an object without one.
+  nb::object held_dict = nb::steal(PyObject_GenericGetDict(options.ptr(), nullptr));
+  if (!held_dict.is_valid()) {
+    PyErr_Clear();
+  }
+  PyObject* dict = held_dict.is_valid() ? held_dict.ptr() : nullptr;
   const bool rememberable = dict != nullptr && PyDict_CheckExact(dict) && [&] {
     PyObject* arch = PyDict_GetItemString(dict, "arch");  // borrowed; null when absent
     return arch != nullptr && arch != Py_None;

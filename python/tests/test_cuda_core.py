@@ -233,6 +233,20 @@ def test_options_are_formatted_again_whenever_anything_they_hold_changes(monkeyp
     o.include_path = ["/s"]
     check(True)
     check(False)
+    # An options object with no instance dictionary (cuda.core's internals moved) is asked every time.
+    class Slotted:
+        __slots__ = ("arch", "asked")
+
+        def __init__(self) -> None:
+            self.arch, self.asked = "sm_90", 0
+
+        def as_bytes(self, backend: str, target: str) -> list[bytes]:
+            self.asked += 1
+            return [b"-arch=sm_90"]
+
+    slotted = Slotted()
+    assert list(formatted(slotted, "nvrtc", "cubin")) == list(formatted(slotted, "nvrtc", "cubin")) == [b"-arch=sm_90"]
+    assert slotted.asked == 2
     # A patched as_bytes is asked, not the answer of the method it replaced.
     monkeypatch.setattr(ProgramOptions, "as_bytes", lambda self, *a: [b"-arch=sm_90", b"--patched"])
     assert list(formatted(o, "nvrtc", "cubin")) == [b"-arch=sm_90", b"--patched"]
