@@ -129,7 +129,7 @@ def _compile(
     source: str | bytes | bytearray | memoryview,
     target: str,
     arch: str,
-    options: Sequence[str],
+    options: Sequence[str | bytes],
     name_expressions: Sequence[str],
     headers: Mapping[str, str | bytes | bytearray | memoryview] | None,
     include_paths: Sequence[Any],
