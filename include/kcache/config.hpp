@@ -104,6 +104,8 @@ struct Config {
   // Not a setting: how the file tier reads large payloads (FileStoreOptions::
   // large_reads). The Python package sets LargeReads::copied.
   LargeReads large_reads = LargeReads::mapped;
+  // Not a setting either: FileStoreOptions::map_min_bytes (the kcache command sets 16 KiB).
+  std::size_t map_min_bytes = 1024 * 1024;
 
   // For each setting name (the config-file key), where its value came from.
   std::map<std::string, SettingSource> origin;

@@ -138,6 +138,14 @@ struct FileStoreOptions {
   std::function<void(const Key&, const std::string&)> damaged;
   // How large payloads are read (see LargeReads). get_view() always maps.
   LargeReads large_reads = LargeReads::mapped;
+  // The size from which get() and get_into() treat a payload as large
+  // (FileStore::k_map_min_bytes unless set; at least 4 KiB). In a warm process a read
+  // into memory it has used before costs less than a mapping below 1 MiB; a
+  // new process pays a page fault and a zero-fill for every page of a fresh
+  // buffer, so the kcache command maps from 16 KiB (docs/performance.md,
+  // "Process start"). Below 1 MiB a mapping is not populated up front: the
+  // kernel maps 16 cached pages per fault as the check reads through it.
+  std::size_t map_min_bytes = 1024 * 1024;
 };
 
 // What verify() found.
@@ -357,7 +365,7 @@ class FileStore final : public Store {
   // mapping, smaller ones are read into a buffer the view owns, unzeroed.
   // Same hits, misses, errors and counters as get().
   // (Below 1 MiB, setting up and tearing down a mapping costs more than a read.)
-  static constexpr std::size_t k_map_min_bytes = 1024 * 1024;
+  static constexpr std::size_t k_map_min_bytes = 1024 * 1024;  // FileStoreOptions::map_min_bytes' default
   // get_into() reads a payload of this many bytes or more straight into the
   // memory `allocate` lends (smaller ones are copied there after the read).
   static constexpr std::size_t k_lend_min_bytes = 64 * 1024;

@@ -760,6 +760,7 @@ FileStoreOptions Config::file_store_options() const {
   o.sharing = sharing;
   o.verify = verify;
   o.large_reads = large_reads;
+  o.map_min_bytes = map_min_bytes;
   o.eviction_policy = eviction_policy;
   return o;
 }

@@ -83,6 +83,19 @@ std::uint64_t seal_of(const std::array<std::uint64_t, k_words>& words) noexcept 
          k_seal_salt;
 }
 
+// A key's home slot: bytes 2..3 of the key modulo N (every kcache looks
+// there first; one before sets of ways looked nowhere else).
+unsigned home_index(const unsigned char* key_bytes, unsigned slots) noexcept {
+  return ((unsigned{key_bytes[2]} << 8) | key_bytes[3]) & (slots - 1);
+}
+
+// The k-th way probed for a key whose home is `home`: its set is the aligned
+// group of k_ways slots around home, probed from home on, wrapping in the set.
+constexpr unsigned k_ways = FileCheckTable::k_ways;
+unsigned way_index(unsigned home, unsigned k) noexcept {
+  return (home & ~(k_ways - 1)) | ((home + k) & (k_ways - 1));
+}
+
 }  // namespace
 
 CheckRecord CheckRecord::from_stat(const struct stat& st, std::uint64_t xxh3, std::uint64_t sha256_prefix) noexcept {
@@ -268,10 +281,20 @@ void FileCheckTable::fit(std::uint64_t entries) noexcept {
       if (w[10] == 0 || w[10] != seal_of(w)) {
         continue;
       }
+      // Into the first free way of its set in the new table (home first); a
+      // set already full drops it (the table is a cache).
       unsigned char key_bytes[32];
       std::memcpy(key_bytes, w.data(), 32);
-      const unsigned index = ((unsigned{key_bytes[2]} << 8) | key_bytes[3]) & (want - 1);
-      std::memcpy(image.data() + k_header_bytes + std::size_t{index} * k_slot_bytes, w.data(), k_slot_bytes);
+      const unsigned home = home_index(key_bytes, want);
+      for (unsigned k = 0; k < k_ways; ++k) {
+        char* to = image.data() + k_header_bytes + std::size_t{way_index(home, k)} * k_slot_bytes;
+        std::uint64_t to_seal = 0;
+        std::memcpy(&to_seal, to + 80, 8);
+        if (to_seal == 0) {
+          std::memcpy(to, w.data(), k_slot_bytes);
+          break;
+        }
+      }
     }
     const MappedSharedFile grown =
         replace_shared_file(m_dir_fd, format_for(want), m_mode, std::move(image), k_replaced_offset);
@@ -285,29 +308,44 @@ void FileCheckTable::fit(std::uint64_t entries) noexcept {
   }
 }
 
-std::uint64_t* FileCheckTable::slot(const Mapping& m, const Key& key) noexcept {
-  const auto& b = key.bytes();
-  const unsigned index = ((unsigned{b[2]} << 8) | b[3]) & (m.slots - 1);
+std::uint64_t* FileCheckTable::slot(const Mapping& m, unsigned index) noexcept {
   return reinterpret_cast<std::uint64_t*>(static_cast<char*>(m.data) + k_header_bytes +
                                          std::size_t{index} * k_slot_bytes);
 }
+
+namespace {
+
+std::array<std::uint64_t, k_words> load_slot(std::uint64_t* s) noexcept {
+  std::array<std::uint64_t, k_words> w{};
+  for (std::size_t i = 0; i < k_words; ++i) {
+    w[i] = load(s + i);
+  }
+  return w;
+}
+
+bool holds_key(const std::array<std::uint64_t, k_words>& w, const std::array<std::uint64_t, 4>& kw) noexcept {
+  return w[0] == kw[0] && w[1] == kw[1] && w[2] == kw[2] && w[3] == kw[3];
+}
+
+bool sealed(const std::array<std::uint64_t, k_words>& w) noexcept { return w[10] != 0 && w[10] == seal_of(w); }
+
+}  // namespace
 
 bool FileCheckTable::find(const Key& key, CheckRecord& out) const noexcept {
   const Mapping* m = current();
   if (m == nullptr) {
     return false;
   }
-  std::uint64_t* s = slot(*m, key);
-  std::array<std::uint64_t, k_words> w{};
-  for (std::size_t i = 0; i < k_words; ++i) {
-    w[i] = load(s + i);
-  }
   const auto kw = key_words(key);
-  if (w[0] != kw[0] || w[1] != kw[1] || w[2] != kw[2] || w[3] != kw[3] || w[10] != seal_of(w)) {
-    return false;
+  const unsigned home = home_index(key.bytes().data(), m->slots);
+  for (unsigned k = 0; k < k_ways; ++k) {
+    const auto w = load_slot(slot(*m, way_index(home, k)));
+    if (holds_key(w, kw) && sealed(w)) {
+      out = CheckRecord{w[4], w[5], w[6], w[7], w[8], w[9]};
+      return true;
+    }
   }
-  out = CheckRecord{w[4], w[5], w[6], w[7], w[8], w[9]};
-  return true;
+  return false;
 }
 
 void FileCheckTable::record(const Key& key, const CheckRecord& rec) noexcept {
@@ -319,7 +357,24 @@ void FileCheckTable::record(const Key& key, const CheckRecord& rec) noexcept {
   if (m == nullptr) {
     return;
   }
-  std::uint64_t* s = slot(*m, key);
+  // The way that holds this key already (sealed or not), else the first way
+  // that holds no record (home first), else one chosen by the record's own
+  // bits: keys that share a home no longer take turns in one slot.
+  const unsigned home = home_index(key.bytes().data(), m->slots);
+  unsigned chosen = k_ways;
+  unsigned free_way = k_ways;
+  for (unsigned k = 0; k < k_ways && chosen == k_ways; ++k) {
+    const auto there = load_slot(slot(*m, way_index(home, k)));
+    if (holds_key(there, kw)) {
+      chosen = k;
+    } else if (free_way == k_ways && !sealed(there)) {
+      free_way = k;
+    }
+  }
+  if (chosen == k_ways) {
+    chosen = free_way != k_ways ? free_way : static_cast<unsigned>((rec.xxh3 ^ rec.ctime_ns) % k_ways);
+  }
+  std::uint64_t* s = slot(*m, way_index(home, chosen));
   store_word(s + 10, 0);  // unseal first so a reader never pairs a new body with the old seal
   for (std::size_t i = 0; i < k_words; ++i) {
     store_word(s + i, w[i]);
@@ -331,10 +386,13 @@ void FileCheckTable::forget(const Key& key) noexcept {
   if (m == nullptr) {
     return;
   }
-  std::uint64_t* s = slot(*m, key);
   const auto kw = key_words(key);
-  if (load(s) == kw[0] && load(s + 1) == kw[1] && load(s + 2) == kw[2] && load(s + 3) == kw[3]) {
-    store_word(s + 10, 0);
+  const unsigned home = home_index(key.bytes().data(), m->slots);
+  for (unsigned k = 0; k < k_ways; ++k) {  // every way: two processes may have recorded the key in two
+    std::uint64_t* s = slot(*m, way_index(home, k));
+    if (load(s) == kw[0] && load(s + 1) == kw[1] && load(s + 2) == kw[2] && load(s + 3) == kw[3]) {
+      store_word(s + 10, 0);
+    }
   }
 }
 

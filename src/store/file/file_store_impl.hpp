@@ -8,6 +8,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -69,6 +70,8 @@ struct ScannedEntry {
 
 struct FileStore::Impl {
   FileStoreOptions options;
+  // options.map_min_bytes, at least one page (an empty payload is never mapped).
+  std::size_t map_min_bytes() const noexcept { return std::max<std::size_t>(options.map_min_bytes, 4096); }
   util::Fd root_fd;
   util::Fd entries_fd;
   int entries_err = EBADF;  // why entries_fd could not be opened
@@ -200,7 +203,7 @@ struct FileStore::Impl {
   // against `passport`) in bounded chunks, into `out` when not null (else only
   // hashing it), and checks it against `passport`: XXH3 against a check record
   // made by a full check of this very file when the options allow, else
-  // SHA-256 (then recorded). A payload of FileStore::k_map_min_bytes or more
+  // SHA-256 (then recorded). A payload of map_min_bytes() or more
   // is mapped into `out` instead of read (checked where it lies), or, with
   // `allocate`, copied from the mapping into memory it lends and checked
   // there. bad: the bytes do not match, or the file ended early; error: a
@@ -214,7 +217,7 @@ struct FileStore::Impl {
   // The `size` bytes of the payload file `fd` whose SHA-256 was already
   // checked against its passport as they were written (a committed
   // StagedPayload), read as check_payload reads them (mapped at
-  // FileStore::k_map_min_bytes or more, or read with LargeReads::copied) but
+  // map_min_bytes() or more, or read with LargeReads::copied) but
   // not hashed again. Failure: the errno of the read or mapping (EPIPE: the
   // file is shorter).
   tl::expected<Payload, int> load_checked_payload(int fd, std::uint64_t size) const;

@@ -247,5 +247,160 @@ TEST(FileCheckTable, ALazyTableIsMadeByItsFirstUseAtTheSizeAskedFor) {
   EXPECT_EQ(late->slots(), 256U);
 }
 
+// Keys whose bytes 2..3 are `home` (their home slot at every table size from
+// 32 slots up when home < 32), told apart by byte 0.
+Key key_at_home(unsigned home, unsigned char which) {
+  Key::Bytes b{};
+  b[0] = which;
+  b[2] = static_cast<unsigned char>(home >> 8);
+  b[3] = static_cast<unsigned char>(home & 0xff);
+  b[31] = 0x5a;
+  return Key(b);
+}
+
+// The bytes of slot `index` of the table file, for checking where a record landed.
+std::string slot_bytes(const fs::path& checks, unsigned index) {
+  std::string all(fs::file_size(checks), '\0');
+  util::Fd fd(::open(checks.c_str(), O_RDONLY | O_CLOEXEC));
+  EXPECT_EQ(::pread(fd.get(), all.data(), all.size(), 0), static_cast<ssize_t>(all.size()));
+  return all.substr(FileCheckTable::k_header_bytes + std::size_t{index} * FileCheckTable::k_slot_bytes,
+                    FileCheckTable::k_slot_bytes);
+}
+
+// One slot a key made keys that share a home take turns: each read of one
+// after the other hashed in full. A set's eight now keep a record each.
+TEST(FileCheckTable, KeysThatShareAHomeKeepARecordEach) {
+  StatsDir dir;
+  auto table = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::slots_for_cap(0));
+  ASSERT_NE(table, nullptr);
+  constexpr unsigned char ways = FileCheckTable::k_ways;
+  ASSERT_EQ(ways, 8U);
+  for (unsigned char i = 0; i < ways; ++i) {
+    table->record(key_at_home(21, i), record_for(100 + i));  // set 16..23
+  }
+  for (unsigned char round = 0; round < 3; ++round) {
+    for (unsigned char i = 0; i < ways; ++i) {
+      CheckRecord r;
+      ASSERT_TRUE(table->find(key_at_home(21, i), r)) << "key " << int{i} << " round " << int{round};
+      EXPECT_EQ(r, record_for(100 + i));
+    }
+  }
+  // Re-recording a key rewrites its own slot: no way is taken twice.
+  table->record(key_at_home(21, 2), record_for(200));
+  for (unsigned char i = 0; i < ways; ++i) {
+    CheckRecord r;
+    ASSERT_TRUE(table->find(key_at_home(21, i), r));
+    EXPECT_EQ(r, record_for(i == 2 ? 200 : 100 + i));
+  }
+  // A key of the next set is not disturbed, and one more key of the full set
+  // takes one of its ways: it is found, and all but one of the others are.
+  table->record(key_at_home(24, 9), record_for(9));
+  table->record(key_at_home(21, ways), record_for(100 + ways));
+  CheckRecord r;
+  ASSERT_TRUE(table->find(key_at_home(21, ways), r));
+  EXPECT_EQ(r, record_for(100 + ways));
+  int kept = 0;
+  for (unsigned char i = 0; i < ways; ++i) {
+    kept += table->find(key_at_home(21, i), r) ? 1 : 0;
+  }
+  EXPECT_EQ(kept, ways - 1);
+  ASSERT_TRUE(table->find(key_at_home(24, 9), r));
+  EXPECT_EQ(r, record_for(9));
+  // Other processes (another mapping) see every record.
+  auto other = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::slots_for_cap(0));
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(other->find(key_at_home(21, ways), r));
+  ASSERT_TRUE(other->find(key_at_home(24, 9), r));
+}
+
+// kcache before sets looked in the home slot only: a key alone in its set is
+// recorded there, so such a process still finds it.
+TEST(FileCheckTable, AKeyAloneInItsSetIsRecordedInItsHomeSlot) {
+  StatsDir dir;
+  auto table = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::slots_for_cap(0));
+  ASSERT_NE(table, nullptr);
+  const Key key = key_at_home(13, 1);  // set 8..15, home 13
+  table->record(key, record_for(5));
+  const std::string home = slot_bytes(dir.checks(), 13);
+  EXPECT_EQ(home.substr(0, 32), std::string(reinterpret_cast<const char*>(key.bytes().data()), 32));
+  for (unsigned other : {8U, 9U, 10U, 11U, 12U, 14U, 15U}) {
+    EXPECT_EQ(slot_bytes(dir.checks(), other), std::string(FileCheckTable::k_slot_bytes, '\0')) << other;
+  }
+  // A second key with the same home goes to the next way of the set (14).
+  table->record(key_at_home(13, 2), record_for(6));
+  EXPECT_EQ(slot_bytes(dir.checks(), 14)[0], '\2');
+}
+
+TEST(FileCheckTable, ForgetClearsTheKeyWhereverItIs) {
+  StatsDir dir;
+  auto table = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::slots_for_cap(0));
+  ASSERT_NE(table, nullptr);
+  for (unsigned char i = 0; i < 3; ++i) {
+    table->record(key_at_home(5, i), record_for(i));
+  }
+  table->forget(key_at_home(5, 1));  // not in its home slot
+  CheckRecord r;
+  EXPECT_FALSE(table->find(key_at_home(5, 1), r));
+  EXPECT_TRUE(table->find(key_at_home(5, 0), r));
+  EXPECT_TRUE(table->find(key_at_home(5, 2), r));
+  // Its way is free again: the next key of the set takes it, and nothing is lost.
+  table->record(key_at_home(5, 7), record_for(7));
+  table->record(key_at_home(5, 8), record_for(8));
+  for (unsigned char i : {0, 2, 7, 8}) {
+    EXPECT_TRUE(table->find(key_at_home(5, i), r)) << int{i};
+  }
+}
+
+TEST(FileCheckTable, GrowingKeepsEveryWayOfASet) {
+  StatsDir dir;
+  auto table = FileCheckTable::open(dir.fd(), 0600, FileCheckTable::slots_for_cap(0));
+  ASSERT_NE(table, nullptr);
+  for (unsigned char i = 0; i < FileCheckTable::k_ways; ++i) {
+    table->record(key_at_home(30, i), record_for(i));
+  }
+  table->fit(100);
+  ASSERT_EQ(table->slots(), 256U);
+  for (unsigned char i = 0; i < FileCheckTable::k_ways; ++i) {
+    CheckRecord r;
+    ASSERT_TRUE(table->find(key_at_home(30, i), r)) << int{i};
+    EXPECT_EQ(r, record_for(i));
+  }
+}
+
+// Through the store: two entries whose keys share a home slot, read in turn,
+// both keep their record (each read after the first is a fast check).
+TEST(FileCheckTable, TheStoreKeepsRecordsOfEntriesThatShareAHome) {
+  test::TempDir dir;
+  auto o = test::quiet_options(dir.path() / "cache");
+  o.max_size_bytes = 0;
+  // Two test keys with one home in a 32-slot table.
+  std::uint64_t a = 0;
+  std::uint64_t b = 1;
+  auto home = [](std::uint64_t seed) {
+    const auto& k = test::test_key(seed).bytes();
+    return ((unsigned{k[2]} << 8) | k[3]) & 31U;
+  };
+  while (home(b) != home(a)) {
+    ++b;
+  }
+  auto store = test::open_store(o);
+  ASSERT_TRUE(store->put(test::make_artifact(a, a, 5000)).has_value());
+  ASSERT_TRUE(store->put(test::make_artifact(b, b, 5000)).has_value());
+  for (int round = 0; round < 2; ++round) {
+    for (std::uint64_t seed : {a, b}) {
+      auto got = store->get(test::test_key(seed));
+      ASSERT_TRUE(got.has_value() && got->has_value());
+      EXPECT_EQ(test::check_payload((*got)->payload.view()), seed);
+    }
+  }
+  util::Fd stats(::open((dir.path() / "cache" / "v1" / "stats").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  auto table = FileCheckTable::open(stats.get(), 0600, FileCheckTable::slots_for_cap(0));
+  ASSERT_NE(table, nullptr);
+  ASSERT_EQ(table->slots(), 32U);
+  CheckRecord r;
+  EXPECT_TRUE(table->find(test::test_key(a), r)) << "seed " << a;
+  EXPECT_TRUE(table->find(test::test_key(b), r)) << "seed " << b;
+}
+
 }  // namespace
 }  // namespace kcache

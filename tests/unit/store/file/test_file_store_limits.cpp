@@ -11,6 +11,7 @@
 
 #include <array>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -191,6 +192,65 @@ TEST(FileStoreLimits, GetSharesLargePayloadsWithoutACopyAndTheyOutliveTheEntry) 
       }
     }
   }
+}
+
+// Whether the process maps `file` now (a line of /proc/self/maps names it).
+bool process_maps(const fs::path& file) {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find(file.string()) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// FileStoreOptions::map_min_bytes (the kcache command's 16 KiB): payloads of
+// that size or more are mapped, not read into a fresh buffer, and checked as
+// every read is: the bytes right and NUL-ended at an exact page multiple too,
+// a flipped byte a counted miss, a truncated file a miss before any mapping.
+TEST(FileStoreLimits, APayloadFromMapMinBytesUpIsMappedAndChecked) {
+  test::TempDir dir;
+  const fs::path root = dir.path() / "cache";
+  auto o = quiet_options(root);
+  o.map_min_bytes = 16 * 1024;
+  auto store = open_store(o);
+  for (const std::size_t size : {std::size_t{16 * 1024} - 1, std::size_t{16 * 1024}, std::size_t{20000},
+                                 std::size_t{155152}, std::size_t{8 * 4096}}) {
+    const auto a = make_artifact(1400 + size, size, size);
+    ASSERT_TRUE(store->put(a).has_value());
+    const fs::path file = test::payload_path(root, a.passport.key);
+    for (int round = 0; round < 2; ++round) {  // SHA-256, then the recorded fast check
+      auto got = store->get(a.passport.key);
+      ASSERT_TRUE(got && got->has_value()) << size;
+      EXPECT_EQ((*got)->payload, a.payload) << size;
+      EXPECT_EQ((*got)->payload.c_str()[size], '\0') << size;
+      EXPECT_EQ(process_maps(file), size >= 16 * 1024) << size;
+    }
+    EXPECT_FALSE(process_maps(file)) << "the mapping ends with the payload: " << size;
+    {
+      util::Fd fd(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
+      ASSERT_EQ(::pwrite(fd.get(), "\x01", 1, static_cast<off_t>(size / 2)), 1);
+    }
+    const std::uint64_t corrupt_before = store->stats()->corrupt;
+    auto damaged = store->get(a.passport.key);
+    ASSERT_TRUE(damaged.has_value());
+    EXPECT_FALSE(damaged->has_value()) << size;
+    EXPECT_EQ(store->stats()->corrupt, corrupt_before + 1) << size;
+    // Put back, then cut short: a miss, never a fault.
+    ASSERT_TRUE(store->put(a).has_value());
+    ASSERT_EQ(::truncate(file.c_str(), static_cast<off_t>(size - 4096)), 0);
+    auto cut = store->get(a.passport.key);
+    ASSERT_TRUE(cut.has_value());
+    EXPECT_FALSE(cut->has_value()) << size;
+  }
+  // The default stays 1 MiB: a 155 KB payload is read, not mapped.
+  auto plain = open_store(quiet_options(dir.path() / "plain"));
+  const auto b = make_artifact(1500, 1500, 155152);
+  ASSERT_TRUE(plain->put(b).has_value());
+  auto got = plain->get(b.passport.key);
+  ASSERT_TRUE(got && got->has_value());
+  EXPECT_FALSE(process_maps(test::payload_path(dir.path() / "plain", b.passport.key)));
 }
 
 // get_into() reads (or copies) a payload of FileStore::k_lend_min_bytes or
