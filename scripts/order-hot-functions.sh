@@ -41,10 +41,11 @@ done
   echo "# (cmake/kcacheHotText.cmake). Made by scripts/order-hot-functions.sh; do not edit."
   # Callgrind names a function once per file, on its first fn= or cfn= line:
   # "fn=(12) _ZN6kcache7compile..."; a "'2" suffix marks a recursion level,
-  # and libc's versioned names ("@@GLIBC_2.2.5") and "(below main)" are not ours.
+  # and libc's versioned names ("@@GLIBC_2.2.5"), "(below main)" and the bare
+  # addresses of code without symbols ("0x000000000001ab70") are not ours.
   for f in "$work"/cg.*; do
     sed -n 's/^c\{0,1\}fn=([0-9]*) \(.*\)$/\1/p' "$f"
-  done | sed "s/'[0-9]*\$//" | grep -E '^[A-Za-z0-9_.$]+$' | awk '!seen[$0]++'
+  done | sed "s/'[0-9]*\$//" | grep -E '^[A-Za-z0-9_.$]+$' | grep -v '^0x[0-9a-f]*$' | awk '!seen[$0]++'
 } >"$work/list"
 mv "$work/list" "$out"
 echo "order-hot-functions: $(grep -vc '^#' "$out") functions in $out"

@@ -289,7 +289,7 @@ void FileCheckTable::fit(std::uint64_t entries) noexcept {
       for (unsigned k = 0; k < k_ways; ++k) {
         char* to = image.data() + k_header_bytes + std::size_t{way_index(home, k)} * k_slot_bytes;
         std::uint64_t to_seal = 0;
-        std::memcpy(&to_seal, to + 80, 8);
+        std::memcpy(&to_seal, to + k_sealed_words * 8, 8);
         if (to_seal == 0) {
           std::memcpy(to, w.data(), k_slot_bytes);
           break;
@@ -390,7 +390,7 @@ void FileCheckTable::forget(const Key& key) noexcept {
   const unsigned home = home_index(key.bytes().data(), m->slots);
   for (unsigned k = 0; k < k_ways; ++k) {  // every way: two processes may have recorded the key in two
     std::uint64_t* s = slot(*m, way_index(home, k));
-    if (load(s) == kw[0] && load(s + 1) == kw[1] && load(s + 2) == kw[2] && load(s + 3) == kw[3]) {
+    if (holds_key(load_slot(s), kw)) {
       store_word(s + 10, 0);
     }
   }
